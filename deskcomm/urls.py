@@ -1,0 +1,14 @@
+"""Top-level URL configuration."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+admin.site.site_header = "Deskcomm operations"
+admin.site.site_title = "Deskcomm"
+admin.site.index_title = "Event bus and CRM records"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,29 @@
+"""Deskcomm's event bus inside PostgreSQL.
+
+Public API (pinned):
+    eventbus.emit(event_type, *, organization, entity_kind, entity_id=None, payload=None,
+                  metadata=None, idempotency_key=None) -> EventLog
+    eventbus.emit_many(items, *, organization) -> list[uuid.UUID]
+    @eventbus.consumer("name-worker", events=[...], max_attempts=8, delay=None)
+    eventbus.PermanentError, eventbus.EventValidationError, eventbus.Event
+
+Importing `eventbus` is safe while Django loads: no module here touches models at import time.
+"""
+
+from __future__ import annotations
+
+from eventbus.emitter import emit, emit_many
+from eventbus.errors import ConsumerRegistrationError, EventValidationError, PermanentError
+from eventbus.event import Event
+from eventbus.registry import consumer, registry
+
+__all__ = [
+    "ConsumerRegistrationError",
+    "Event",
+    "EventValidationError",
+    "PermanentError",
+    "consumer",
+    "emit",
+    "emit_many",
+    "registry",
+]

@@ -1,0 +1,39 @@
+"""Event bus app: discovers consumers at start-up and mirrors them for the SQL emit function."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.util import find_spec
+from typing import Any
+
+from django.apps import AppConfig, apps
+from django.db.models.signals import post_migrate
+
+
+class EventbusConfig(AppConfig):
+    name = "eventbus"
+    verbose_name = "Event bus"
+
+    def ready(self) -> None:
+        from eventbus import checks  # noqa: F401  (registers the system checks)
+        from eventbus.conf import bus_settings
+
+        for module in handler_modules(bus_settings.HANDLER_MODULES):
+            import_module(module)
+        post_migrate.connect(_sync_after_migrate, sender=self)
+
+
+def handler_modules(extra: list[str]) -> list[str]:
+    """Every installed app's `handlers` module, then the configured extra modules."""
+    found = [
+        f"{config.name}.handlers"
+        for config in apps.get_app_configs()
+        if find_spec(f"{config.name}.handlers") is not None
+    ]
+    return found + [m for m in extra if m not in found]
+
+
+def _sync_after_migrate(**kwargs: Any) -> None:
+    from eventbus.routes import sync_routes
+
+    sync_routes()

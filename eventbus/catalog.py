@@ -1,0 +1,179 @@
+"""The event catalog: every event type, its payload's required fields and its schema version.
+
+Seed 000 §3 is declared here; apps declare their own types with `declare(...)` in their
+`handlers.py`. Emitting an undeclared type, or a payload missing a required field, is an
+`EventValidationError` and writes nothing. A breaking payload change is a new version: declare the
+new one and keep the old one with `superseded_on`; the old version stays emittable (and so
+consumable) for `SUPPORT_WINDOW` after that date.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from eventbus.errors import EventValidationError
+
+EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
+_EVENT_TYPE_RE = re.compile(EVENT_TYPE_PATTERN)
+SUPPORT_WINDOW = dt.timedelta(days=30)
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    """One version of one event type."""
+
+    name: str
+    version: int
+    required: tuple[str, ...]
+    description: str = ""
+    superseded_on: dt.date | None = None
+
+    def is_supported(self, today: dt.date) -> bool:
+        return self.superseded_on is None or today <= self.superseded_on + SUPPORT_WINDOW
+
+
+_schemas: dict[str, dict[int, EventSchema]] = {}
+
+
+def validate_event_type(event_type: object) -> str:
+    """Return the type if it matches `{entity}.{action}` in lower snake case, else raise."""
+    if not isinstance(event_type, str) or not _EVENT_TYPE_RE.match(event_type):
+        raise EventValidationError(
+            f"invalid event type {event_type!r}: expected '{{entity}}.{{action}}' in lower snake "
+            "case, e.g. 'lead.stage_changed'"
+        )
+    return event_type
+
+
+def declare(
+    name: str,
+    *,
+    required: Iterable[str] = (),
+    version: int = 1,
+    description: str = "",
+    superseded_on: dt.date | None = None,
+) -> EventSchema:
+    """Declare (or re-declare identically) one version of an event type."""
+    validate_event_type(name)
+    schema = EventSchema(name, version, tuple(required), description, superseded_on)
+    existing = _schemas.setdefault(name, {}).get(version)
+    if existing is not None and existing != schema:
+        raise EventValidationError(f"event type {name} v{version} is already declared differently")
+    _schemas[name][version] = schema
+    return schema
+
+
+def is_declared(name: str) -> bool:
+    return name in _schemas
+
+
+def declared_types() -> list[str]:
+    return sorted(_schemas)
+
+
+def latest(name: str) -> EventSchema:
+    versions = _schemas.get(name)
+    if not versions:
+        raise EventValidationError(
+            f"unknown event type {name!r}: declare it in the catalog (eventbus.catalog.declare) "
+            "before emitting it"
+        )
+    return versions[max(versions)]
+
+
+def schema_for(name: str, version: object | None, today: dt.date) -> EventSchema:
+    """The schema an emit must satisfy: the requested version, or the latest one."""
+    if version is None:
+        return latest(name)
+    current = latest(name)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise EventValidationError(f"schema_version must be an integer, got {version!r}")
+    schema = _schemas[name].get(version)
+    if schema is None:
+        raise EventValidationError(
+            f"{name} has no schema version {version} (latest is {current.version})"
+        )
+    if not schema.is_supported(today):
+        raise EventValidationError(
+            f"{name} v{version} was superseded on {schema.superseded_on} and its "
+            f"{SUPPORT_WINDOW.days}-day support window is over; emit v{current.version}"
+        )
+    return schema
+
+
+def check_payload(schema: EventSchema, payload: Mapping[str, object]) -> None:
+    missing = [field for field in schema.required if field not in payload]
+    if missing:
+        raise EventValidationError(
+            f"{schema.name} v{schema.version} payload is missing required field(s): "
+            f"{', '.join(missing)}"
+        )
+
+
+def _declare_seed_catalog() -> None:
+    """Seed 000 §3. Optional fields (marked `?` in the seed) are not required."""
+    seed: dict[str, tuple[str, ...]] = {
+        # lead.*
+        "lead.created": ("name", "source", "pipeline_id", "stage_id"),
+        "lead.updated": ("changes",),
+        "lead.stage_changed": ("from_stage_id", "to_stage_id"),
+        "lead.won": ("value", "won_at"),
+        "lead.lost": ("reason", "lost_at"),
+        "lead.assigned": ("to_owner_id",),
+        "lead.deleted": ("soft", "deleted_by"),
+        # lead_activity.*
+        "lead_activity.recorded": ("activity_type", "lead_id", "content_excerpt"),
+        # contact.*
+        "contact.created": ("phone", "source"),
+        "contact.merged": ("from_contact_id", "into_contact_id", "merged_fields"),
+        "contact.blocked": ("reason",),
+        "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),
+        # message.*
+        "message.received": ("direction", "conversation_id", "contact_id", "body", "waha_message_id"),
+        "message.sent": ("direction", "conversation_id", "contact_id", "channel", "body", "message_id"),
+        "message.delivered": ("message_id", "delivered_at"),
+        "message.read": ("message_id", "read_at"),
+        "message.failed": ("message_id", "error_code", "error_message", "retryable"),
+        # conversation.*
+        "conversation.opened": ("conversation_id", "contact_id", "channel"),
+        "conversation.assigned": ("to_user_id", "mode"),
+        "conversation.resolved": ("resolved_by", "duration_s"),
+        "conversation.reopened": ("reopened_by",),
+        # ai.*
+        "ai.responded": (
+            "conversation_id", "message_id", "model", "tokens_in", "tokens_out", "cost_cents",
+            "latency_ms",
+        ),
+        "ai.handoff_triggered": ("conversation_id", "reason", "from"),
+        "ai.sentiment_alert": ("conversation_id", "sentiment", "score"),
+        "ai.budget_warning": ("pct_used", "daily_budget_cents", "current_cents"),
+        "ai.budget_throttled": ("daily_budget_cents", "current_cents", "throttle_until"),
+        # nuvemshop.*
+        "nuvemshop.order_created": ("order_id", "ns_order_id", "total_cents"),
+        "nuvemshop.order_paid": ("order_id", "paid_at", "amount_cents"),
+        "nuvemshop.order_cancelled": ("order_id", "cancelled_at"),
+        "nuvemshop.order_fulfilled": ("order_id", "fulfilled_at"),
+        "nuvemshop.cart_abandoned": ("cart_id", "value_cents", "abandoned_at"),
+        "nuvemshop.customer_redact_received": ("ns_customer_id", "ns_request_id"),
+        "nuvemshop.product_synced": ("product_id", "action"),
+        # lgpd.*
+        "lgpd.consent_changed": ("contact_id", "consent_type", "granted", "source"),
+        "lgpd.data_request_received": ("request_id", "request_type", "contact_id", "channel"),
+        "lgpd.export_generated": ("request_id", "export_url_signed", "expires_at"),
+        "lgpd.redact_applied": ("request_id", "contact_id", "scope"),
+        # system.*
+        "system.contact_blocked_by_stop": ("contact_id", "keyword"),
+        "system.send_blocked": ("contact_id", "reason"),
+        "system.window_24h_expired": ("conversation_id", "contact_id", "expired_at"),
+        # webhook.*
+        "webhook.delivery_failed": ("subscription_id", "event_id", "attempt", "error"),
+        "webhook.subscription_disabled": ("subscription_id", "reason", "last_error"),
+    }
+    for name, required in seed.items():
+        declare(name, required=required, description="seed 000 §3")
+
+
+_declare_seed_catalog()

@@ -1,0 +1,409 @@
+"""Claim, ack, nack, release, extend, reap, reprocess: the only code that changes delivery state.
+
+Every statement here is named and commented. The claim is one statement (SKIP LOCKED, eligibility
+re-checked in the UPDATE, lease set, attempt counted). Every later transition is fenced by the
+claim's `lease_token`: a worker whose lease was taken over changes 0 rows, and that is logged and
+counted, never raised. Times come from Python (`timezone.now()`), so tests control them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from eventbus.conf import bus_settings
+from eventbus.event import Event
+from eventbus.retry import Verdict
+
+logger = logging.getLogger(__name__)
+
+# CLAIM. Fair across tenants and consumers: list the organizations with pending work (a loose
+# index scan over delivery_claim_idx, starting at a random organization so no tenant is always
+# last), give each (organization, consumer) pair an equal share of the batch, and take each share
+# in due order with FOR UPDATE SKIP LOCKED. The picked ids are materialised (one pass, never more
+# than the batch), and the UPDATE re-checks eligibility itself so a row rescheduled or claimed by
+# another drain since the subquery's snapshot is never claimed twice.
+CLAIM_SQL = """
+WITH RECURSIVE after_start(org) AS (
+    (SELECT organization_id FROM eventbus_delivery
+      WHERE status = 'pending' AND organization_id >= %(start)s
+      ORDER BY organization_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.organization_id FROM eventbus_delivery d
+             WHERE d.status = 'pending' AND d.organization_id > a.org
+             ORDER BY d.organization_id LIMIT 1)
+      FROM after_start a WHERE a.org IS NOT NULL
+), before_start(org) AS (
+    (SELECT organization_id FROM eventbus_delivery
+      WHERE status = 'pending' AND organization_id < %(start)s
+      ORDER BY organization_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.organization_id FROM eventbus_delivery d
+             WHERE d.status = 'pending' AND d.organization_id > b.org
+               AND d.organization_id < %(start)s
+             ORDER BY d.organization_id LIMIT 1)
+      FROM before_start b WHERE b.org IS NOT NULL
+), orgs AS MATERIALIZED (
+    SELECT org FROM (SELECT org FROM after_start WHERE org IS NOT NULL
+                     UNION ALL
+                     SELECT org FROM before_start WHERE org IS NOT NULL) o
+     LIMIT %(batch)s
+), share AS MATERIALIZED (
+    SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*) * %(nconsumers)s)))::int AS n
+      FROM orgs
+), picked AS MATERIALIZED (
+    SELECT c.id
+      FROM orgs
+     CROSS JOIN unnest(%(consumers)s::text[]) AS k(consumer)
+     CROSS JOIN LATERAL (
+        SELECT d.id FROM eventbus_delivery d
+         WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
+           AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
+         ORDER BY d.next_attempt_at
+         LIMIT (SELECT n FROM share)
+           FOR UPDATE SKIP LOCKED
+     ) c
+     LIMIT %(batch)s
+)
+UPDATE eventbus_delivery d
+   SET status = 'processing', attempts = d.attempts + 1, lease_token = %(token)s,
+       locked_until = %(lease_until)s, locked_by = %(worker)s, updated_at = %(now)s
+  FROM event_log e
+ WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
+   AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
+   AND e.id = d.event_id
+RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id, e.organization_id, e.event_type,
+          e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at
+"""
+
+# ACK. Mark the batch done (fenced by the lease token), then fold the consumers into the events'
+# summary. Event rows are locked in id order first, so two workers acking overlapping events
+# cannot deadlock; the UPDATE then sees the latest consumed_by of each locked event.
+ACK_SQL = """
+WITH acked AS (
+    UPDATE eventbus_delivery d
+       SET status = 'done', locked_until = NULL, lease_token = NULL, last_error = NULL,
+           error_class = NULL, updated_at = %(now)s, finished_at = %(now)s
+     WHERE d.id = ANY(%(ids)s::bigint[]) AND d.lease_token = %(token)s
+       AND d.status = 'processing'
+    RETURNING d.id, d.event_id, d.consumer
+), locked AS MATERIALIZED (
+    SELECT e.id FROM event_log e
+     WHERE e.id IN (SELECT event_id FROM acked)
+     ORDER BY e.id
+       FOR UPDATE
+), by_event AS (
+    SELECT event_id, array_agg(consumer) AS consumers FROM acked GROUP BY event_id
+), summary AS (
+    UPDATE event_log e
+       SET consumed_by = ARRAY(SELECT DISTINCT c FROM unnest(e.consumed_by || p.consumers) c
+                               ORDER BY c),
+           status = CASE
+               WHEN e.status = 'dead' THEN 'dead'
+               WHEN cardinality(ARRAY(SELECT DISTINCT unnest(e.consumed_by || p.consumers)))
+                    >= e.fanout THEN 'done'
+               ELSE 'processing' END,
+           updated_at = %(now)s
+      FROM by_event p JOIN locked l ON l.id = p.event_id
+     WHERE e.id = p.event_id
+)
+SELECT id FROM acked
+"""
+
+# NACK. Per-row verdicts (retry at a time, or dead) from parallel arrays; failed attempts are
+# recorded in the attempt log; the events' summary gets the error, and `dead` when one died.
+NACK_SQL = """
+WITH v AS (
+    SELECT * FROM unnest(%(ids)s::bigint[], %(dead)s::bool[], %(next_at)s::timestamptz[],
+                         %(errors)s::text[], %(classes)s::text[], %(durations)s::int[])
+           AS v(id, dead, next_at, error, error_class, duration_ms)
+), nacked AS (
+    UPDATE eventbus_delivery d
+       SET status = CASE WHEN v.dead THEN 'dead' ELSE 'pending' END,
+           next_attempt_at = CASE WHEN v.dead THEN d.next_attempt_at ELSE v.next_at END,
+           locked_until = NULL, lease_token = NULL, last_error = v.error,
+           error_class = v.error_class, updated_at = %(now)s,
+           finished_at = CASE WHEN v.dead THEN %(now)s::timestamptz END
+      FROM v
+     WHERE d.id = v.id AND d.lease_token = %(token)s AND d.status = 'processing'
+    RETURNING d.id, d.event_id, d.organization_id, d.consumer, d.attempts, v.dead, v.next_at,
+              v.error, v.error_class, v.duration_ms
+), history AS (
+    INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
+                                          duration_ms, worker, created_at)
+    SELECT id, attempts, CASE WHEN dead THEN 'dead' ELSE 'retry' END, error_class, error,
+           duration_ms, %(worker)s, %(now)s
+      FROM nacked
+), locked AS MATERIALIZED (
+    SELECT e.id FROM event_log e
+     WHERE e.id IN (SELECT event_id FROM nacked)
+     ORDER BY e.id
+       FOR UPDATE
+), by_event AS (
+    SELECT event_id, count(*) AS failures, bool_or(dead) AS any_dead, max(error) AS error,
+           min(next_at) FILTER (WHERE NOT dead) AS next_at
+      FROM nacked GROUP BY event_id
+), summary AS (
+    UPDATE event_log e
+       SET attempts = least(e.attempts + p.failures, 32767), last_error = p.error,
+           status = CASE WHEN p.any_dead THEN 'dead' ELSE e.status END,
+           next_attempt_at = coalesce(p.next_at, e.next_attempt_at), updated_at = %(now)s
+      FROM by_event p JOIN locked l ON l.id = p.event_id
+     WHERE e.id = p.event_id
+)
+SELECT id, event_id, organization_id, consumer, attempts, dead, error FROM nacked
+"""
+
+# RELEASE. Claimed but never started (the worker is stopping): pending again at once, and the
+# attempt the claim counted is given back.
+RELEASE_SQL = """
+UPDATE eventbus_delivery
+   SET status = 'pending', attempts = greatest(attempts - 1, 0), locked_until = NULL,
+       lease_token = NULL, locked_by = NULL, updated_at = %(now)s
+ WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND status = 'processing'
+"""
+
+# EXTEND. A batch still running keeps its lease (heartbeat from the worker's main thread).
+EXTEND_SQL = """
+UPDATE eventbus_delivery SET locked_until = %(lease_until)s
+ WHERE id = ANY(%(ids)s::bigint[]) AND lease_token = %(token)s AND status = 'processing'
+"""
+
+# REAP (step 1). Take over leases that ran out (their worker died): the rows get a fresh token,
+# then go through NACK like any failed attempt (retry now, or dead if out of attempts).
+STEAL_EXPIRED_SQL = """
+WITH expired AS (
+    SELECT id FROM eventbus_delivery
+     WHERE status = 'processing' AND locked_until < %(now)s
+     ORDER BY locked_until
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE eventbus_delivery d
+   SET lease_token = %(token)s, locked_until = %(lease_until)s, updated_at = %(now)s
+  FROM expired
+ WHERE d.id = expired.id AND d.status = 'processing' AND d.locked_until < %(now)s
+RETURNING d.id, d.attempts, d.max_attempts, d.locked_by
+"""
+
+# REPROCESS. Dead (or done) deliveries back to pending, attempts 0, due now, error cleared;
+# only those consumers re-run. The event summary forgets them and leaves `dead` when no dead
+# delivery remains.
+REPROCESS_SQL = """
+WITH target AS (
+    UPDATE eventbus_delivery d
+       SET status = 'pending', attempts = 0, next_attempt_at = %(now)s, last_error = NULL,
+           error_class = NULL, locked_until = NULL, lease_token = NULL, locked_by = NULL,
+           finished_at = NULL, updated_at = %(now)s
+     WHERE d.id = ANY(%(ids)s::bigint[]) AND d.status IN ('dead', 'done')
+    RETURNING d.id, d.event_id, d.consumer
+), locked AS MATERIALIZED (
+    SELECT e.id FROM event_log e
+     WHERE e.id IN (SELECT event_id FROM target)
+     ORDER BY e.id
+       FOR UPDATE
+), by_event AS (
+    SELECT event_id, array_agg(consumer) AS consumers FROM target GROUP BY event_id
+), summary AS (
+    UPDATE event_log e
+       SET consumed_by = ARRAY(SELECT c FROM unnest(e.consumed_by) c
+                                WHERE c <> ALL(p.consumers)),
+           status = CASE
+               WHEN EXISTS (SELECT 1 FROM eventbus_delivery o
+                             WHERE o.event_id = e.id AND o.status = 'dead'
+                               AND o.consumer <> ALL(p.consumers)) THEN 'dead'
+               ELSE 'processing' END,
+           updated_at = %(now)s
+      FROM by_event p JOIN locked l ON l.id = p.event_id
+     WHERE e.id = p.event_id
+)
+SELECT id FROM target
+"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claimed batch: one lease token fences every later transition of its rows."""
+
+    token: uuid.UUID
+    events: list[Event]
+
+    @property
+    def ids(self) -> list[int]:
+        return [e.delivery_id for e in self.events]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt and what to do about it."""
+
+    delivery_id: int
+    verdict: Verdict
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A delivery that just died (for alerts)."""
+
+    delivery_id: int
+    event_id: uuid.UUID
+    organization_id: uuid.UUID
+    consumer: str
+    attempts: int
+    error: str
+
+
+def claim(
+    *,
+    consumers: Sequence[str],
+    batch_size: int,
+    worker_id: str,
+    now: dt.datetime | None = None,
+) -> Claim:
+    """Claim up to `batch_size` due deliveries of `consumers`, fairly across organizations."""
+    now = now or timezone.now()
+    token = uuid.uuid4()
+    if not consumers or batch_size < 1:
+        return Claim(token, [])
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM_SQL, {
+            "start": uuid.uuid4(), "batch": batch_size, "consumers": list(consumers),
+            "nconsumers": len(consumers), "now": now, "token": token, "worker": worker_id,
+            "lease_until": _lease_until(now),
+        })
+        rows = cursor.fetchall()
+    return Claim(token, [_event_from_row(row) for row in rows])
+
+
+def ack(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
+    """Mark deliveries done; returns how many were still ours (the rest lost their lease)."""
+    if not ids:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(ACK_SQL, {"ids": list(ids), "token": token, "now": now or timezone.now()})
+        acked = len(cursor.fetchall())
+    _log_lost("ack", token, len(ids), acked)
+    return acked
+
+
+def nack(
+    token: uuid.UUID,
+    failures: Sequence[Failure],
+    *,
+    worker_id: str = "",
+    now: dt.datetime | None = None,
+) -> list[DeadLetter]:
+    """Record failed attempts: retry later or dead-letter. Returns the deliveries that died."""
+    if not failures:
+        return []
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(NACK_SQL, {
+            "ids": [f.delivery_id for f in failures],
+            "dead": [f.verdict.dead for f in failures],
+            "next_at": [now + dt.timedelta(seconds=f.verdict.delay) for f in failures],
+            "errors": [f.verdict.error for f in failures],
+            "classes": [f.verdict.error_class for f in failures],
+            "durations": [f.duration_ms for f in failures],
+            "token": token, "now": now, "worker": worker_id,
+        })
+        rows = cursor.fetchall()
+    _log_lost("nack", token, len(failures), len(rows))
+    return [DeadLetter(r[0], r[1], r[2], r[3], r[4], r[6]) for r in rows if r[5]]
+
+
+def release(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
+    """Give back claimed deliveries that were never started (pending again, attempt refunded)."""
+    if not ids:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(RELEASE_SQL, {"ids": list(ids), "token": token, "now": now or timezone.now()})
+        return cursor.rowcount
+
+
+def extend(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
+    """Push the lease of still-running deliveries forward; returns how many are still ours."""
+    if not ids:
+        return 0
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(EXTEND_SQL, {"ids": list(ids), "token": token,
+                                    "lease_until": _lease_until(now)})
+        return cursor.rowcount
+
+
+def reap(*, now: dt.datetime | None = None, limit: int = 1000, worker_id: str = "reaper"
+         ) -> tuple[int, list[DeadLetter]]:
+    """Return deliveries whose lease expired (dead worker) to pending, or dead when out of attempts.
+
+    What did finish was acked and is not `processing`, so it is never re-run. Returns the number
+    of deliveries reaped and those that died.
+    """
+    from eventbus.retry import Verdict
+
+    now = now or timezone.now()
+    token = uuid.uuid4()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(STEAL_EXPIRED_SQL, {"now": now, "limit": limit, "token": token,
+                                               "lease_until": _lease_until(now)})
+            rows = cursor.fetchall()
+        failures = [
+            Failure(row[0], Verdict(
+                dead=row[1] >= row[2], delay=0.0, error_class="LeaseExpired",
+                error=f"LeaseExpired: worker {row[3] or '?'} did not finish attempt {row[1]} "
+                      "before its lease ran out (killed or stuck)",
+            ))
+            for row in rows
+        ]
+        dead = nack(token, failures, worker_id=worker_id, now=now)
+    if rows:
+        logger.warning("reaped %d expired deliveries (%d dead)", len(rows), len(dead))
+    return len(rows), dead
+
+
+def reprocess(ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
+    """Dead or done deliveries back to pending, attempts 0, due now; returns how many moved."""
+    if not ids:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(REPROCESS_SQL, {"ids": list(ids), "now": now or timezone.now()})
+        return len(cursor.fetchall())
+
+
+def _lease_until(now: dt.datetime) -> dt.datetime:
+    return now + dt.timedelta(seconds=float(bus_settings.LEASE_SECONDS))
+
+
+def _log_lost(step: str, token: uuid.UUID, expected: int, changed: int) -> None:
+    if changed < expected:
+        logger.warning(
+            "%s changed %d of %d deliveries: the rest lost their lease (taken over after expiry)",
+            step, changed, expected, extra={"lease_token": str(token), "lost": expected - changed},
+        )
+
+
+def _event_from_row(row: Sequence[object]) -> Event:
+    (delivery_id, consumer, attempt, max_attempts, event_id, org_id, event_type, entity_kind,
+     entity_id, payload, metadata, created_at) = row
+    return Event(
+        id=event_id, organization_id=org_id, event_type=event_type, entity_kind=entity_kind,
+        entity_id=entity_id, payload=_json(payload), metadata=_json(metadata),
+        created_at=created_at, consumer=consumer, delivery_id=delivery_id, attempt=attempt,
+        max_attempts=max_attempts,
+    )  # type: ignore[arg-type]
+
+
+def _json(value: object) -> dict:  # type: ignore[type-arg]
+    # Django's psycopg setup returns jsonb as text (JSONField decodes it); raw queries decode here.
+    if isinstance(value, str):
+        return json.loads(value)  # type: ignore[no-any-return]
+    return value  # type: ignore[return-value]

@@ -1,0 +1,351 @@
+"""Emit: write an event and its deliveries in the caller's transaction (transactional outbox).
+
+`emit` and `emit_many` validate everything before touching the database, then write the event row
+and one delivery per subscribed consumer in a single statement, so a rollback of the caller's
+transaction takes both away and an error never leaves half an event behind.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import connection
+from django.utils import timezone
+
+from deskcomm import context
+from eventbus import catalog
+from eventbus.conf import bus_settings
+from eventbus.errors import EventValidationError
+from eventbus.registry import registry
+
+if TYPE_CHECKING:
+    from deskcomm.models import Organization
+    from eventbus.models import EventLog
+
+WAKEUP_CHANNEL = "eventbus_wakeup"
+EMIT_MANY_CHUNK = 2000
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+# One statement: the event, then its deliveries from the consumers' arrays. ON CONFLICT makes a
+# repeated idempotency key a no-op (no row from `ev`, so no deliveries either).
+INSERT_EVENT_SQL = """
+WITH ev AS (
+    INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
+                           metadata, consumed_by, attempts, status, fanout, idempotency_key,
+                           created_at, updated_at)
+    VALUES (%(id)s, %(org)s, %(event_type)s, %(entity_kind)s, %(entity_id)s, %(payload)s::jsonb,
+            %(metadata)s::jsonb, '{}', 0, %(status)s, %(fanout)s, %(idempotency_key)s,
+            %(now)s, %(now)s)
+    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id
+), deliveries AS (
+    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
+                                   max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
+           %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
+      FROM ev, unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
+           AS r(consumer, max_attempts, delay)
+)
+SELECT id{notify} FROM ev
+"""
+INSERT_EVENT_QUIET_SQL = INSERT_EVENT_SQL.replace("{notify}", "")
+# High-priority types also wake idle workers; NOTIFY is delivered when the caller commits.
+INSERT_EVENT_NOTIFY_SQL = INSERT_EVENT_SQL.replace(
+    "{notify}", f", pg_notify('{WAKEUP_CHANNEL}', %(event_type)s)"
+)
+
+# Bulk variant: events from parallel arrays; deliveries joined on event type to the routes.
+INSERT_MANY_SQL = """
+WITH ev AS (
+    INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
+                           metadata, consumed_by, attempts, status, fanout, idempotency_key,
+                           created_at, updated_at)
+    SELECT i.id, %(org)s, i.event_type, i.entity_kind, i.entity_id, i.payload::jsonb,
+           i.metadata::jsonb, '{}', 0, i.status, i.fanout, i.idempotency_key, %(now)s, %(now)s
+      FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(entity_kinds)s::text[],
+                  %(entity_ids)s::uuid[], %(payloads)s::text[], %(metadatas)s::text[],
+                  %(statuses)s::text[], %(fanouts)s::int[], %(idempotency_keys)s::text[])
+           AS i(id, event_type, entity_kind, entity_id, payload, metadata, status, fanout,
+                idempotency_key)
+    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, event_type
+), deliveries AS (
+    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
+                                   max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
+           %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
+      FROM ev JOIN unnest(%(r_types)s::text[], %(r_consumers)s::text[], %(r_max)s::int[],
+                          %(r_delays)s::float8[]) AS r(event_type, consumer, max_attempts, delay)
+           ON r.event_type = ev.event_type
+)
+SELECT id FROM ev
+"""
+
+EXISTING_BY_KEY_SQL = """
+SELECT id, idempotency_key FROM event_log
+ WHERE organization_id = %(org)s AND idempotency_key = ANY(%(keys)s::text[])
+"""
+
+
+@dataclass(frozen=True)
+class PreparedEvent:
+    """A validated event, serialised and ready to insert."""
+
+    id: uuid.UUID
+    event_type: str
+    entity_kind: str
+    entity_id: uuid.UUID | None
+    payload: dict[str, Any]
+    metadata: dict[str, Any]
+    payload_json: str
+    metadata_json: str
+    idempotency_key: str | None
+
+
+def emit(
+    event_type: str,
+    *,
+    organization: Organization | uuid.UUID | str,
+    entity_kind: str,
+    entity_id: uuid.UUID | str | None = None,
+    payload: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
+) -> EventLog:
+    """Write one event and its deliveries inside the caller's transaction; return the event.
+
+    The same `idempotency_key` within an organization returns the existing event unchanged.
+    Raises `EventValidationError` (and writes nothing) for a bad type, payload or organization.
+    """
+    org_id = resolve_organization(organization)
+    now = timezone.now()
+    prepared = prepare(
+        event_type, entity_kind=entity_kind, entity_id=entity_id, payload=payload,
+        metadata=metadata, idempotency_key=idempotency_key, now=now,
+    )
+    routes = registry.for_event(prepared.event_type)
+    notify = prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES)
+    sql = INSERT_EVENT_NOTIFY_SQL if notify else INSERT_EVENT_QUIET_SQL
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {
+            "id": prepared.id, "org": org_id, "event_type": prepared.event_type,
+            "entity_kind": prepared.entity_kind, "entity_id": prepared.entity_id,
+            "payload": prepared.payload_json, "metadata": prepared.metadata_json,
+            "status": "pending" if routes else "done", "fanout": len(routes),
+            "idempotency_key": prepared.idempotency_key, "now": now,
+            "consumers": [c.name for c in routes],
+            "max_attempts": [c.effective_max_attempts() for c in routes],
+            "delays": [c.delay_seconds for c in routes],
+        })
+        inserted = cursor.fetchone()
+    if inserted is None:
+        return _existing_event(org_id, prepared.idempotency_key)
+    return _as_model(prepared, org_id, now, fanout=len(routes))
+
+
+def emit_many(
+    items: Iterable[Mapping[str, Any]], *, organization: Organization | uuid.UUID | str
+) -> list[uuid.UUID]:
+    """Bulk emit for high volume: one statement per chunk; returns the event ids in input order.
+
+    Each item is a mapping with `event_type`, `entity_kind` and optionally `entity_id`, `payload`,
+    `metadata`, `idempotency_key`. Everything is validated before anything is written; a repeated
+    idempotency key yields the existing event's id.
+    """
+    org_id = resolve_organization(organization)
+    now = timezone.now()
+    prepared = [_prepare_item(index, item, now) for index, item in enumerate(items)]
+    ids: list[uuid.UUID] = []
+    for start in range(0, len(prepared), EMIT_MANY_CHUNK):
+        ids.extend(_insert_chunk(prepared[start:start + EMIT_MANY_CHUNK], org_id, now))
+    if any(e.event_type in set(bus_settings.NOTIFY_EVENT_TYPES) for e in prepared):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])
+    return ids
+
+
+def prepare(
+    event_type: object,
+    *,
+    entity_kind: object,
+    entity_id: object,
+    payload: object,
+    metadata: object,
+    idempotency_key: object,
+    now: dt.datetime,
+) -> PreparedEvent:
+    """Validate and serialise one event (no database access)."""
+    name = catalog.validate_event_type(event_type)
+    kind = _validate_entity_kind(entity_kind)
+    ent_id = _validate_entity_id(entity_id)
+    body = _validate_mapping("payload", payload)
+    extra = _validate_mapping("metadata", metadata)
+    key = _validate_idempotency_key(idempotency_key if idempotency_key is not None
+                                    else extra.get("idempotency_key"))
+    schema = catalog.schema_for(name, extra.get("schema_version"), now.date())
+    catalog.check_payload(schema, body)
+    meta = {**context.current(), **extra, "schema_version": schema.version,
+            "emitted_at": now.isoformat()}
+    if key is not None:
+        meta["idempotency_key"] = key
+    payload_json = _dumps("payload", body)
+    limit = int(bus_settings.MAX_PAYLOAD_BYTES)
+    if len(payload_json.encode()) > limit:
+        raise EventValidationError(
+            f"payload is {len(payload_json.encode())} bytes; the limit is {limit} bytes "
+            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it."
+        )
+    return PreparedEvent(uuid.uuid4(), name, kind, ent_id, body, meta, payload_json,
+                         _dumps("metadata", meta), key)
+
+
+def resolve_organization(organization: object) -> uuid.UUID:
+    """The organization's id; an id given as such must exist."""
+    from deskcomm.models import Organization
+
+    if organization is None or organization == "":
+        raise EventValidationError("organization is required: every event belongs to a tenant")
+    if isinstance(organization, Organization):
+        return organization.pk
+    try:
+        org_id = organization if isinstance(organization, uuid.UUID) else uuid.UUID(str(organization))
+    except ValueError:
+        raise EventValidationError(f"organization {organization!r} is not a valid id") from None
+    if not Organization.objects.filter(pk=org_id).exists():
+        raise EventValidationError(f"organization {org_id} does not exist")
+    return org_id
+
+
+def _prepare_item(index: int, item: Mapping[str, Any], now: dt.datetime) -> PreparedEvent:
+    if not isinstance(item, Mapping):
+        raise EventValidationError(f"item {index}: expected a mapping, got {type(item).__name__}")
+    unknown = set(item) - {"event_type", "entity_kind", "entity_id", "payload", "metadata",
+                           "idempotency_key"}
+    if unknown:
+        raise EventValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
+    try:
+        return prepare(
+            item.get("event_type"), entity_kind=item.get("entity_kind"),
+            entity_id=item.get("entity_id"), payload=item.get("payload"),
+            metadata=item.get("metadata"), idempotency_key=item.get("idempotency_key"), now=now,
+        )
+    except EventValidationError as exc:
+        raise EventValidationError(f"item {index}: {exc}") from None
+
+
+def _insert_chunk(chunk: Sequence[PreparedEvent], org_id: uuid.UUID, now: dt.datetime
+                  ) -> list[uuid.UUID]:
+    types = sorted({e.event_type for e in chunk})
+    routes = [(t, c) for t in types for c in registry.for_event(t)]
+    fanouts = {t: len(registry.for_event(t)) for t in types}
+    with connection.cursor() as cursor:
+        cursor.execute(INSERT_MANY_SQL, {
+            "org": org_id, "now": now,
+            "ids": [e.id for e in chunk],
+            "event_types": [e.event_type for e in chunk],
+            "entity_kinds": [e.entity_kind for e in chunk],
+            "entity_ids": [e.entity_id for e in chunk],
+            "payloads": [e.payload_json for e in chunk],
+            "metadatas": [e.metadata_json for e in chunk],
+            "statuses": ["pending" if fanouts[e.event_type] else "done" for e in chunk],
+            "fanouts": [fanouts[e.event_type] for e in chunk],
+            "idempotency_keys": [e.idempotency_key for e in chunk],
+            "r_types": [t for t, _ in routes],
+            "r_consumers": [c.name for _, c in routes],
+            "r_max": [c.effective_max_attempts() for _, c in routes],
+            "r_delays": [c.delay_seconds for _, c in routes],
+        })
+        inserted = {row[0] for row in cursor.fetchall()}
+    return _ids_in_order(chunk, inserted, org_id)
+
+
+def _ids_in_order(chunk: Sequence[PreparedEvent], inserted: set[uuid.UUID], org_id: uuid.UUID
+                  ) -> list[uuid.UUID]:
+    skipped = [e.idempotency_key for e in chunk if e.id not in inserted and e.idempotency_key]
+    existing: dict[str, uuid.UUID] = {}
+    if skipped:
+        with connection.cursor() as cursor:
+            cursor.execute(EXISTING_BY_KEY_SQL, {"org": org_id, "keys": skipped})
+            existing = {key: event_id for event_id, key in cursor.fetchall()}
+    ids: list[uuid.UUID] = []
+    first_by_key: dict[str, uuid.UUID] = {}
+    for e in chunk:
+        if e.id in inserted:
+            ids.append(e.id)
+            if e.idempotency_key:
+                first_by_key.setdefault(e.idempotency_key, e.id)
+        else:
+            key = e.idempotency_key or ""
+            ids.append(existing.get(key) or first_by_key[key])
+    return ids
+
+
+def _existing_event(org_id: uuid.UUID, key: str | None) -> EventLog:
+    from eventbus.models import EventLog
+
+    return EventLog.objects.get(organization_id=org_id, idempotency_key=key)
+
+
+def _as_model(prepared: PreparedEvent, org_id: uuid.UUID, now: dt.datetime, *, fanout: int
+              ) -> EventLog:
+    from eventbus.models import EventLog
+
+    event = EventLog(
+        id=prepared.id, organization_id=org_id, event_type=prepared.event_type,
+        entity_kind=prepared.entity_kind, entity_id=prepared.entity_id,
+        payload=prepared.payload, metadata=prepared.metadata, consumed_by=[], attempts=0,
+        status="pending" if fanout else "done", fanout=fanout,
+        idempotency_key=prepared.idempotency_key, created_at=now, updated_at=now,
+    )
+    event._state.adding = False
+    event._state.db = connection.alias
+    return event
+
+
+def _validate_entity_kind(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 64:
+        raise EventValidationError("entity_kind is required: a non-empty string of at most 64 characters")
+    return value
+
+
+def _validate_entity_id(value: object) -> uuid.UUID | None:
+    if value is None:
+        return None
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise EventValidationError(f"entity_id {value!r} is not a UUID") from None
+
+
+def _validate_mapping(field: str, value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise EventValidationError(f"{field} must be a JSON object, got {type(value).__name__}")
+    return dict(value)
+
+
+def _validate_idempotency_key(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 255:
+        raise EventValidationError("idempotency_key must be a non-empty string of at most 255 characters")
+    return value
+
+
+def _dumps(field: str, value: Mapping[str, Any]) -> str:
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise EventValidationError(f"{field} is not JSON-serializable: {exc}") from None
+    if _NUL_ESCAPE.search(text):  # PostgreSQL's jsonb cannot store NUL characters
+        raise EventValidationError(f"{field} contains a NUL character (\\u0000), which jsonb rejects")
+    return text

@@ -1,0 +1,205 @@
+"""Event bus tables: the event log (what happened) and deliveries (event x consumer: the work).
+
+State changes of deliveries happen only in `eventbus/claim.py`; emit writes both tables in the
+caller's transaction (`eventbus/emitter.py`). Every index says which query it serves.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from eventbus.catalog import EVENT_TYPE_PATTERN
+
+
+class Status(models.TextChoices):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    DONE = "done"
+    DEAD = "dead"
+
+
+class EventLog(models.Model):
+    """One row per event (seed 000 §2.1). It records what happened; it is never the unit of work.
+
+    `status` and `consumed_by` summarise the deliveries: `consumed_by` lists the consumers done,
+    status is `pending` until a consumer finishes, `processing` while some remain, `done` when all
+    are (`fanout` of them), `dead` while any delivery is dead.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        "deskcomm.Organization", on_delete=models.CASCADE, related_name="events", db_index=False
+    )
+    event_type = models.TextField()
+    entity_kind = models.TextField()
+    entity_id = models.UUIDField(null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    # request_id, trace_id, actor_id, source, idempotency_key, schema_version, emitted_at
+    metadata = models.JSONField(default=dict)
+    consumed_by = ArrayField(models.TextField(), default=list, blank=True)
+    attempts = models.SmallIntegerField(default=0)  # failed attempts, all consumers together
+    last_error = models.TextField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)  # latest retry scheduled
+    status = models.TextField(choices=Status.choices, default=Status.PENDING)
+    # Number of deliveries created at emit: the event is done when `consumed_by` has that many.
+    fanout = models.SmallIntegerField(default=0)
+    # Also in metadata (seed); a column so the unique index below can serve ON CONFLICT.
+    idempotency_key = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "event_log"
+        verbose_name = "event"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(event_type__regex=EVENT_TYPE_PATTERN), name="event_type_format"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="event_log_status_valid"
+            ),
+            # emit(idempotency_key=...): INSERT ... ON CONFLICT (organization_id, idempotency_key)
+            models.UniqueConstraint(
+                fields=["organization", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="event_log_idempotency_uniq",
+            ),
+        ]
+        indexes = [
+            # API/admin: an organization's events, newest first (cursor pagination by created_at).
+            models.Index(fields=["organization", "-created_at"], name="event_log_org_created_idx"),
+            # API/admin: filter by type within an organization (seed index 2).
+            models.Index(
+                fields=["organization", "event_type", "-created_at"], name="event_log_org_type_idx"
+            ),
+            # Everything that happened to one entity (debug, audit, LGPD; seed index 4).
+            models.Index(
+                fields=["entity_kind", "entity_id", "-created_at"], name="event_log_entity_idx"
+            ),
+            # Events with a dead delivery, per organization (seed index 3).
+            models.Index(
+                fields=["organization", "-created_at"],
+                condition=Q(status="dead"),
+                name="event_log_dead_idx",
+            ),
+            # Archive/retention scans by age.
+            models.Index(fields=["created_at"], name="event_log_created_idx"),
+        ]
+        # The seed's GIN index on consumed_by ("which events did consumer X process") is served by
+        # eventbus_delivery (consumer, status) instead: a GIN index would make every ack costlier.
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.id}"
+
+
+class Delivery(models.Model):
+    """One event x one consumer: the unit of work, of retry, of the DLQ and of metrics."""
+
+    id = models.BigAutoField(primary_key=True)
+    event = models.ForeignKey(
+        EventLog, on_delete=models.CASCADE, related_name="deliveries", db_index=False
+    )
+    # Denormalised from the event: fair claiming across tenants and tenant-scoped queries.
+    organization = models.ForeignKey(
+        "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    consumer = models.TextField()
+    status = models.TextField(choices=Status.choices, default=Status.PENDING)
+    attempts = models.SmallIntegerField(default=0)  # attempts started (claims)
+    max_attempts = models.SmallIntegerField(default=8)
+    next_attempt_at = models.DateTimeField()  # due time; set at emit (initial delay) and on nack
+    locked_until = models.DateTimeField(null=True, blank=True)  # lease end while processing
+    lease_token = models.UUIDField(null=True, blank=True)  # fences ack/nack to the claimer
+    locked_by = models.TextField(null=True, blank=True)  # worker id (host:pid) for operators
+    last_error = models.TextField(null=True, blank=True)
+    error_class = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)  # done or dead at
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        constraints = [
+            # One delivery per (event, consumer); also serves "the deliveries of event X".
+            models.UniqueConstraint(fields=["event", "consumer"], name="delivery_event_consumer_uniq"),
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="delivery_status_valid"
+            ),
+        ]
+        indexes = [
+            # The claim: per organization and consumer, due pending work in due order. Only
+            # pending rows are in it, so a claim costs O(batch), not O(backlog); the leading
+            # organization_id also serves the loose scan that lists organizations with work.
+            models.Index(
+                fields=["organization", "consumer", "next_attempt_at"],
+                condition=Q(status="pending"),
+                name="delivery_claim_idx",
+            ),
+            # The reaper: leases that ran out.
+            models.Index(
+                fields=["locked_until"], condition=Q(status="processing"), name="delivery_lease_idx"
+            ),
+            # The DLQ, newest deaths first, and per consumer.
+            models.Index(
+                fields=["consumer", "-finished_at"],
+                condition=Q(status="dead"),
+                name="delivery_dead_idx",
+            ),
+            # "Which events did consumer X process / what is stuck for X" (replaces seed GIN).
+            models.Index(fields=["consumer", "status"], name="delivery_consumer_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.consumer} <- {self.event_id}"
+
+
+class DeliveryAttempt(models.Model):
+    """History of failed attempts (a success is the delivery row itself: fewer writes)."""
+
+    class Outcome(models.TextChoices):
+        RETRY = "retry"
+        DEAD = "dead"
+
+    id = models.BigAutoField(primary_key=True)
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    attempt = models.SmallIntegerField()
+    outcome = models.TextField(choices=Outcome.choices)
+    error_class = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    duration_ms = models.IntegerField(null=True, blank=True)
+    worker = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["delivery_id", "attempt"]
+
+
+class Route(models.Model):
+    """Mirror of the consumer registry for the `emit_event` SQL function (triggers).
+
+    Synced by `eventbus.routes.sync_routes()` at migrate, at worker start and by
+    `manage.py list_consumers --sync`.
+    """
+
+    consumer = models.TextField()
+    event_type = models.TextField()
+    max_attempts = models.SmallIntegerField()
+    delay_seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["event_type", "consumer"], name="route_type_consumer_uniq")
+        ]
+
+
+class EventTypeSchema(models.Model):
+    """Mirror of the catalog (latest versions) so `emit_event` validates like `eventbus.emit`."""
+
+    name = models.TextField(primary_key=True)
+    version = models.IntegerField()
+    required = ArrayField(models.TextField(), default=list)
+    notify = models.BooleanField(default=False)  # emit_event sends the LISTEN/NOTIFY wake-up

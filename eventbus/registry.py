@@ -1,0 +1,184 @@
+"""The consumer registry: named handlers, the event types they consume, and their retry policy.
+
+Consumers are declared with `@eventbus.consumer(...)` in each app's `handlers.py` (imported at
+start-up by `EventbusConfig.ready`). The registry is mirrored into the `eventbus_route` table so the
+`emit_event` SQL function (used by triggers) fans out exactly like `eventbus.emit`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from eventbus.catalog import validate_event_type
+from eventbus.errors import ConsumerRegistrationError, EventValidationError
+
+if TYPE_CHECKING:
+    from eventbus.event import Event
+
+Handler = Callable[["Event"], None]
+CONSUMER_NAME_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*-worker$"
+_NAME_RE = re.compile(CONSUMER_NAME_PATTERN)
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A registered handler and its policy."""
+
+    name: str
+    handler: Handler
+    events: tuple[str, ...]
+    max_attempts: int | None = None  # None: settings.EVENTBUS["MAX_ATTEMPTS"]
+    delay: dt.timedelta | None = None  # initial delay before the first attempt
+    atomic: bool = False  # run the handler and the ack in one transaction
+
+    @property
+    def delay_seconds(self) -> float:
+        return self.delay.total_seconds() if self.delay else 0.0
+
+    def effective_max_attempts(self) -> int:
+        from eventbus.conf import bus_settings
+
+        return self.max_attempts or int(bus_settings.MAX_ATTEMPTS)
+
+    @property
+    def label(self) -> str:
+        return f"{self.handler.__module__}.{getattr(self.handler, '__qualname__', '?')}"
+
+
+class Registry:
+    """Name -> Consumer, plus the event type -> consumers index used by emit."""
+
+    def __init__(self) -> None:
+        self._consumers: dict[str, Consumer] = {}
+        self._by_event: dict[str, tuple[Consumer, ...]] = {}
+
+    def register(self, consumer: Consumer) -> None:
+        existing = self._consumers.get(consumer.name)
+        if existing is not None and existing.label != consumer.label:
+            raise ConsumerRegistrationError(
+                f"consumer name {consumer.name!r} is already used by {existing.label}"
+            )
+        self._consumers[consumer.name] = consumer
+        self._reindex()
+
+    def unregister(self, name: str) -> None:
+        self._consumers.pop(name, None)
+        self._reindex()
+
+    def _reindex(self) -> None:
+        index: dict[str, list[Consumer]] = {}
+        for consumer in sorted(self._consumers.values(), key=lambda c: c.name):
+            for event_type in consumer.events:
+                index.setdefault(event_type, []).append(consumer)
+        self._by_event = {k: tuple(v) for k, v in index.items()}
+
+    def for_event(self, event_type: str) -> tuple[Consumer, ...]:
+        return self._by_event.get(event_type, ())
+
+    def get(self, name: str) -> Consumer:
+        try:
+            return self._consumers[name]
+        except KeyError:
+            known = ", ".join(sorted(self._consumers)) or "none"
+            raise ConsumerRegistrationError(
+                f"unknown consumer {name!r} (registered: {known})"
+            ) from None
+
+    def all(self) -> list[Consumer]:
+        return sorted(self._consumers.values(), key=lambda c: c.name)
+
+    @contextmanager
+    def temporarily(self, *consumers: Consumer) -> Iterator[None]:
+        """Register consumers for the duration of a block (tests, one-off scripts)."""
+        saved = dict(self._consumers)
+        try:
+            for consumer in consumers:
+                self.register(consumer)
+            yield
+        finally:
+            self._consumers = saved
+            self._reindex()
+
+
+registry = Registry()
+
+
+def make_consumer(
+    name: str,
+    handler: Handler,
+    *,
+    events: Iterable[str],
+    max_attempts: int | None = None,
+    delay: dt.timedelta | None = None,
+    atomic: bool = False,
+) -> Consumer:
+    """Validate a declaration and build the Consumer (does not register it)."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ConsumerRegistrationError(
+            f"invalid consumer name {name!r}: kebab-case ending in '-worker', e.g. 'contact-sync-worker'"
+        )
+    event_list = tuple(events)
+    if not event_list or isinstance(events, str):
+        raise ConsumerRegistrationError(f"{name}: events must be a non-empty list of event types")
+    try:
+        for event_type in event_list:
+            validate_event_type(event_type)
+    except EventValidationError as exc:
+        raise ConsumerRegistrationError(f"{name}: {exc}") from None
+    if max_attempts is not None and not 1 <= max_attempts <= 100:
+        raise ConsumerRegistrationError(f"{name}: max_attempts must be between 1 and 100")
+    if delay is not None and delay < dt.timedelta(0):
+        raise ConsumerRegistrationError(f"{name}: delay must not be negative")
+    return Consumer(name, handler, event_list, max_attempts, delay, atomic)
+
+
+def consumer(
+    name: str,
+    *,
+    events: Iterable[str],
+    max_attempts: int | None = None,
+    delay: dt.timedelta | None = None,
+    atomic: bool = False,
+) -> Callable[[Handler], Handler]:
+    """Register `fn(event) -> None` as consumer `name` of `events`.
+
+    Raising `eventbus.PermanentError` dead-letters the delivery at once; any other exception is
+    transient and retried with backoff up to `max_attempts`. `delay` postpones the first attempt
+    (LGPD export: D+7). `atomic=True` commits the handler's database writes together with the ack,
+    so a killed worker can never leave them half-applied or applied twice.
+    """
+
+    def decorate(fn: Handler) -> Handler:
+        registry.register(
+            make_consumer(
+                name, fn, events=events, max_attempts=max_attempts, delay=delay, atomic=atomic
+            )
+        )
+        return fn
+
+    return decorate
+
+
+def route_rows(consumers: Iterable[Consumer]) -> list[tuple[str, str, int, float]]:
+    """(consumer, event_type, max_attempts, delay_seconds) rows for the route table."""
+    return [
+        (c.name, event_type, c.effective_max_attempts(), c.delay_seconds)
+        for c in consumers
+        for event_type in c.events
+    ]
+
+
+def describe(consumer_: Consumer) -> dict[str, Any]:
+    return {
+        "name": consumer_.name,
+        "events": list(consumer_.events),
+        "max_attempts": consumer_.effective_max_attempts(),
+        "delay_seconds": consumer_.delay_seconds,
+        "atomic": consumer_.atomic,
+        "handler": consumer_.label,
+    }

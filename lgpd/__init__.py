@@ -1,0 +1,1 @@
+"""LGPD data-subject requests (export and redaction). Built by the LGPD issue."""

@@ -1,0 +1,1 @@
+"""Outbound webhooks (signed, retried, SSRF-guarded deliveries). Built by the webhooks issue."""
