@@ -62,6 +62,7 @@ VENV_DIR = REPO_ROOT / ".venv"
 VENV_PYTHON = VENV_DIR / "bin" / "python"
 REQUIREMENT_FILES = ("requirements.txt", "requirements-dev.txt")
 STAMP_FILE = VENV_DIR / ".deskcomm-requirements.sha256"
+PIP_INSTALL = ("-m", "pip", "--disable-pip-version-check", "install", "--quiet")
 
 PGDATA_DIR = REPO_ROOT / ".pgdata"
 CLUSTER_DIR = PGDATA_DIR / "data"
@@ -99,9 +100,7 @@ def check_python() -> None:
     if sys.version_info < MIN_PYTHON:
         wanted = ".".join(map(str, MIN_PYTHON))
         found = ".".join(map(str, sys.version_info[:3]))
-        raise DevError(
-            f"Python {wanted}+ is required, this is Python {found} ({sys.executable})."
-        )
+        raise DevError(f"Python {wanted}+ is required, this is Python {found} ({sys.executable}).")
 
 
 def requirements_digest() -> str:
@@ -120,22 +119,18 @@ def venv_is_usable() -> bool:
     if not VENV_PYTHON.exists():
         return False
     check = f"import sys; sys.exit(sys.version_info < {MIN_PYTHON!r})"
-    result = subprocess.run(
-        [str(VENV_PYTHON), "-c", check], capture_output=True, check=False
-    )
+    result = subprocess.run([str(VENV_PYTHON), "-c", check], capture_output=True, check=False)
     return result.returncode == 0
 
 
 def create_venv() -> None:
     """Create .venv with the running interpreter (replacing a broken one)."""
-    if (
-        importlib.util.find_spec("venv") is None
-        or importlib.util.find_spec("ensurepip") is None
-    ):
+    if importlib.util.find_spec("venv") is None or importlib.util.find_spec("ensurepip") is None:
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
         raise DevError(
             f"{sys.executable} cannot create virtualenvs (the venv/ensurepip modules are missing). "
             "On Debian/Ubuntu install the 'python3-venv' package "
-            f"(e.g. sudo apt-get install python3-venv python{sys.version_info[0]}.{sys.version_info[1]}-venv)."
+            f"(e.g. sudo apt-get install python3-venv python{version}-venv)."
         )
     say(f"creating virtualenv in {VENV_DIR} ...")
     result = subprocess.run(
@@ -149,20 +144,8 @@ def create_venv() -> None:
             "creating the virtualenv failed (see above). On Debian/Ubuntu this usually means the "
             "'python3-venv' package is missing."
         )
-    pip = [
-        str(VENV_PYTHON),
-        "-m",
-        "pip",
-        "--disable-pip-version-check",
-        "install",
-        "--quiet",
-    ]
-    if (
-        subprocess.run(
-            [*pip, "--upgrade", "pip"], stdout=sys.stderr, check=False
-        ).returncode
-        != 0
-    ):
+    upgrade = [str(VENV_PYTHON), *PIP_INSTALL, "--upgrade", "pip"]
+    if subprocess.run(upgrade, stdout=sys.stderr, check=False).returncode != 0:
         say("warning: upgrading pip failed; continuing with the bundled pip")
 
 
@@ -173,24 +156,9 @@ def ensure_venv() -> None:
     digest = requirements_digest()
     if STAMP_FILE.is_file() and STAMP_FILE.read_text().strip() == digest:
         return
-    say(
-        "installing requirements from requirements-dev.txt (first run takes a few minutes) ..."
-    )
-    command = [
-        str(VENV_PYTHON),
-        "-m",
-        "pip",
-        "--disable-pip-version-check",
-        "install",
-        "--quiet",
-    ]
-    command += ["-r", str(REPO_ROOT / "requirements-dev.txt")]
-    if (
-        subprocess.run(
-            command, cwd=REPO_ROOT, stdout=sys.stderr, check=False
-        ).returncode
-        != 0
-    ):
+    say("installing requirements from requirements-dev.txt (first run takes a few minutes) ...")
+    command = [str(VENV_PYTHON), *PIP_INSTALL, "-r", str(REPO_ROOT / "requirements-dev.txt")]
+    if subprocess.run(command, cwd=REPO_ROOT, stdout=sys.stderr, check=False).returncode != 0:
         raise DevError("installing requirements failed (see pip's output above).")
     STAMP_FILE.write_text(digest + "\n")
 
@@ -219,13 +187,9 @@ class PgRunner:
 
     def env(self) -> dict[str, str]:
         """The caller's environment without libpq/PG* variables that could redirect us."""
-        return {
-            key: value for key, value in os.environ.items() if not key.startswith("PG")
-        }
+        return {key: value for key, value in os.environ.items() if not key.startswith("PG")}
 
-    def run(
-        self, tool: str, *args: str, log: bool = True
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, tool: str, *args: str, log: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a server tool as the server user; output is appended to the log (or captured)."""
         with contextlib.ExitStack() as stack:
             output: IO[str] | int = subprocess.PIPE
@@ -286,9 +250,7 @@ def find_pg_bin_dir() -> Path:
         [str(VENV_PYTHON), "-c", script], capture_output=True, text=True, check=False
     )
     bin_dir = (
-        Path(result.stdout.strip())
-        if result.returncode == 0 and result.stdout.strip()
-        else None
+        Path(result.stdout.strip()) if result.returncode == 0 and result.stdout.strip() else None
     )
     if bin_dir is None or not (bin_dir / "pg_ctl").is_file():
         raise DevError(
@@ -304,24 +266,10 @@ def ensure_system_user() -> tuple[int, int]:
         entry = pwd.getpwnam(PG_SYSTEM_USER)
         return entry.pw_uid, entry.pw_gid
     say(f"running as root: creating system user {PG_SYSTEM_USER!r} for PostgreSQL ...")
+    nologin = "/usr/sbin/nologin"
     attempts = [
-        [
-            "useradd",
-            "--system",
-            "--no-create-home",
-            "--shell",
-            "/usr/sbin/nologin",
-            PG_SYSTEM_USER,
-        ],
-        [
-            "adduser",
-            "--system",
-            "--group",
-            "--no-create-home",
-            "--shell",
-            "/usr/sbin/nologin",
-            PG_SYSTEM_USER,
-        ],
+        ["useradd", "--system", "--no-create-home", "--shell", nologin, PG_SYSTEM_USER],
+        ["adduser", "--system", "--group", "--no-create-home", "--shell", nologin, PG_SYSTEM_USER],
         ["adduser", "-S", "-D", "-H", "-s", "/sbin/nologin", PG_SYSTEM_USER],  # BusyBox
     ]
     for argv in attempts:
@@ -442,10 +390,7 @@ def running_port(runner: PgRunner) -> int | None:
     """The port of a server already running on CLUSTER_DIR, or None."""
     if not (CLUSTER_DIR / "PG_VERSION").is_file():
         return None
-    if (
-        runner.run("pg_ctl", "status", "-D", str(CLUSTER_DIR), log=False).returncode
-        != 0
-    ):
+    if runner.run("pg_ctl", "status", "-D", str(CLUSTER_DIR), log=False).returncode != 0:
         return None
     try:
         return int((CLUSTER_DIR / "postmaster.pid").read_text().splitlines()[3])
@@ -456,121 +401,62 @@ def running_port(runner: PgRunner) -> int | None:
 
 
 def init_cluster(runner: PgRunner) -> None:
-    """initdb the cluster on first use."""
+    """Run initdb on first use (locale pinned so the host's LANG cannot break it)."""
     if (CLUSTER_DIR / "PG_VERSION").is_file():
         return
     say(f"initialising a PostgreSQL cluster in {CLUSTER_DIR} ...")
-    result = runner.run(
-        "initdb",
-        "-D",
-        str(CLUSTER_DIR),
-        "--auth=trust",
-        f"--username={PG_SUPERUSER}",
-        "--encoding=UTF8",
-        "--locale=C",
-        "--locale-provider=builtin",
-        "--builtin-locale=C.UTF-8",
-        "--no-instructions",
-    )
+    args = ["-D", str(CLUSTER_DIR), "--auth=trust", f"--username={PG_SUPERUSER}"]
+    args += ["--encoding=UTF8", "--locale=C", "--locale-provider=builtin"]
+    args += ["--builtin-locale=C.UTF-8", "--no-instructions"]
+    result = runner.run("initdb", *args)
     if result.returncode != 0:
         raise pg_failure(f"initdb failed (exit code {result.returncode})")
 
 
 def start_server(runner: PgRunner, port: int) -> None:
-    """pg_ctl start on 127.0.0.1:port, TCP only (no Unix socket)."""
+    """Run pg_ctl start on 127.0.0.1:port, TCP only (no Unix socket)."""
     say(f"starting embedded PostgreSQL on {DB_HOST}:{port} ...")
+    # pg_ctl hands -o to /bin/sh, so '' becomes an empty unix_socket_directories.
     options = f"-c listen_addresses={DB_HOST} -p {port} -c unix_socket_directories=''"
     options += "".join(f" -c {name}={value}" for name, value in PG_SETTINGS.items())
-    result = runner.run(
-        "pg_ctl",
-        "-D",
-        str(CLUSTER_DIR),
-        "-l",
-        str(PG_LOG),
-        "-w",
-        "-t",
-        str(PG_TIMEOUT),
-        "-o",
-        options,
-        "start",
-    )
+    args = ["-D", str(CLUSTER_DIR), "-l", str(PG_LOG), "-w", "-t", str(PG_TIMEOUT)]
+    result = runner.run("pg_ctl", *args, "-o", options, "start")
     if result.returncode != 0:
-        raise pg_failure(
-            f"starting PostgreSQL failed (pg_ctl exit code {result.returncode})"
-        )
+        raise pg_failure(f"starting PostgreSQL failed (pg_ctl exit code {result.returncode})")
 
 
 def stop_server(runner: PgRunner) -> None:
-    """pg_ctl stop -m fast."""
+    """Run pg_ctl stop -m fast."""
     say("stopping embedded PostgreSQL ...")
-    result = runner.run(
-        "pg_ctl",
-        "-D",
-        str(CLUSTER_DIR),
-        "-m",
-        "fast",
-        "-w",
-        "-t",
-        str(PG_TIMEOUT),
-        "stop",
-    )
+    args = ["-D", str(CLUSTER_DIR), "-m", "fast", "-w", "-t", str(PG_TIMEOUT)]
+    result = runner.run("pg_ctl", *args, "stop")
     if result.returncode != 0:
-        raise pg_failure(
-            f"stopping PostgreSQL failed (pg_ctl exit code {result.returncode})"
-        )
+        raise pg_failure(f"stopping PostgreSQL failed (pg_ctl exit code {result.returncode})")
+
+
+def connection_args(port: int) -> list[str]:
+    """libpq client options for the maintenance database of the embedded server."""
+    return ["-h", DB_HOST, "-p", str(port), "-U", PG_SUPERUSER, "-d", "postgres"]
 
 
 def wait_ready(runner: PgRunner, port: int) -> None:
     """Wait (bounded) until the server accepts connections."""
-    result = runner.client(
-        "pg_isready",
-        "-q",
-        "-h",
-        DB_HOST,
-        "-p",
-        str(port),
-        "-U",
-        PG_SUPERUSER,
-        "-d",
-        "postgres",
-        "-t",
-        str(PG_TIMEOUT),
-    )
-    if result.returncode != 0:
-        raise pg_failure(
-            f"PostgreSQL for {CLUSTER_DIR} is running but not accepting connections on port {port}"
-        )
+    ready = runner.client("pg_isready", "-q", *connection_args(port), "-t", str(PG_TIMEOUT))
+    if ready.returncode != 0:
+        raise pg_failure(f"PostgreSQL on {CLUSTER_DIR} is not accepting connections on {port}")
 
 
 def ensure_database_exists(runner: PgRunner, port: int) -> None:
     """CREATE DATABASE deskcomm unless it exists."""
-    psql = [
-        "psql",
-        "-X",
-        "-q",
-        "-h",
-        DB_HOST,
-        "-p",
-        str(port),
-        "-U",
-        PG_SUPERUSER,
-        "-d",
-        "postgres",
-    ]
-    found = runner.client(
-        *psql, "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}'"
-    )
+    psql = ["psql", "-X", "-q", *connection_args(port)]
+    found = runner.client(*psql, "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}'")
     if found.returncode != 0:
-        raise DevError(
-            f"cannot query the embedded server on port {port}: {found.stderr.strip()}"
-        )
+        raise DevError(f"cannot query the embedded server on port {port}: {found.stderr.strip()}")
     if found.stdout.strip() == "1":
         return
     created = runner.client(*psql, "-c", f'CREATE DATABASE "{DB_NAME}"')
     if created.returncode != 0:
-        raise DevError(
-            f"creating database {DB_NAME!r} failed: {created.stderr.strip()}"
-        )
+        raise DevError(f"creating database {DB_NAME!r} failed: {created.stderr.strip()}")
 
 
 @dataclass(frozen=True)
@@ -720,9 +606,7 @@ class Supervisor:
         )
         self.procs[name] = proc
         assert proc.stdout is not None
-        reader = threading.Thread(
-            target=self.pump, args=(name, proc.stdout), daemon=True
-        )
+        reader = threading.Thread(target=self.pump, args=(name, proc.stdout), daemon=True)
         waiter = threading.Thread(target=self.watch, args=(name, proc), daemon=True)
         reader.start()
         waiter.start()
@@ -747,9 +631,7 @@ class Supervisor:
         for name, waiter in self.waiters.items():
             waiter.join(max(0.0, deadline - time.monotonic()))
             if waiter.is_alive():
-                say(
-                    f"{name} did not stop within {STOP_GRACE_SECONDS:g}s; sending SIGKILL"
-                )
+                say(f"{name} did not stop within {STOP_GRACE_SECONDS:g}s; sending SIGKILL")
                 kill_group(self.procs[name].pid, signal.SIGKILL)
                 waiter.join()
         for reader in self.readers:
@@ -803,9 +685,7 @@ def cmd_test(args: list[str]) -> int:
     """Run pytest with the given arguments."""
 
     def body(database: Database) -> int:
-        return run_foreground(
-            [str(VENV_PYTHON), "-m", "pytest", *args], child_env(database.url)
-        )
+        return run_foreground([str(VENV_PYTHON), "-m", "pytest", *args], child_env(database.url))
 
     return with_database(body)
 
@@ -822,9 +702,7 @@ def cmd_manage(args: list[str]) -> int:
 def cmd_run(args: list[str]) -> int:
     """Migrate, create the demo data, then supervise PROCESSES until stopped."""
     if args:
-        raise DevError(
-            "usage: python3 -m deskcomm.dev run (configure the web port with PORT=...)"
-        )
+        raise DevError("usage: python3 -m deskcomm.dev run (configure the web port with PORT=...)")
     port = os.environ.get("PORT", DEFAULT_WEB_PORT)
     if not port.isdigit():
         raise DevError(f"PORT must be a number, got {port!r}")
@@ -850,10 +728,8 @@ def cmd_db(args: list[str]) -> int:
         raise DevError("usage: python3 -m deskcomm.dev db")
     ensure_venv()
     database = ensure_database()
-    if database.runner is not None or not os.environ.get("DATABASE_URL"):
-        say(
-            "the embedded PostgreSQL keeps running; stop it with: python3 -m deskcomm.dev stop-db"
-        )
+    if not os.environ.get("DATABASE_URL"):
+        say("the embedded PostgreSQL keeps running; stop it with: python3 -m deskcomm.dev stop-db")
     print(f"DATABASE_URL={database.url}", flush=True)
     return 0
 
@@ -866,9 +742,7 @@ def cmd_stop_db(args: list[str]) -> int:
         say("no embedded PostgreSQL cluster here; nothing to stop")
         return 0
     if not venv_is_usable():
-        raise DevError(
-            f"{VENV_DIR} is missing, so the PostgreSQL binaries are unavailable."
-        )
+        raise DevError(f"{VENV_DIR} is missing, so the PostgreSQL binaries are unavailable.")
     with pgdata_lock():
         runner = make_runner()
         port = running_port(runner)

@@ -26,10 +26,11 @@ logger = logging.getLogger(__name__)
 
 # CLAIM. Fair across tenants and consumers: list the organizations with pending work (a loose
 # index scan over delivery_claim_idx, starting at a random organization so no tenant is always
-# last), give each (organization, consumer) pair an equal share of the batch, and take each share
-# in due order with FOR UPDATE SKIP LOCKED. The picked ids are materialised (one pass, never more
-# than the batch), and the UPDATE re-checks eligibility itself so a row rescheduled or claimed by
-# another drain since the subquery's snapshot is never claimed twice.
+# last), keep the (organization, consumer) pairs that have due work (one index probe each), give
+# each pair an equal share of the batch, and take each share in due order with FOR UPDATE SKIP
+# LOCKED. The picked ids are materialised (one pass, never more than the batch), and the UPDATE
+# re-checks eligibility itself so a row rescheduled or claimed by another drain since the
+# subquery's snapshot is never claimed twice.
 CLAIM_SQL = """
 WITH RECURSIVE after_start(org) AS (
     (SELECT organization_id FROM eventbus_delivery
@@ -55,16 +56,25 @@ WITH RECURSIVE after_start(org) AS (
                      UNION ALL
                      SELECT org FROM before_start WHERE org IS NOT NULL) o
      LIMIT %(batch)s
-), share AS MATERIALIZED (
-    SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*) * %(nconsumers)s)))::int AS n
-      FROM orgs
-), picked AS MATERIALIZED (
-    SELECT c.id
+), active AS MATERIALIZED (
+    SELECT orgs.org, k.consumer
       FROM orgs
      CROSS JOIN unnest(%(consumers)s::text[]) AS k(consumer)
+     CROSS JOIN LATERAL (  -- ORDER BY + LIMIT 1: an index probe (EXISTS may become a scan)
+        SELECT 1 FROM eventbus_delivery d
+         WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
+           AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
+         ORDER BY d.next_attempt_at
+         LIMIT 1
+     ) AS probe
+), share AS MATERIALIZED (
+    SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*))))::int AS n FROM active
+), picked AS MATERIALIZED (
+    SELECT c.id
+      FROM active
      CROSS JOIN LATERAL (
         SELECT d.id FROM eventbus_delivery d
-         WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
+         WHERE d.organization_id = active.org AND d.consumer = active.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
          ORDER BY d.next_attempt_at
          LIMIT (SELECT n FROM share)
@@ -275,8 +285,7 @@ def claim(
         return Claim(token, [])
     with connection.cursor() as cursor:
         cursor.execute(CLAIM_SQL, {
-            "start": uuid.uuid4(), "batch": batch_size, "consumers": list(consumers),
-            "nconsumers": len(consumers), "now": now, "token": token, "worker": worker_id,
+            "start": uuid.uuid4(), "batch": batch_size, "consumers": list(consumers), "now": now, "token": token, "worker": worker_id,
             "lease_until": _lease_until(now),
         })
         rows = cursor.fetchall()

@@ -94,11 +94,11 @@ class Registry:
 
     @contextmanager
     def temporarily(self, *consumers: Consumer) -> Iterator[None]:
-        """Register consumers for the duration of a block (tests, one-off scripts)."""
+        """Register (or replace) consumers for the duration of a block (tests, one-off scripts)."""
         saved = dict(self._consumers)
         try:
-            for consumer in consumers:
-                self.register(consumer)
+            self._consumers.update({c.name: c for c in consumers})
+            self._reindex()
             yield
         finally:
             self._consumers = saved

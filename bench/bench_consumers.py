@@ -1,0 +1,45 @@
+"""Benchmark event types and no-op consumers.
+
+Loaded only when `EVENTBUS_HANDLER_MODULES=bench.bench_consumers` (bench/drain.py sets it for its
+scratch database and its worker processes); the product never imports this module.
+
+- `bench.single` has one consumer, `bench-noop-1-worker`.
+- `bench.fanout` has three, `bench-fanout-1-worker` .. `bench-fanout-3-worker`, so every emit
+  writes three deliveries.
+
+The handlers do nothing: the benchmark measures the bus (claim, dispatch, ack), not the work.
+"""
+
+from __future__ import annotations
+
+from eventbus.catalog import declare
+from eventbus.event import Event
+from eventbus.registry import consumer
+
+SINGLE_EVENT = "bench.single"
+FANOUT_EVENT = "bench.fanout"
+SINGLE_CONSUMERS: tuple[str, ...] = ("bench-noop-1-worker",)
+FANOUT_CONSUMERS: tuple[str, ...] = (
+    "bench-fanout-1-worker",
+    "bench-fanout-2-worker",
+    "bench-fanout-3-worker",
+)
+ENTITY_KIND = "bench_item"
+
+declare(SINGLE_EVENT, required=("seq",), description="drain benchmark: one consumer")
+declare(FANOUT_EVENT, required=("seq",), description="drain benchmark: three consumers")
+
+
+def noop(event: Event) -> None:
+    """Accept the delivery and do nothing."""
+
+
+for _name in SINGLE_CONSUMERS:
+    consumer(_name, events=[SINGLE_EVENT])(noop)
+for _name in FANOUT_CONSUMERS:
+    consumer(_name, events=[FANOUT_EVENT])(noop)
+
+
+def consumers_for(event_type: str) -> tuple[str, ...]:
+    """The bench consumers subscribed to a bench event type."""
+    return {SINGLE_EVENT: SINGLE_CONSUMERS, FANOUT_EVENT: FANOUT_CONSUMERS}[event_type]

@@ -1,0 +1,168 @@
+"""Worker processes for bench/drain.py, started as `python -m bench.workers {drain,raw} ...`.
+
+Start protocol (so process start-up is not timed): the worker loads everything it needs, prints
+one JSON line `{"ready": true}` to stdout, then blocks reading one byte from stdin. The parent
+writes that byte to every worker at once (the start signal) and takes its start time just before.
+When done, the worker prints one JSON line with its results, including `t_end`, a
+`time.monotonic()` reading (CLOCK_MONOTONIC, comparable across processes on Linux).
+
+- `drain`: `django.setup()` with the environment the parent passes (scratch `DATABASE_URL`,
+  `EVENTBUS_HANDLER_MODULES=bench.bench_consumers`), then, after the start signal, the real
+  `drain_events` management command through `call_command` with the given arguments (so it
+  includes `sync_routes()`, the worker's start-up jitter and its final empty claim). `claim` and
+  `ack` in `eventbus.claim` are wrapped (from here, not in the product) to time them.
+- `raw`: a bare psycopg loop on the `bench_raw_job` table: claim a batch with
+  `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)) RETURNING`, then
+  ack the batch with `UPDATE ... WHERE id = ANY(%s)`, each statement its own transaction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+RAW_TABLE = "bench_raw_job"
+
+RAW_CLAIM_SQL = f"""
+UPDATE {RAW_TABLE} SET status = 'processing'
+ WHERE id = ANY(ARRAY(
+        SELECT id FROM {RAW_TABLE}
+         WHERE status = 'pending' AND next_at <= now()
+         ORDER BY next_at
+         LIMIT %s
+           FOR UPDATE SKIP LOCKED))
+RETURNING id, payload
+"""
+
+RAW_ACK_SQL = f"UPDATE {RAW_TABLE} SET status = 'done' WHERE id = ANY(%s)"
+
+
+@dataclass
+class Probe:
+    """What one worker process did, timed from inside the process."""
+
+    t_start: float = 0.0  # start signal received
+    t_end: float = 0.0  # drain finished (before interpreter teardown)
+    first_claim: float | None = None  # start of the first claim statement
+    last_ack: float | None = None  # end of the last ack that changed rows
+    claims: int = 0
+    claimed: int = 0
+    acked: int = 0
+    claim_s: float = 0.0
+    ack_s: float = 0.0
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload) + "\n")
+    sys.stdout.flush()
+
+
+def _wait_for_start() -> float:
+    _emit({"ready": True})
+    if sys.stdin.buffer.read(1) == b"":
+        raise SystemExit("bench worker: stdin closed before the start signal")
+    return time.monotonic()
+
+
+def _wrap_claim(probe: Probe, original: Callable[..., Any]) -> Callable[..., Any]:
+    def claim(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        if probe.first_claim is None:
+            probe.first_claim = started
+        result = original(*args, **kwargs)
+        probe.claim_s += time.monotonic() - started
+        probe.claims += 1
+        probe.claimed += len(result.events)
+        return result
+
+    return claim
+
+
+def _wrap_ack(probe: Probe, original: Callable[..., int]) -> Callable[..., int]:
+    def ack(*args: Any, **kwargs: Any) -> int:
+        started = time.monotonic()
+        changed = original(*args, **kwargs)
+        finished = time.monotonic()
+        probe.ack_s += finished - started
+        probe.acked += changed
+        if changed:
+            probe.last_ack = finished
+        return changed
+
+    return ack
+
+
+def run_drain(command_args: Sequence[str]) -> Probe:
+    """Load Django, wait for the start signal, run `drain_events` with `command_args`."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deskcomm.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command, get_commands, load_command_class
+
+    from eventbus import claim as claims
+
+    load_command_class(get_commands()["drain_events"], "drain_events")  # import it untimed
+    probe = Probe()
+    claims.claim = _wrap_claim(probe, claims.claim)  # type: ignore[assignment]
+    claims.ack = _wrap_ack(probe, claims.ack)  # type: ignore[assignment]
+    probe.t_start = _wait_for_start()
+    call_command("drain_events", *command_args)
+    probe.t_end = time.monotonic()
+    return probe
+
+
+def run_raw(conninfo: str, batch_size: int) -> Probe:
+    """Wait for the start signal, then claim and ack batches until a claim comes back empty."""
+    import psycopg
+
+    probe = Probe()
+    probe.t_start = _wait_for_start()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        while True:
+            started = time.monotonic()
+            if probe.first_claim is None:
+                probe.first_claim = started
+            rows = conn.execute(RAW_CLAIM_SQL, (batch_size,)).fetchall()
+            claimed_at = time.monotonic()
+            probe.claim_s += claimed_at - started
+            probe.claims += 1
+            if not rows:
+                break
+            probe.claimed += len(rows)
+            ids = [row[0] for row in rows]  # the no-op "handler": payloads are decoded already
+            acked = conn.execute(RAW_ACK_SQL, (ids,)).rowcount
+            probe.last_ack = time.monotonic()
+            probe.ack_s += probe.last_ack - claimed_at
+            probe.acked += acked
+    probe.t_end = time.monotonic()
+    return probe
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.workers", description=__doc__)
+    sub = parser.add_subparsers(dest="mode", required=True)
+    drain = sub.add_parser("drain", help="run manage.py drain_events after the start signal")
+    drain.add_argument("command_args", nargs=argparse.REMAINDER,
+                       help="arguments for drain_events (after --)")
+    raw = sub.add_parser("raw", help="bare psycopg claim/ack loop on bench_raw_job")
+    raw.add_argument("--conninfo", required=True)
+    raw.add_argument("--batch-size", type=int, required=True)
+    args = parser.parse_args(argv)
+    if args.mode == "drain":
+        command_args = [a for a in args.command_args if a != "--"]
+        probe = run_drain(command_args)
+    else:
+        probe = run_raw(args.conninfo, args.batch_size)
+    _emit(asdict(probe))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""Shared fixtures: organizations, the side-effect table, in-process and subprocess workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.db import connection
+
+import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
+from deskcomm.models import Organization
+
+REPO = Path(__file__).resolve().parent.parent
+
+SIDE_EFFECT_TABLE_SQL = """
+CREATE TABLE IF NOT EXISTS test_side_effect (
+    event_id uuid NOT NULL,
+    consumer text NOT NULL,
+    runs integer NOT NULL,
+    pid integer NOT NULL,
+    PRIMARY KEY (event_id, consumer)
+)
+"""
+
+
+@pytest.fixture
+def org(db: None) -> Organization:
+    return Organization.objects.create(name="Acme", slug="acme")
+
+
+@pytest.fixture
+def org_b(db: None) -> Organization:
+    return Organization.objects.create(name="Beta", slug="beta")
+
+
+@pytest.fixture
+def side_effects(db: None) -> Iterator[None]:
+    with connection.cursor() as cursor:
+        cursor.execute(SIDE_EFFECT_TABLE_SQL)
+        cursor.execute("TRUNCATE test_side_effect")
+    yield
+
+
+def side_effect_rows() -> list[tuple[str, str, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT event_id::text, consumer, runs FROM test_side_effect")
+        return list(cursor.fetchall())
+
+
+def database_url() -> str:
+    """The URL of the database the tests run on (pytest-django's test database)."""
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DATABASE_URL": database_url(),
+        "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
+        "EVENTBUS_HANDLER_MODULES": "tests.support.consumers",
+        "PYTHONPATH": str(REPO),
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra)
+    return env
+
+
+def start_drain(*args: str, **env: str) -> subprocess.Popen[bytes]:
+    """Start `manage.py drain_events ARGS` as a real subprocess on the test database."""
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "manage.py"), "drain_events", *args],
+        env=subprocess_env(**env), cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+
+
+def raw_connection() -> psycopg.Connection:
+    """A second, independent connection to the test database."""
+    return psycopg.connect(database_url(), autocommit=True)

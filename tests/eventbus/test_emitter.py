@@ -1,0 +1,217 @@
+"""emit / emit_many / the emit_event SQL function: what gets written, and what never does."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import override_settings
+
+import eventbus
+from deskcomm import context
+from deskcomm.models import Lead, Organization
+from eventbus.models import Delivery, EventLog
+from tests.support.consumers import EFFECT_CONSUMERS
+
+pytestmark = pytest.mark.django_db
+
+
+def counts() -> tuple[int, int]:
+    return EventLog.objects.count(), Delivery.objects.count()
+
+
+def test_emit_writes_event_and_one_delivery_per_consumer(org: Organization) -> None:
+    event = eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                          payload={"n": 1})
+    stored = EventLog.objects.get(pk=event.pk)
+    assert stored.status == "pending"
+    assert stored.fanout == 3
+    assert stored.payload == {"n": 1}
+    deliveries = Delivery.objects.filter(event=event)
+    assert sorted(d.consumer for d in deliveries) == sorted(EFFECT_CONSUMERS)
+    assert {d.status for d in deliveries} == {"pending"}
+    assert {d.organization_id for d in deliveries} == {org.pk}
+
+
+def test_metadata_gets_version_time_and_ambient_ids(org: Organization) -> None:
+    with context.bind(request_id="req-1", actor_id="user-9", source="api"):
+        event = eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                              payload={"n": 1}, metadata={"trace_id": "t-1"})
+    meta = EventLog.objects.get(pk=event.pk).metadata
+    assert meta["request_id"] == "req-1"
+    assert meta["actor_id"] == "user-9"
+    assert meta["source"] == "api"
+    assert meta["trace_id"] == "t-1"
+    assert meta["schema_version"] == 1
+    assert dt.datetime.fromisoformat(meta["emitted_at"]).tzinfo is not None
+
+
+def test_event_without_consumers_is_done_at_once(org: Organization) -> None:
+    event = eventbus.emit("lead.won", organization=org, entity_kind="lead",
+                          payload={"value": 10, "won_at": "2026-11-29"})
+    assert EventLog.objects.get(pk=event.pk).status == "done"
+    assert not Delivery.objects.filter(event=event).exists()
+
+
+def test_idempotency_key_returns_the_existing_event(org: Organization, org_b: Organization
+                                                    ) -> None:
+    first = eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                          payload={"n": 1}, idempotency_key="k-1")
+    again = eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                          payload={"n": 2}, idempotency_key="k-1")
+    other_org = eventbus.emit("test.effect", organization=org_b, entity_kind="thing",
+                              payload={"n": 1}, idempotency_key="k-1")
+    assert again.pk == first.pk
+    assert again.payload == {"n": 1}
+    assert other_org.pk != first.pk
+    assert counts() == (2, 6)
+    assert EventLog.objects.get(pk=first.pk).metadata["idempotency_key"] == "k-1"
+
+
+def test_rollback_takes_event_and_deliveries_away(org: Organization) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        eventbus.emit("test.effect", organization=org, entity_kind="thing", payload={"n": 1})
+        raise RuntimeError("business failure after emit")
+    assert counts() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"event_type": "Lead.Created"}, "invalid event type"),
+        ({"event_type": "lead.teleported"}, "unknown event type"),
+        ({"organization": None}, "organization is required"),
+        ({"organization": "not-a-uuid"}, "not a valid id"),
+        ({"organization": uuid.UUID(int=7)}, "does not exist"),
+        ({"payload": {"n": object()}}, "not JSON-serializable"),
+        ({"payload": {"n": float("nan")}}, "not JSON-serializable"),
+        ({"payload": {"n": "a\x00b"}}, "NUL character"),
+        ({"payload": ["n"]}, "must be a JSON object"),
+        ({"payload": {}}, "missing required field"),
+        ({"entity_kind": ""}, "entity_kind is required"),
+        ({"entity_id": "nope"}, "not a UUID"),
+        ({"metadata": {"schema_version": 5}}, "no schema version 5"),
+        ({"idempotency_key": ""}, "idempotency_key"),
+    ],
+)
+def test_bad_input_is_a_clear_error_and_writes_nothing(
+    org: Organization, kwargs: dict[str, object], message: str
+) -> None:
+    call: dict[str, object] = {"event_type": "test.effect", "organization": org,
+                               "entity_kind": "thing", "payload": {"n": 1}}
+    call.update(kwargs)
+    event_type = call.pop("event_type")
+    with transaction.atomic():  # the caller's transaction stays usable after the error
+        with pytest.raises(eventbus.EventValidationError, match=message):
+            eventbus.emit(event_type, **call)  # type: ignore[arg-type]
+        assert counts() == (0, 0)
+
+
+@override_settings(EVENTBUS={"MAX_PAYLOAD_BYTES": 1024})
+def test_oversized_payload_is_rejected(org: Organization) -> None:
+    with pytest.raises(eventbus.EventValidationError, match=r"limit is 1024 bytes"):
+        eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                      payload={"n": 1, "blob": "x" * 2000})
+    assert counts() == (0, 0)
+
+
+def test_default_payload_limit_is_256_kib(org: Organization) -> None:
+    eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                  payload={"n": 1, "blob": "x" * (255 * 1024)})
+    with pytest.raises(eventbus.EventValidationError, match="262144"):
+        eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                      payload={"n": 1, "blob": "x" * (257 * 1024)})
+    assert counts() == (1, 3)
+
+
+def test_emit_many_fans_out_and_keeps_order(org: Organization) -> None:
+    items = [{"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": i}}
+             for i in range(2500)]  # more than one chunk
+    items.append({"event_type": "lead.won", "entity_kind": "lead",
+                  "payload": {"value": 1, "won_at": "x"}})
+    ids = eventbus.emit_many(items, organization=org)
+    assert len(ids) == 2501
+    assert counts() == (2501, 7500)
+    payloads = dict(EventLog.objects.values_list("id", "payload"))
+    assert [payloads[i] for i in ids[:3]] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert EventLog.objects.get(pk=ids[-1]).status == "done"
+
+
+def test_emit_many_idempotency(org: Organization) -> None:
+    first = eventbus.emit("test.effect", organization=org, entity_kind="thing",
+                          payload={"n": 0}, idempotency_key="dup")
+    ids = eventbus.emit_many(
+        [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1},
+          "idempotency_key": "dup"},
+         {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 2},
+          "idempotency_key": "new"},
+         {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 3},
+          "idempotency_key": "new"}],
+        organization=org,
+    )
+    assert ids[0] == first.pk
+    assert ids[1] == ids[2] != first.pk
+    assert counts() == (2, 6)
+
+
+def test_emit_many_validates_everything_before_writing(org: Organization) -> None:
+    items = [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}},
+             {"event_type": "test.effect", "entity_kind": "t", "payload": {}}]
+    with pytest.raises(eventbus.EventValidationError, match="item 1: .*missing required"):
+        eventbus.emit_many(items, organization=org)
+    with pytest.raises(eventbus.EventValidationError, match="item 0: unknown field"):
+        eventbus.emit_many([{"event_type": "test.effect", "oops": 1}], organization=org)
+    assert counts() == (0, 0)
+
+
+def test_lead_stage_change_trigger_emits_through_sql(org: Organization) -> None:
+    lead = Lead.objects.create(organization=org, name="Big deal", stage_id="new")
+    assert not EventLog.objects.exists()  # created, not a stage change
+    lead.stage_id = "qualified"
+    lead.save()
+    lead.name = "Renamed"
+    lead.save()  # no stage change, no event
+    event = EventLog.objects.get()
+    assert event.event_type == "lead.stage_changed"
+    assert event.entity_id == lead.pk
+    assert event.payload["from_stage_id"] == "new"
+    assert event.payload["to_stage_id"] == "qualified"
+    assert event.metadata["schema_version"] == 1
+    assert event.metadata["source"] == "trigger:deskcomm_lead"
+
+
+def emit_sql(*args: object) -> object:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT emit_event(%s, %s, %s, %s::jsonb, %s::jsonb, %s)", list(args))
+        return cursor.fetchone()[0]
+
+
+def test_sql_emit_event_fans_out_from_the_route_table(org: Organization) -> None:
+    event_id = emit_sql("test.effect", "thing", None, '{"n": 1}', '{"idempotency_key": "s1"}',
+                        org.pk)
+    again = emit_sql("test.effect", "thing", None, '{"n": 2}', '{"idempotency_key": "s1"}',
+                     org.pk)
+    assert again == event_id
+    assert sorted(Delivery.objects.filter(event_id=event_id).values_list("consumer", flat=True)
+                  ) == sorted(EFFECT_CONSUMERS)
+    assert EventLog.objects.get(pk=event_id).fanout == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("test.effect", "thing", None, '{"n": 1}', "{}", None), "organization is required"),
+        (("Bad.Type", "thing", None, '{"n": 1}', "{}", "ORG"), "invalid event type"),
+        (("test.unknown", "thing", None, '{"n": 1}', "{}", "ORG"), "unknown event type"),
+        (("test.effect", "thing", None, "{}", "{}", "ORG"), "missing required field"),
+        (("test.effect", "", None, '{"n": 1}', "{}", "ORG"), "entity_kind is required"),
+    ],
+)
+def test_sql_emit_event_validates(org: Organization, args: tuple[object, ...], message: str
+                                  ) -> None:
+    call = [org.pk if a == "ORG" else a for a in args]
+    with pytest.raises(DatabaseError, match=message), transaction.atomic():
+        emit_sql(*call)
+    assert counts() == (0, 0)

@@ -1,0 +1,61 @@
+"""The retry table, without a database."""
+
+from __future__ import annotations
+
+import pytest
+
+from eventbus.errors import PermanentError
+from eventbus.retry import backoff_seconds, judge_failure
+
+SEED_SCHEDULE = [30, 60, 120, 300, 600, 1800, 3600, 7200]
+# Expected base delay after attempt n failed, n = 1..10 (past the table: its last step).
+EXPECTED_BASE = {1: 30, 2: 60, 3: 120, 4: 300, 5: 600, 6: 1800, 7: 3600, 8: 7200, 9: 7200, 10: 7200}
+
+
+@pytest.mark.parametrize(("attempt", "base"), sorted(EXPECTED_BASE.items()))
+def test_backoff_bounds_include_jitter(attempt: int, base: int) -> None:
+    low = backoff_seconds(attempt, schedule=SEED_SCHEDULE, jitter=0.3, rand=lambda: 0.0)
+    high = backoff_seconds(attempt, schedule=SEED_SCHEDULE, jitter=0.3, rand=lambda: 0.999999)
+    assert low == base
+    assert base * 1.29 < high < base * 1.3
+
+
+def test_jitter_spreads_retries() -> None:
+    values = {backoff_seconds(3, schedule=SEED_SCHEDULE, jitter=0.3) for _ in range(50)}
+    assert len(values) > 1
+    assert all(120 <= v <= 156 for v in values)
+
+
+def test_attempt_is_one_based() -> None:
+    with pytest.raises(ValueError, match="1-based"):
+        backoff_seconds(0, schedule=SEED_SCHEDULE, jitter=0.3)
+
+
+def test_transient_error_retries_until_the_last_attempt() -> None:
+    verdict = judge_failure(RuntimeError("timeout"), attempt=7, max_attempts=8,
+                            schedule=SEED_SCHEDULE, jitter=0.0)
+    assert not verdict.dead
+    assert verdict.delay == 3600
+    assert verdict.error_class == "RuntimeError"
+    assert verdict.error == "RuntimeError: timeout"
+
+
+def test_last_attempt_is_dead() -> None:
+    verdict = judge_failure(RuntimeError("timeout"), attempt=8, max_attempts=8,
+                            schedule=SEED_SCHEDULE, jitter=0.3)
+    assert verdict.dead
+
+
+def test_permanent_error_is_dead_at_once() -> None:
+    verdict = judge_failure(PermanentError("bad phone"), attempt=1, max_attempts=8,
+                            schedule=SEED_SCHEDULE, jitter=0.3)
+    assert verdict.dead
+    assert verdict.error_class == "PermanentError"
+
+
+def test_per_consumer_attempts() -> None:
+    third = judge_failure(RuntimeError("x"), attempt=3, max_attempts=3,
+                          schedule=SEED_SCHEDULE, jitter=0.3)
+    second = judge_failure(RuntimeError("x"), attempt=2, max_attempts=3,
+                           schedule=SEED_SCHEDULE, jitter=0.3)
+    assert third.dead and not second.dead

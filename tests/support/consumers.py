@@ -1,0 +1,68 @@
+"""Consumers and event types used by the tests, also loaded by subprocess workers.
+
+Subprocess drains import this module through `EVENTBUS_HANDLER_MODULES=tests.support.consumers`.
+Their side effects go to `test_side_effect` (created by the `side_effects` fixture): a unique key
+per (event, consumer) and a counter of runs, so "exactly once" and "happened once" are provable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from django.db import connection
+
+import eventbus
+from eventbus import catalog
+
+catalog.declare("test.effect", required=["n"], description="tests: counted side effects")
+catalog.declare("test.slow", required=["n"], description="tests: slow side effects")
+catalog.declare("test.flaky", required=["n"], description="tests: a consumer that always fails")
+
+EFFECT_CONSUMERS = ("effect-a-worker", "effect-b-worker", "effect-c-worker")
+
+RECORD_RUN_SQL = """
+INSERT INTO test_side_effect (event_id, consumer, runs, pid)
+VALUES (%s, %s, 1, %s)
+ON CONFLICT (event_id, consumer) DO UPDATE SET runs = test_side_effect.runs + 1
+"""
+
+RECORD_ONCE_SQL = """
+INSERT INTO test_side_effect (event_id, consumer, runs, pid)
+VALUES (%s, %s, 1, %s)
+ON CONFLICT (event_id, consumer) DO NOTHING
+"""
+
+
+def record_run(event: eventbus.Event) -> None:
+    """Count every run of (event, consumer): runs > 1 would mean a double run."""
+    with connection.cursor() as cursor:
+        cursor.execute(RECORD_RUN_SQL, [event.id, event.consumer, os.getpid()])
+
+
+@eventbus.consumer("effect-a-worker", events=["test.effect"])
+def effect_a(event: eventbus.Event) -> None:
+    record_run(event)
+
+
+@eventbus.consumer("effect-b-worker", events=["test.effect"])
+def effect_b(event: eventbus.Event) -> None:
+    record_run(event)
+
+
+@eventbus.consumer("effect-c-worker", events=["test.effect"])
+def effect_c(event: eventbus.Event) -> None:
+    record_run(event)
+
+
+@eventbus.consumer("slow-effect-worker", events=["test.slow"])
+def slow_effect(event: eventbus.Event) -> None:
+    """Idempotent side effect first, then slow work: killing the process mid-batch is easy."""
+    with connection.cursor() as cursor:
+        cursor.execute(RECORD_ONCE_SQL, [event.id, event.consumer, os.getpid()])
+    time.sleep(float(event.payload.get("seconds", 0.2)))  # simulated slow I/O
+
+
+@eventbus.consumer("flaky-worker", events=["test.flaky"])
+def flaky(event: eventbus.Event) -> None:
+    raise RuntimeError(f"flaky-worker always fails (n={event.payload['n']})")
