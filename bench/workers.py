@@ -27,6 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import django
+import psycopg
+from django.core.management import call_command, get_commands, load_command_class
+
+from eventbus import claim as claims
+
 RAW_TABLE = "bench_raw_job"
 
 RAW_CLAIM_SQL = f"""
@@ -51,10 +57,10 @@ class Probe:
     t_end: float = 0.0  # drain finished (before interpreter teardown)
     first_claim: float | None = None  # start of the first claim statement
     last_ack: float | None = None  # end of the last ack that changed rows
-    claims: int = 0
+    claims: int = 0  # claims that returned rows (the final empty one is not counted)
     claimed: int = 0
     acked: int = 0
-    claim_s: float = 0.0
+    claim_s: float = 0.0  # in claims that returned rows
     ack_s: float = 0.0
 
 
@@ -76,9 +82,10 @@ def _wrap_claim(probe: Probe, original: Callable[..., Any]) -> Callable[..., Any
         if probe.first_claim is None:
             probe.first_claim = started
         result = original(*args, **kwargs)
-        probe.claim_s += time.monotonic() - started
-        probe.claims += 1
-        probe.claimed += len(result.events)
+        if result.events:
+            probe.claim_s += time.monotonic() - started
+            probe.claims += 1
+            probe.claimed += len(result.events)
         return result
 
     return claim
@@ -101,13 +108,7 @@ def _wrap_ack(probe: Probe, original: Callable[..., int]) -> Callable[..., int]:
 def run_drain(command_args: Sequence[str]) -> Probe:
     """Load Django, wait for the start signal, run `drain_events` with `command_args`."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deskcomm.settings")
-    import django
-
     django.setup()
-    from django.core.management import call_command, get_commands, load_command_class
-
-    from eventbus import claim as claims
-
     load_command_class(get_commands()["drain_events"], "drain_events")  # import it untimed
     probe = Probe()
     claims.claim = _wrap_claim(probe, claims.claim)  # type: ignore[assignment]
@@ -120,8 +121,6 @@ def run_drain(command_args: Sequence[str]) -> Probe:
 
 def run_raw(conninfo: str, batch_size: int) -> Probe:
     """Wait for the start signal, then claim and ack batches until a claim comes back empty."""
-    import psycopg
-
     probe = Probe()
     probe.t_start = _wait_for_start()
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -130,11 +129,11 @@ def run_raw(conninfo: str, batch_size: int) -> Probe:
             if probe.first_claim is None:
                 probe.first_claim = started
             rows = conn.execute(RAW_CLAIM_SQL, (batch_size,)).fetchall()
+            if not rows:
+                break
             claimed_at = time.monotonic()
             probe.claim_s += claimed_at - started
             probe.claims += 1
-            if not rows:
-                break
             probe.claimed += len(rows)
             ids = [row[0] for row in rows]  # the no-op "handler": payloads are decoded already
             acked = conn.execute(RAW_ACK_SQL, (ids,)).rowcount

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,13 +73,30 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_drain(*args: str, **env: str) -> subprocess.Popen[bytes]:
+class Drain(subprocess.Popen[bytes]):
+    """`manage.py drain_events` in a real subprocess; its output goes to a temporary file."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in output()/close())
+        super().__init__(
+            [sys.executable, str(REPO / "manage.py"), "drain_events", *args],
+            env=subprocess_env(**env), cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def close(self) -> None:
+        if self.poll() is None:
+            self.kill()
+            self.wait()
+        self.log.close()
+
+
+def start_drain(*args: str, **env: str) -> Drain:
     """Start `manage.py drain_events ARGS` as a real subprocess on the test database."""
-    return subprocess.Popen(
-        [sys.executable, str(REPO / "manage.py"), "drain_events", *args],
-        env=subprocess_env(**env), cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
+    return Drain(*args, **env)
 
 
 def raw_connection() -> psycopg.Connection:

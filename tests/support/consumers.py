@@ -66,3 +66,8 @@ def slow_effect(event: eventbus.Event) -> None:
 @eventbus.consumer("flaky-worker", events=["test.flaky"])
 def flaky(event: eventbus.Event) -> None:
     raise RuntimeError(f"flaky-worker always fails (n={event.payload['n']})")
+
+
+@eventbus.consumer("notify-probe-worker", events=["message.received"])
+def notify_probe(event: eventbus.Event) -> None:
+    record_run(event)

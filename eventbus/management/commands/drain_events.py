@@ -56,6 +56,7 @@ class Command(BaseCommand):
         except ConsumerRegistrationError as exc:
             raise CommandError(str(exc)) from None
         if not worker.consumers:
-            raise CommandError("no consumers are registered: nothing to drain")
+            self.stderr.write(self.style.WARNING(
+                "no consumers are registered: this worker only reaps expired leases"))
         sync_routes()
         worker.run()

@@ -1,0 +1,544 @@
+"""Event bus throughput benchmark: emit, drain, and a raw-SQL ceiling on the same server.
+
+Run from the repository root with the project's interpreter:
+
+    .venv/bin/python bench/drain.py [--events N] [--repeat K] [--batch-size B] [--quick]
+
+What it measures (all in one run, against one PostgreSQL server):
+
+1. Emit, 3 consumers per event type (each event writes 1 event row + 3 deliveries), events/s:
+   - `eventbus.emit` called N times inside one `transaction.atomic()` (the commit is timed);
+   - `eventbus.emit_many` in chunks of `--emit-chunk` items, one transaction per chunk.
+   The organization is passed as a model instance (no lookup per call); payloads and entity ids
+   are built before the clock starts.
+2. Drain, no-op consumers, deliveries/s: N events are emitted (untimed) for 1 consumer (N
+   deliveries) or 3 consumers (3N deliveries), then 1 or 2 worker processes run the real
+   `drain_events` command (`--once --no-listen --batch-size B --consumer ...`, restricted to
+   the consumers measured). Each process loads Django first and then waits for a start signal
+   (see bench/workers.py), so interpreter and Django start-up are NOT timed; the clock runs from
+   the start signal to the moment the last process returned from the command. That window does
+   include what the command does before its first claim: `sync_routes()`, the worker's random
+   start-up jitter (0-0.25 s), opening the connection, and the final empty claim. The steady
+   window (first claim -> last ack that changed rows, measured inside the processes) is shown
+   separately, with where the processes spent it (claim / ack statements / the rest, i.e.
+   Python dispatch plus the loop's own statements). For reference the run also times a complete
+   `manage.py drain_events --once` on an empty queue (everything that was excluded).
+3. Raw-SQL ceiling, rows/s: the same number of rows (N) in a plain logged table
+   `bench_raw_job(id bigserial, status text, payload jsonb, next_at timestamptz)` with a partial
+   index on pending rows, drained by 1 or 2 bare psycopg processes that claim B rows with
+   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED LIMIT B)) RETURNING` and
+   ack them with one `UPDATE ... WHERE id = ANY(%s)` (same start protocol and batch size).
+
+How to read it: every figure is the median of `--repeat` runs (the individual runs are listed),
+and the last column divides it by the ceiling (raw SQL, 2 processes). The last line of stdout is
+`drain_ratio_to_raw=<x>`: drain deliveries/s (2 processes, 1 consumer) / raw rows/s (2 processes).
+
+Isolation: `DATABASE_URL` (default as in deskcomm/settings.py) only names the server and a base
+name; nothing is read from or written to that database. The benchmark drops and re-creates
+`<dbname>_bench` on the same server, migrates it with `manage.py migrate`, and runs everything
+there (bench consumers come from bench/bench_consumers.py via `EVENTBUS_HANDLER_MODULES`). The
+scratch database is left in place afterwards for inspection and dropped by the next run.
+Before every measurement the bus tables are truncated, the backlog (if any) is written, and the
+tables are VACUUM ANALYZEd and CHECKPOINTed so that every run starts from the same state.
+Progress goes to stderr, the result tables to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import environ
+import psycopg
+from psycopg import sql
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `eventbus`, ... importable
+
+from bench import bench_consumers  # noqa: E402  (needs the sys.path line above)
+from bench.workers import RAW_TABLE  # noqa: E402
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deskcomm"  # as deskcomm/settings.py
+BENCH_MODULE = "bench.bench_consumers"
+FILL_CHUNK = 2000
+WORKER_TIMEOUT = 900.0
+BUS_TABLES = ("event_log", "eventbus_delivery", "eventbus_deliveryattempt")
+
+_T0 = time.monotonic()
+
+
+def say(message: str) -> None:
+    """Progress line on stderr, with the time since start."""
+    sys.stderr.write(f"[bench {time.monotonic() - _T0:7.1f}s] {message}\n")
+    sys.stderr.flush()
+
+
+class BenchError(Exception):
+    """The benchmark could not run, or a run did not leave every delivery done."""
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    events: int
+    repeat: int
+    batch_size: int
+    emit_chunk: int
+    base_url: str
+    scratch_url: str
+    scratch_name: str
+    scratch_conninfo: str
+    admin_conninfo: str
+
+
+def parse_args(argv: Sequence[str] | None) -> Config:
+    parser = argparse.ArgumentParser(
+        description="Emit/drain throughput of the event bus vs a raw-SQL ceiling.",
+        epilog="See the module docstring (bench/drain.py) for what each figure means.",
+    )
+    parser.add_argument("--events", type=int, default=None,
+                        help="events per measurement (default 20000; 2000 with --quick)")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs per measurement, median reported (default 3; 1 with --quick)")
+    parser.add_argument("--batch-size", type=int, default=1000,
+                        help="claim size for drain_events and the raw loop (default 1000)")
+    parser.add_argument("--emit-chunk", type=int, default=1000,
+                        help="items per emit_many call / transaction (default 1000)")
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    args = parser.parse_args(argv)
+    events = args.events or (2000 if args.quick else 20000)
+    repeat = args.repeat or (1 if args.quick else 3)
+    if events < 1 or repeat < 1 or args.batch_size < 1 or args.emit_chunk < 1:
+        parser.error("--events, --repeat, --batch-size and --emit-chunk must be positive")
+
+    base_url = database_url()
+    parts = urlsplit(base_url)
+    base_name = parts.path.lstrip("/")
+    if not base_name:
+        parser.error(f"DATABASE_URL {base_url!r} names no database")
+    scratch_name = f"{base_name}_bench"
+    scratch_url = urlunsplit(parts._replace(path="/" + quote(scratch_name)))
+    return Config(
+        events=events, repeat=repeat, batch_size=args.batch_size, emit_chunk=args.emit_chunk,
+        base_url=base_url, scratch_url=scratch_url, scratch_name=scratch_name,
+        scratch_conninfo=libpq_conninfo(scratch_url),
+        admin_conninfo=libpq_conninfo(scratch_url, dbname="postgres"),
+    )
+
+
+def database_url() -> str:
+    """`DATABASE_URL` the way the settings read it (environment, then `.env`, then default)."""
+    environ.Env.read_env(REPO_ROOT / ".env", overwrite=False)
+    return os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+
+
+def libpq_conninfo(url: str, *, dbname: str | None = None) -> str:
+    """A libpq connection string for a django-environ database URL (any postgres scheme)."""
+    config = environ.Env.db_url_config(url)
+    params: dict[str, Any] = {
+        "dbname": dbname or config.get("NAME"), "user": config.get("USER"),
+        "password": config.get("PASSWORD"), "host": config.get("HOST"),
+        "port": config.get("PORT"), **config.get("OPTIONS", {}),
+    }
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
+
+
+def child_env(config: Config) -> dict[str, str]:
+    """Environment for every process that touches the scratch database."""
+    env = dict(os.environ)
+    configured = env.get("EVENTBUS_HANDLER_MODULES", "").split(",")
+    extra = [m for m in configured if m and m != BENCH_MODULE]
+    env.update({
+        "DATABASE_URL": config.scratch_url,
+        "EVENTBUS_HANDLER_MODULES": ",".join([BENCH_MODULE, *extra]),
+        "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
+        "LOG_LEVEL": "WARNING",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
+    })
+    return env
+
+
+# -- the scratch database -----------------------------------------------------------------
+
+
+def recreate_scratch(config: Config) -> None:
+    say(f"re-creating scratch database {config.scratch_name} (base {config.base_url})")
+    with psycopg.connect(config.admin_conninfo, autocommit=True) as conn:
+        name = sql.Identifier(config.scratch_name)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    say("migrating the scratch database (manage.py migrate)")
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
+        cwd=REPO_ROOT, env=child_env(config), capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise BenchError(f"migrate failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+
+
+def setup_django(config: Config) -> ModuleType:
+    """Point this process at the scratch database, with the bench consumers, and load Django.
+
+    Returns bench/bus_ops.py, which can only be imported once Django is set up.
+    """
+    os.environ.update(child_env(config))
+    import django  # noqa: PLC0415  (the settings read DATABASE_URL when first imported)
+
+    django.setup()
+    from bench import bus_ops  # noqa: PLC0415  (imports models: only after django.setup())
+
+    return bus_ops
+
+
+class Admin:
+    """An autocommit psycopg connection to the scratch database for resets and checks."""
+
+    def __init__(self, conninfo: str) -> None:
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def rows(self, query: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(query, params).fetchall()
+
+    def reset_bus(self) -> None:
+        self.conn.execute(f"TRUNCATE {', '.join(BUS_TABLES)} CASCADE")
+        self.settle()
+
+    def settle(self, tables: Sequence[str] = BUS_TABLES) -> None:
+        for table in tables:
+            self.conn.execute(f"VACUUM ANALYZE {table}")
+        self.conn.execute("CHECKPOINT")
+
+
+# -- measurements -------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """One run of one measurement."""
+
+    count: int  # events, deliveries or rows
+    seconds: float
+    steady_seconds: float | None = None
+    claim_s: float | None = None  # summed over processes
+    ack_s: float | None = None
+    busy_s: float | None = None  # summed steady windows of the processes
+    claims: int | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+    @property
+    def steady_rate(self) -> float | None:
+        return self.count / self.steady_seconds if self.steady_seconds else None
+
+
+@dataclass
+class Measurement:
+    key: str
+    label: str
+    procs: str
+    consumers: str
+    unit: str
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(s.rate for s in self.samples)
+
+    def median_sample(self) -> Sample:
+        ordered = sorted(self.samples, key=lambda s: s.rate)
+        return ordered[(len(ordered) - 1) // 2]
+
+
+class Bench:
+    def __init__(self, config: Config, ops: ModuleType) -> None:
+        self.config = config
+        self.ops = ops
+        self.admin = Admin(config.scratch_conninfo)
+        self.org = ops.create_organization()
+        self.env = child_env(config)
+
+    # emit ----------------------------------------------------------------------------------
+
+    def emit_loop(self) -> Sample:
+        self.admin.reset_bus()
+        batch = self.ops.items(bench_consumers.FANOUT_EVENT, self.config.events)
+        elapsed = self.ops.emit_loop(self.org, batch)
+        self._check_emitted(len(batch), len(bench_consumers.FANOUT_CONSUMERS))
+        return Sample(len(batch), elapsed)
+
+    def emit_many(self) -> Sample:
+        self.admin.reset_bus()
+        batch = self.ops.items(bench_consumers.FANOUT_EVENT, self.config.events)
+        elapsed = self.ops.emit_many(self.org, batch, self.config.emit_chunk)
+        self._check_emitted(len(batch), len(bench_consumers.FANOUT_CONSUMERS))
+        return Sample(len(batch), elapsed)
+
+    def _check_emitted(self, events: int, fanout: int) -> None:
+        found = self.admin.rows(
+            "SELECT (SELECT count(*) FROM event_log), (SELECT count(*) FROM eventbus_delivery)"
+        )[0]
+        if found != (events, events * fanout):
+            raise BenchError(f"emit wrote {found} (events, deliveries), "
+                             f"expected {(events, events * fanout)}")
+
+    def fill(self, event_type: str) -> None:
+        """Emit the backlog (untimed), then settle the tables."""
+        self.admin.reset_bus()
+        self.ops.emit_many(self.org, self.ops.items(event_type, self.config.events), FILL_CHUNK)
+        self.admin.settle()
+
+    # drain ---------------------------------------------------------------------------------
+
+    def drain(self, procs: int, event_type: str) -> Sample:
+        names = bench_consumers.consumers_for(event_type)
+        expected = self.config.events * len(names)
+        self.fill(event_type)
+        args = ["--once", "--no-listen", "--batch-size", str(self.config.batch_size)]
+        for name in names:
+            args += ["--consumer", name]
+        command = [sys.executable, "-m", "bench.workers", "drain", "--", *args]
+        wall, probes = run_workers([command] * procs, self.env)
+        self._verify_drain(expected, probes)
+        return sample_from(expected, wall, probes)
+
+    def _verify_drain(self, expected: int, probes: list[dict[str, Any]]) -> None:
+        deliveries = self.admin.rows(
+            "SELECT status, count(*), min(attempts), max(attempts) FROM eventbus_delivery "
+            "GROUP BY status ORDER BY status"
+        )
+        events = self.admin.rows("SELECT status, count(*) FROM event_log GROUP BY status")
+        acked = sum(p["acked"] for p in probes)
+        claimed = sum(p["claimed"] for p in probes)
+        problems = []
+        if deliveries != [("done", expected, 1, 1)]:
+            problems.append(f"deliveries by status (count, min/max attempts): {deliveries}")
+        if events != [("done", self.config.events)]:
+            problems.append(f"events by status: {events}")
+        if acked != expected or claimed != expected:
+            problems.append(f"workers claimed {claimed} and acked {acked}")
+        if problems:
+            raise BenchError(f"drain left work not done (expected {expected} deliveries done, "
+                             "each attempted once): " + "; ".join(problems))
+
+    def startup_reference(self) -> float:
+        """Wall time of a complete `manage.py drain_events --once` on an empty queue."""
+        self.admin.reset_bus()
+        command = [sys.executable, str(REPO_ROOT / "manage.py"), "drain_events", "--once",
+                   "--no-listen", "--batch-size", str(self.config.batch_size),
+                   "--consumer", bench_consumers.SINGLE_CONSUMERS[0]]
+        started = time.perf_counter()
+        subprocess.run(command, cwd=REPO_ROOT, env=self.env, check=True, timeout=WORKER_TIMEOUT)
+        return time.perf_counter() - started
+
+    # raw -----------------------------------------------------------------------------------
+
+    def create_raw_table(self) -> None:
+        self.admin.conn.execute(f"DROP TABLE IF EXISTS {RAW_TABLE}")
+        self.admin.conn.execute(
+            f"CREATE TABLE {RAW_TABLE} (id bigserial PRIMARY KEY, status text NOT NULL, "
+            "payload jsonb NOT NULL, next_at timestamptz NOT NULL)"
+        )
+        self.admin.conn.execute(
+            f"CREATE INDEX {RAW_TABLE}_pending_idx ON {RAW_TABLE} (next_at) "
+            "WHERE status = 'pending'"
+        )
+
+    def raw(self, procs: int) -> Sample:
+        n = self.config.events
+        self.admin.conn.execute(f"TRUNCATE {RAW_TABLE} RESTART IDENTITY")
+        self.admin.conn.execute(
+            f"INSERT INTO {RAW_TABLE} (status, payload, next_at) "
+            "SELECT 'pending', jsonb_build_object('seq', g, 'note', 'benchmark'), now() "
+            "FROM generate_series(1, %s) g", (n,),
+        )
+        self.admin.settle([RAW_TABLE])
+        command = [sys.executable, "-m", "bench.workers", "raw",
+                   "--conninfo", self.config.scratch_conninfo,
+                   "--batch-size", str(self.config.batch_size)]
+        wall, probes = run_workers([command] * procs, self.env)
+        left = self.admin.rows(f"SELECT status, count(*) FROM {RAW_TABLE} GROUP BY status")
+        acked = sum(p["acked"] for p in probes)
+        if left != [("done", n)] or acked != n:
+            raise BenchError(f"raw loop left {left} (acked {acked}), expected {n} done")
+        return sample_from(n, wall, probes)
+
+
+def run_workers(commands: Sequence[Sequence[str]], env: dict[str, str]
+                ) -> tuple[float, list[dict[str, Any]]]:
+    """Start the processes, wait until all are ready, signal them, wait for their results.
+
+    Returns the wall time from the start signal to the latest `t_end`, and each result.
+    """
+    procs = [
+        subprocess.Popen(list(cmd), cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+        for cmd in commands
+    ]
+    try:
+        for proc in procs:
+            line = proc.stdout.readline() if proc.stdout else b""
+            if not line or not json.loads(line).get("ready"):
+                raise BenchError(f"worker {proc.args} did not start (exit {proc.wait()})")
+        started = time.monotonic()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"g")
+            proc.stdin.flush()
+        results = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=WORKER_TIMEOUT)
+            if proc.returncode != 0:
+                raise BenchError(f"worker {proc.args} exited {proc.returncode}")
+            results.append(json.loads(out.decode().strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return max(r["t_end"] for r in results) - started, results
+
+
+def sample_from(count: int, wall: float, probes: list[dict[str, Any]]) -> Sample:
+    firsts = [p["first_claim"] for p in probes if p["first_claim"] is not None]
+    lasts = [p["last_ack"] for p in probes if p["last_ack"] is not None]
+    steady = max(lasts) - min(firsts) if firsts and lasts else None
+    busy = sum(p["last_ack"] - p["first_claim"] for p in probes
+               if p["last_ack"] is not None and p["first_claim"] is not None)
+    return Sample(
+        count, wall, steady_seconds=steady,
+        claim_s=sum(p["claim_s"] for p in probes), ack_s=sum(p["ack_s"] for p in probes),
+        busy_s=busy, claims=sum(p["claims"] for p in probes),
+    )
+
+
+# -- report -------------------------------------------------------------------------------
+
+
+def fmt_rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def render(measurements: list[Measurement], ceiling: float, config: Config,
+           startup: list[float]) -> str:
+    lines = [
+        f"Event bus throughput: {config.events:,} events per measurement, median of "
+        f"{config.repeat} run(s), batch size {config.batch_size}, emit_many chunk "
+        f"{config.emit_chunk}, scratch database {config.scratch_name}",
+        "",
+    ]
+    header = (f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'unit':<13} "
+              f"{'median':>9}  {'runs':<26} {'÷ ceiling':>9}")
+    lines += [header, "-" * len(header)]
+    for m in measurements:
+        runs = " / ".join(fmt_rate(s.rate) for s in m.samples)
+        lines.append(f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {m.unit:<13} "
+                     f"{fmt_rate(m.median):>9}  {runs:<26} {m.median / ceiling:>9.2f}")
+    lines += ["", "Inside the drain processes (the median run of each measurement):", ""]
+    header = (f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'steady/s':>9} "
+              f"{'÷ ceiling':>9} {'outside loop':>12} {'claim':>6} {'ack':>6} {'other':>6} "
+              f"{'claims':>6}")
+    lines += [header, "-" * len(header)]
+    for m in measurements:
+        s = m.median_sample()
+        if s.steady_rate is None or not s.busy_s:
+            continue
+        claim = (s.claim_s or 0) / s.busy_s
+        ack = (s.ack_s or 0) / s.busy_s
+        lines.append(
+            f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {fmt_rate(s.steady_rate):>9} "
+            f"{s.steady_rate / ceiling:>9.2f} {s.seconds - (s.steady_seconds or 0):>11.2f}s "
+            f"{claim:>6.0%} {ack:>6.0%} {1 - claim - ack:>6.0%} {s.claims:>6}"
+        )
+    lines += [
+        "",
+        "steady/s: count / (first claim -> last ack that changed rows), across the processes.",
+        "outside loop: wall - steady window (sync_routes, start-up jitter <= 0.25 s, connect,",
+        "  final empty claim, exit). claim/ack/other: share of the processes' steady time spent",
+        "  in the claim statement, the ack statement, and everything else (Python dispatch,",
+        "  connection checks).",
+        f"Excluded from every drain figure: a complete `manage.py drain_events --once` on an empty"
+        f" queue takes {statistics.median(startup):.2f} s (median of "
+        f"{', '.join(f'{x:.2f}' for x in startup)}; interpreter + Django + checks + the above).",
+    ]
+    return "\n".join(lines)
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_args(argv)
+    recreate_scratch(config)
+    bench = Bench(config, setup_django(config))
+    bench.create_raw_table()
+    measurements = [
+        Measurement("emit", "eventbus.emit() loop, one transaction", "1", "3", "events/s"),
+        Measurement("emit_many", f"eventbus.emit_many(), chunks of {config.emit_chunk}", "1",
+                    "3", "events/s"),
+        Measurement("d11", "drain_events, no-op", "1", "1", "deliveries/s"),
+        Measurement("d21", "drain_events, no-op", "2", "1", "deliveries/s"),
+        Measurement("d13", "drain_events, no-op", "1", "3", "deliveries/s"),
+        Measurement("d23", "drain_events, no-op", "2", "3", "deliveries/s"),
+        Measurement("raw1", f"raw psycopg: claim {config.batch_size} + batch ack", "1", "-",
+                    "rows/s"),
+        Measurement("raw2", f"raw psycopg: claim {config.batch_size} + batch ack (ceiling)",
+                    "2", "-", "rows/s"),
+    ]
+    runners: dict[str, Callable[[], Sample]] = {
+        "emit": bench.emit_loop,
+        "emit_many": bench.emit_many,
+        "d11": lambda: bench.drain(1, bench_consumers.SINGLE_EVENT),
+        "d21": lambda: bench.drain(2, bench_consumers.SINGLE_EVENT),
+        "d13": lambda: bench.drain(1, bench_consumers.FANOUT_EVENT),
+        "d23": lambda: bench.drain(2, bench_consumers.FANOUT_EVENT),
+        "raw1": lambda: bench.raw(1),
+        "raw2": lambda: bench.raw(2),
+    }
+    startup: list[float] = []
+    try:
+        # Runs are interleaved (rep 1 of everything, then rep 2, ...) so that a burst of
+        # background load on the machine spreads over all measurements instead of one.
+        for rep in range(1, config.repeat + 1):
+            startup.append(bench.startup_reference())
+            say(f"rep {rep}/{config.repeat}: idle `drain_events --once` took {startup[-1]:.2f}s")
+            for m in measurements:
+                sample = runners[m.key]()
+                m.samples.append(sample)
+                steady = f", steady {fmt_rate(sample.steady_rate)}/s" if sample.steady_rate else ""
+                say(f"rep {rep}/{config.repeat}: {m.label} [{m.procs}p/{m.consumers}c]: "
+                    f"{sample.count:,} in {sample.seconds:.2f}s = {fmt_rate(sample.rate)} "
+                    f"{m.unit}{steady}")
+    finally:
+        bench.admin.close()
+    by_key = {m.key: m for m in measurements}
+    ceiling = by_key["raw2"].median
+    print(render(measurements, ceiling, config, startup))
+    say(f"done in {time.monotonic() - _T0:.0f}s")
+    print(f"drain_ratio_to_raw={by_key['d21'].median / ceiling:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        raise SystemExit(main())
+    except BenchError as exc:
+        say(f"FAILED: {exc}")
+        raise SystemExit(1) from None

@@ -1,0 +1,31 @@
+"""System checks: PostgreSQL only; consumers must consume declared event types."""
+
+from __future__ import annotations
+
+import pytest
+from django.test.utils import override_settings
+
+from deskcomm.checks import check_postgres_only
+from eventbus.checks import check_consumers
+from eventbus.registry import make_consumer, registry
+
+
+def test_postgres_is_accepted() -> None:
+    assert check_postgres_only() == []
+
+
+def test_other_engines_are_refused() -> None:
+    databases = {"default": {"ENGINE": "django.db.backends.mysql", "NAME": "x"}}
+    with pytest.warns(UserWarning, match="Overriding setting DATABASES"), \
+            override_settings(DATABASES=databases):
+        errors = check_postgres_only()
+    assert [e.id for e in errors] == ["deskcomm.E001"]
+    assert "PostgreSQL only" in errors[0].msg
+
+
+def test_consumer_of_an_undeclared_event_type_is_reported() -> None:
+    assert check_consumers() == []
+    with registry.temporarily(make_consumer("typo-worker", lambda e: None, events=["lead.creatd"])):
+        errors = check_consumers()
+    assert [e.id for e in errors] == ["eventbus.E001"]
+    assert "lead.creatd" in errors[0].msg
