@@ -25,8 +25,12 @@ def create_organization() -> Organization:
 def items(event_type: str, n: int) -> list[Item]:
     """`n` emit_many items of one type (built before any clock starts)."""
     return [
-        {"event_type": event_type, "entity_kind": ENTITY_KIND, "entity_id": uuid.uuid4(),
-         "payload": {"seq": i, "note": "benchmark"}}
+        {
+            "event_type": event_type,
+            "entity_kind": ENTITY_KIND,
+            "entity_id": uuid.uuid4(),
+            "payload": {"seq": i, "note": "benchmark"},
+        }
         for i in range(n)
     ]
 
@@ -36,8 +40,13 @@ def emit_loop(org: Organization, batch: list[Item]) -> float:
     started = time.perf_counter()
     with transaction.atomic():
         for item in batch:
-            eventbus.emit(item["event_type"], organization=org, entity_kind=item["entity_kind"],
-                          entity_id=item["entity_id"], payload=item["payload"])
+            eventbus.emit(
+                item["event_type"],
+                organization=org,
+                entity_kind=item["entity_kind"],
+                entity_id=item["entity_id"],
+                payload=item["payload"],
+            )
     return time.perf_counter() - started
 
 
@@ -46,5 +55,5 @@ def emit_many(org: Organization, batch: list[Item], chunk: int) -> float:
     started = time.perf_counter()
     for start in range(0, len(batch), chunk):
         with transaction.atomic():
-            eventbus.emit_many(batch[start:start + chunk], organization=org)
+            eventbus.emit_many(batch[start : start + chunk], organization=org)
     return time.perf_counter() - started

@@ -109,14 +109,30 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         description="Emit/drain throughput of the event bus vs a raw-SQL ceiling.",
         epilog="See the module docstring (bench/drain.py) for what each figure means.",
     )
-    parser.add_argument("--events", type=int, default=None,
-                        help="events per measurement (default 20000; 2000 with --quick)")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="runs per measurement, median reported (default 3; 1 with --quick)")
-    parser.add_argument("--batch-size", type=int, default=1000,
-                        help="claim size for drain_events and the raw loop (default 1000)")
-    parser.add_argument("--emit-chunk", type=int, default=1000,
-                        help="items per emit_many call / transaction (default 1000)")
+    parser.add_argument(
+        "--events",
+        type=int,
+        default=None,
+        help="events per measurement (default 20000; 2000 with --quick)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="runs per measurement, median reported (default 3; 1 with --quick)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=1000,
+        help="claim size for drain_events and the raw loop (default 1000)",
+    )
+    parser.add_argument(
+        "--emit-chunk",
+        type=int,
+        default=1000,
+        help="items per emit_many call / transaction (default 1000)",
+    )
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     args = parser.parse_args(argv)
     events = args.events or (2000 if args.quick else 20000)
@@ -132,8 +148,13 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     scratch_name = f"{base_name}_bench"
     scratch_url = urlunsplit(parts._replace(path="/" + quote(scratch_name)))
     return Config(
-        events=events, repeat=repeat, batch_size=args.batch_size, emit_chunk=args.emit_chunk,
-        base_url=base_url, scratch_url=scratch_url, scratch_name=scratch_name,
+        events=events,
+        repeat=repeat,
+        batch_size=args.batch_size,
+        emit_chunk=args.emit_chunk,
+        base_url=base_url,
+        scratch_url=scratch_url,
+        scratch_name=scratch_name,
         scratch_conninfo=libpq_conninfo(scratch_url),
         admin_conninfo=libpq_conninfo(scratch_url, dbname="postgres"),
     )
@@ -149,9 +170,12 @@ def libpq_conninfo(url: str, *, dbname: str | None = None) -> str:
     """A libpq connection string for a django-environ database URL (any postgres scheme)."""
     config = environ.Env.db_url_config(url)
     params: dict[str, Any] = {
-        "dbname": dbname or config.get("NAME"), "user": config.get("USER"),
-        "password": config.get("PASSWORD"), "host": config.get("HOST"),
-        "port": config.get("PORT"), **config.get("OPTIONS", {}),
+        "dbname": dbname or config.get("NAME"),
+        "user": config.get("USER"),
+        "password": config.get("PASSWORD"),
+        "host": config.get("HOST"),
+        "port": config.get("PORT"),
+        **config.get("OPTIONS", {}),
     }
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
 
@@ -161,13 +185,15 @@ def child_env(config: Config) -> dict[str, str]:
     env = dict(os.environ)
     configured = env.get("EVENTBUS_HANDLER_MODULES", "").split(",")
     extra = [m for m in configured if m and m != BENCH_MODULE]
-    env.update({
-        "DATABASE_URL": config.scratch_url,
-        "EVENTBUS_HANDLER_MODULES": ",".join([BENCH_MODULE, *extra]),
-        "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
-        "LOG_LEVEL": "WARNING",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
-    })
+    env.update(
+        {
+            "DATABASE_URL": config.scratch_url,
+            "EVENTBUS_HANDLER_MODULES": ",".join([BENCH_MODULE, *extra]),
+            "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
+        }
+    )
     return env
 
 
@@ -183,7 +209,11 @@ def recreate_scratch(config: Config) -> None:
     say("migrating the scratch database (manage.py migrate)")
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT, env=child_env(config), capture_output=True, text=True, check=False,
+        cwd=REPO_ROOT,
+        env=child_env(config),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise BenchError(f"migrate failed ({result.returncode}):\n{result.stdout}{result.stderr}")
@@ -195,10 +225,10 @@ def setup_django(config: Config) -> ModuleType:
     Returns bench/bus_ops.py, which can only be imported once Django is set up.
     """
     os.environ.update(child_env(config))
-    import django  # noqa: PLC0415  (the settings read DATABASE_URL when first imported)
+    import django
 
     django.setup()
-    from bench import bus_ops  # noqa: PLC0415  (imports models: only after django.setup())
+    from bench import bus_ops
 
     return bus_ops
 
@@ -296,8 +326,9 @@ class Bench:
             "SELECT (SELECT count(*) FROM event_log), (SELECT count(*) FROM eventbus_delivery)"
         )[0]
         if found != (events, events * fanout):
-            raise BenchError(f"emit wrote {found} (events, deliveries), "
-                             f"expected {(events, events * fanout)}")
+            raise BenchError(
+                f"emit wrote {found} (events, deliveries), expected {(events, events * fanout)}"
+            )
 
     def fill(self, event_type: str) -> None:
         """Emit the backlog (untimed), then settle the tables."""
@@ -335,15 +366,25 @@ class Bench:
         if acked != expected or claimed != expected:
             problems.append(f"workers claimed {claimed} and acked {acked}")
         if problems:
-            raise BenchError(f"drain left work not done (expected {expected} deliveries done, "
-                             "each attempted once): " + "; ".join(problems))
+            raise BenchError(
+                f"drain left work not done (expected {expected} deliveries done, "
+                "each attempted once): " + "; ".join(problems)
+            )
 
     def startup_reference(self) -> float:
         """Wall time of a complete `manage.py drain_events --once` on an empty queue."""
         self.admin.reset_bus()
-        command = [sys.executable, str(REPO_ROOT / "manage.py"), "drain_events", "--once",
-                   "--no-listen", "--batch-size", str(self.config.batch_size),
-                   "--consumer", bench_consumers.SINGLE_CONSUMERS[0]]
+        command = [
+            sys.executable,
+            str(REPO_ROOT / "manage.py"),
+            "drain_events",
+            "--once",
+            "--no-listen",
+            "--batch-size",
+            str(self.config.batch_size),
+            "--consumer",
+            bench_consumers.SINGLE_CONSUMERS[0],
+        ]
         started = time.perf_counter()
         subprocess.run(command, cwd=REPO_ROOT, env=self.env, check=True, timeout=WORKER_TIMEOUT)
         return time.perf_counter() - started
@@ -367,12 +408,20 @@ class Bench:
         self.admin.conn.execute(
             f"INSERT INTO {RAW_TABLE} (status, payload, next_at) "
             "SELECT 'pending', jsonb_build_object('seq', g, 'note', 'benchmark'), now() "
-            "FROM generate_series(1, %s) g", (n,),
+            "FROM generate_series(1, %s) g",
+            (n,),
         )
         self.admin.settle([RAW_TABLE])
-        command = [sys.executable, "-m", "bench.workers", "raw",
-                   "--conninfo", self.config.scratch_conninfo,
-                   "--batch-size", str(self.config.batch_size)]
+        command = [
+            sys.executable,
+            "-m",
+            "bench.workers",
+            "raw",
+            "--conninfo",
+            self.config.scratch_conninfo,
+            "--batch-size",
+            str(self.config.batch_size),
+        ]
         wall, probes = run_workers([command] * procs, self.env)
         left = self.admin.rows(f"SELECT status, count(*) FROM {RAW_TABLE} GROUP BY status")
         acked = sum(p["acked"] for p in probes)
@@ -381,15 +430,17 @@ class Bench:
         return sample_from(n, wall, probes)
 
 
-def run_workers(commands: Sequence[Sequence[str]], env: dict[str, str]
-                ) -> tuple[float, list[dict[str, Any]]]:
+def run_workers(
+    commands: Sequence[Sequence[str]], env: dict[str, str]
+) -> tuple[float, list[dict[str, Any]]]:
     """Start the processes, wait until all are ready, signal them, wait for their results.
 
     Returns the wall time from the start signal to the latest `t_end`, and each result.
     """
     procs = [
-        subprocess.Popen(list(cmd), cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE)
+        subprocess.Popen(
+            list(cmd), cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         for cmd in commands
     ]
     try:
@@ -420,12 +471,19 @@ def sample_from(count: int, wall: float, probes: list[dict[str, Any]]) -> Sample
     firsts = [p["first_claim"] for p in probes if p["first_claim"] is not None]
     lasts = [p["last_ack"] for p in probes if p["last_ack"] is not None]
     steady = max(lasts) - min(firsts) if firsts and lasts else None
-    busy = sum(p["last_ack"] - p["first_claim"] for p in probes
-               if p["last_ack"] is not None and p["first_claim"] is not None)
+    busy = sum(
+        p["last_ack"] - p["first_claim"]
+        for p in probes
+        if p["last_ack"] is not None and p["first_claim"] is not None
+    )
     return Sample(
-        count, wall, steady_seconds=steady,
-        claim_s=sum(p["claim_s"] for p in probes), ack_s=sum(p["ack_s"] for p in probes),
-        busy_s=busy, claims=sum(p["claims"] for p in probes),
+        count,
+        wall,
+        steady_seconds=steady,
+        claim_s=sum(p["claim_s"] for p in probes),
+        ack_s=sum(p["ack_s"] for p in probes),
+        busy_s=busy,
+        claims=sum(p["claims"] for p in probes),
     )
 
 
@@ -436,25 +494,32 @@ def fmt_rate(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def render(measurements: list[Measurement], ceiling: float, config: Config,
-           startup: list[float]) -> str:
+def render(
+    measurements: list[Measurement], ceiling: float, config: Config, startup: list[float]
+) -> str:
     lines = [
         f"Event bus throughput: {config.events:,} events per measurement, median of "
         f"{config.repeat} run(s), batch size {config.batch_size}, emit_many chunk "
         f"{config.emit_chunk}, scratch database {config.scratch_name}",
         "",
     ]
-    header = (f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'unit':<13} "
-              f"{'median':>9}  {'runs':<26} {'÷ ceiling':>9}")
+    header = (
+        f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'unit':<13} "
+        f"{'median':>9}  {'runs':<26} {'÷ ceiling':>9}"
+    )
     lines += [header, "-" * len(header)]
     for m in measurements:
         runs = " / ".join(fmt_rate(s.rate) for s in m.samples)
-        lines.append(f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {m.unit:<13} "
-                     f"{fmt_rate(m.median):>9}  {runs:<26} {m.median / ceiling:>9.2f}")
+        lines.append(
+            f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {m.unit:<13} "
+            f"{fmt_rate(m.median):>9}  {runs:<26} {m.median / ceiling:>9.2f}"
+        )
     lines += ["", "Inside the drain processes (the median run of each measurement):", ""]
-    header = (f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'steady/s':>9} "
-              f"{'÷ ceiling':>9} {'outside loop':>12} {'claim':>6} {'ack':>6} {'other':>6} "
-              f"{'claims':>6}")
+    header = (
+        f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'steady/s':>9} "
+        f"{'÷ ceiling':>9} {'outside loop':>12} {'claim':>6} {'ack':>6} {'other':>6} "
+        f"{'claims':>6}"
+    )
     lines += [header, "-" * len(header)]
     for m in measurements:
         s = m.median_sample()
@@ -491,16 +556,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.create_raw_table()
     measurements = [
         Measurement("emit", "eventbus.emit() loop, one transaction", "1", "3", "events/s"),
-        Measurement("emit_many", f"eventbus.emit_many(), chunks of {config.emit_chunk}", "1",
-                    "3", "events/s"),
+        Measurement(
+            "emit_many",
+            f"eventbus.emit_many(), chunks of {config.emit_chunk}",
+            "1",
+            "3",
+            "events/s",
+        ),
         Measurement("d11", "drain_events, no-op", "1", "1", "deliveries/s"),
         Measurement("d21", "drain_events, no-op", "2", "1", "deliveries/s"),
         Measurement("d13", "drain_events, no-op", "1", "3", "deliveries/s"),
         Measurement("d23", "drain_events, no-op", "2", "3", "deliveries/s"),
-        Measurement("raw1", f"raw psycopg: claim {config.batch_size} + batch ack", "1", "-",
-                    "rows/s"),
-        Measurement("raw2", f"raw psycopg: claim {config.batch_size} + batch ack (ceiling)",
-                    "2", "-", "rows/s"),
+        Measurement(
+            "raw1", f"raw psycopg: claim {config.batch_size} + batch ack", "1", "-", "rows/s"
+        ),
+        Measurement(
+            "raw2",
+            f"raw psycopg: claim {config.batch_size} + batch ack (ceiling)",
+            "2",
+            "-",
+            "rows/s",
+        ),
     ]
     runners: dict[str, Callable[[], Sample]] = {
         "emit": bench.emit_loop,
@@ -523,9 +599,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sample = runners[m.key]()
                 m.samples.append(sample)
                 steady = f", steady {fmt_rate(sample.steady_rate)}/s" if sample.steady_rate else ""
-                say(f"rep {rep}/{config.repeat}: {m.label} [{m.procs}p/{m.consumers}c]: "
+                say(
+                    f"rep {rep}/{config.repeat}: {m.label} [{m.procs}p/{m.consumers}c]: "
                     f"{sample.count:,} in {sample.seconds:.2f}s = {fmt_rate(sample.rate)} "
-                    f"{m.unit}{steady}")
+                    f"{m.unit}{steady}"
+                )
     finally:
         bench.admin.close()
     by_key = {m.key: m for m in measurements}

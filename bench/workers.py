@@ -148,8 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.workers", description=__doc__)
     sub = parser.add_subparsers(dest="mode", required=True)
     drain = sub.add_parser("drain", help="run manage.py drain_events after the start signal")
-    drain.add_argument("command_args", nargs=argparse.REMAINDER,
-                       help="arguments for drain_events (after --)")
+    drain.add_argument(
+        "command_args", nargs=argparse.REMAINDER, help="arguments for drain_events (after --)"
+    )
     raw = sub.add_parser("raw", help="bare psycopg claim/ack loop on bench_raw_job")
     raw.add_argument("--conninfo", required=True)
     raw.add_argument("--batch-size", type=int, required=True)

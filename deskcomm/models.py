@@ -26,7 +26,9 @@ class Contact(models.Model):
     """A person the organization talks to (minimal: what the workers and LGPD need)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="contacts")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="contacts"
+    )
     name = models.CharField(max_length=200, blank=True)
     phone = models.CharField(max_length=32, blank=True)
     email = models.EmailField(blank=True)

@@ -1,4 +1,4 @@
-"""Deskcomm settings: everything comes from the environment (django-environ); `.env` is read if present."""
+"""Deskcomm settings: all from the environment (django-environ); `.env` is read if present."""
 
 from __future__ import annotations
 
@@ -61,9 +61,7 @@ TEMPLATES = [
 # PostgreSQL only (system check deskcomm.E001 refuses anything else). `python3 -m deskcomm.dev`
 # sets DATABASE_URL to an embedded server when the environment does not.
 DATABASES = {
-    "default": env.db_url(
-        "DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/deskcomm"
-    ),
+    "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/deskcomm"),
 }
 # Workers keep their connection between handler runs; health checks drop dead ones.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
@@ -112,7 +110,7 @@ EVENTBUS = {
     # Extra random delay, as a fraction of the step (0.3 = +0-30%).
     "RETRY_JITTER": env.float("EVENTBUS_RETRY_JITTER", default=0.3),
     "MAX_ATTEMPTS": env.int("EVENTBUS_MAX_ATTEMPTS", default=8),
-    # A claimed delivery returns to pending when its worker has not finished it by then (seed: 5 min).
+    # A claimed delivery returns to pending if its worker has not finished it by then (seed: 5 min).
     "LEASE_SECONDS": env.float("EVENTBUS_LEASE_SECONDS", default=300.0),
     "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=256 * 1024),
     # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next poll.

@@ -25,11 +25,19 @@ def notify_dead(dead: Sequence[DeadLetter]) -> None:
     for letter in dead:
         logger.error(
             "delivery %s dead after %d attempt(s): consumer=%s event_id=%s organization_id=%s: %s",
-            letter.delivery_id, letter.attempts, letter.consumer, letter.event_id,
-            letter.organization_id, letter.error,
-            extra={"delivery_id": letter.delivery_id, "event_id": str(letter.event_id),
-                   "consumer": letter.consumer, "organization_id": str(letter.organization_id),
-                   "attempt": letter.attempts},
+            letter.delivery_id,
+            letter.attempts,
+            letter.consumer,
+            letter.event_id,
+            letter.organization_id,
+            letter.error,
+            extra={
+                "delivery_id": letter.delivery_id,
+                "event_id": str(letter.event_id),
+                "consumer": letter.consumer,
+                "organization_id": str(letter.organization_id),
+                "attempt": letter.attempts,
+            },
         )
     for path in bus_settings.DEAD_LETTER_HOOKS:
         _call_hook(path, dead)

@@ -132,8 +132,21 @@ def _declare_seed_catalog() -> None:
         "contact.blocked": ("reason",),
         "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),
         # message.*
-        "message.received": ("direction", "conversation_id", "contact_id", "body", "waha_message_id"),
-        "message.sent": ("direction", "conversation_id", "contact_id", "channel", "body", "message_id"),
+        "message.received": (
+            "direction",
+            "conversation_id",
+            "contact_id",
+            "body",
+            "waha_message_id",
+        ),
+        "message.sent": (
+            "direction",
+            "conversation_id",
+            "contact_id",
+            "channel",
+            "body",
+            "message_id",
+        ),
         "message.delivered": ("message_id", "delivered_at"),
         "message.read": ("message_id", "read_at"),
         "message.failed": ("message_id", "error_code", "error_message", "retryable"),
@@ -144,7 +157,12 @@ def _declare_seed_catalog() -> None:
         "conversation.reopened": ("reopened_by",),
         # ai.*
         "ai.responded": (
-            "conversation_id", "message_id", "model", "tokens_in", "tokens_out", "cost_cents",
+            "conversation_id",
+            "message_id",
+            "model",
+            "tokens_in",
+            "tokens_out",
+            "cost_cents",
             "latency_ms",
         ),
         "ai.handoff_triggered": ("conversation_id", "reason", "from"),

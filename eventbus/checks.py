@@ -17,10 +17,12 @@ def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     for consumer in registry.all():
         for event_type in consumer.events:
             if not catalog.is_declared(event_type):
-                errors.append(Error(
-                    f"consumer {consumer.name} subscribes to undeclared event type {event_type!r}",
-                    hint="Declare it with eventbus.catalog.declare(...) or fix the name.",
-                    obj=consumer.label,
-                    id="eventbus.E001",
-                ))
+                errors.append(
+                    Error(
+                        f"consumer {consumer.name} consumes undeclared event type {event_type!r}",
+                        hint="Declare it with eventbus.catalog.declare(...) or fix the name.",
+                        obj=consumer.label,
+                        id="eventbus.E001",
+                    )
+                )
     return errors

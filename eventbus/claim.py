@@ -14,6 +14,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -284,10 +285,18 @@ def claim(
     if not consumers or batch_size < 1:
         return Claim(token, [])
     with connection.cursor() as cursor:
-        cursor.execute(CLAIM_SQL, {
-            "start": uuid.uuid4(), "batch": batch_size, "consumers": list(consumers), "now": now, "token": token, "worker": worker_id,
-            "lease_until": _lease_until(now),
-        })
+        cursor.execute(
+            CLAIM_SQL,
+            {
+                "start": uuid.uuid4(),
+                "batch": batch_size,
+                "consumers": list(consumers),
+                "now": now,
+                "token": token,
+                "worker": worker_id,
+                "lease_until": _lease_until(now),
+            },
+        )
         rows = cursor.fetchall()
     return Claim(token, [_event_from_row(row) for row in rows])
 
@@ -315,15 +324,20 @@ def nack(
         return []
     now = now or timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(NACK_SQL, {
-            "ids": [f.delivery_id for f in failures],
-            "dead": [f.verdict.dead for f in failures],
-            "next_at": [now + dt.timedelta(seconds=f.verdict.delay) for f in failures],
-            "errors": [f.verdict.error for f in failures],
-            "classes": [f.verdict.error_class for f in failures],
-            "durations": [f.duration_ms for f in failures],
-            "token": token, "now": now, "worker": worker_id,
-        })
+        cursor.execute(
+            NACK_SQL,
+            {
+                "ids": [f.delivery_id for f in failures],
+                "dead": [f.verdict.dead for f in failures],
+                "next_at": [now + dt.timedelta(seconds=f.verdict.delay) for f in failures],
+                "errors": [f.verdict.error for f in failures],
+                "classes": [f.verdict.error_class for f in failures],
+                "durations": [f.duration_ms for f in failures],
+                "token": token,
+                "now": now,
+                "worker": worker_id,
+            },
+        )
         rows = cursor.fetchall()
     _log_lost("nack", token, len(failures), len(rows))
     return [DeadLetter(r[0], r[1], r[2], r[3], r[4], r[6]) for r in rows if r[5]]
@@ -334,7 +348,9 @@ def release(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = N
     if not ids:
         return 0
     with connection.cursor() as cursor:
-        cursor.execute(RELEASE_SQL, {"ids": list(ids), "token": token, "now": now or timezone.now()})
+        cursor.execute(
+            RELEASE_SQL, {"ids": list(ids), "token": token, "now": now or timezone.now()}
+        )
         return cursor.rowcount
 
 
@@ -344,13 +360,15 @@ def extend(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = No
         return 0
     now = now or timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute(EXTEND_SQL, {"ids": list(ids), "token": token,
-                                    "lease_until": _lease_until(now)})
+        cursor.execute(
+            EXTEND_SQL, {"ids": list(ids), "token": token, "lease_until": _lease_until(now)}
+        )
         return cursor.rowcount
 
 
-def reap(*, now: dt.datetime | None = None, limit: int = 1000, worker_id: str = "reaper"
-         ) -> tuple[int, list[DeadLetter]]:
+def reap(
+    *, now: dt.datetime | None = None, limit: int = 1000, worker_id: str = "reaper"
+) -> tuple[int, list[DeadLetter]]:
     """Return deliveries whose lease expired (dead worker) to pending, or dead when out of attempts.
 
     What did finish was acked and is not `processing`, so it is never re-run. Returns the number
@@ -362,15 +380,22 @@ def reap(*, now: dt.datetime | None = None, limit: int = 1000, worker_id: str = 
     token = uuid.uuid4()
     with transaction.atomic():
         with connection.cursor() as cursor:
-            cursor.execute(STEAL_EXPIRED_SQL, {"now": now, "limit": limit, "token": token,
-                                               "lease_until": _lease_until(now)})
+            cursor.execute(
+                STEAL_EXPIRED_SQL,
+                {"now": now, "limit": limit, "token": token, "lease_until": _lease_until(now)},
+            )
             rows = cursor.fetchall()
         failures = [
-            Failure(row[0], Verdict(
-                dead=row[1] >= row[2], delay=0.0, error_class="LeaseExpired",
-                error=f"LeaseExpired: worker {row[3] or '?'} did not finish attempt {row[1]} "
-                      "before its lease ran out (killed or stuck)",
-            ))
+            Failure(
+                row[0],
+                Verdict(
+                    dead=row[1] >= row[2],
+                    delay=0.0,
+                    error_class="LeaseExpired",
+                    error=f"LeaseExpired: worker {row[3] or '?'} did not finish attempt {row[1]} "
+                    "before its lease ran out (killed or stuck)",
+                ),
+            )
             for row in rows
         ]
         dead = nack(token, failures, worker_id=worker_id, now=now)
@@ -396,23 +421,35 @@ def _log_lost(step: str, token: uuid.UUID, expected: int, changed: int) -> None:
     if changed < expected:
         logger.warning(
             "%s changed %d of %d deliveries: the rest lost their lease (taken over after expiry)",
-            step, changed, expected, extra={"lease_token": str(token), "lost": expected - changed},
+            step,
+            changed,
+            expected,
+            extra={"lease_token": str(token), "lost": expected - changed},
         )
 
 
-def _event_from_row(row: Sequence[object]) -> Event:
+def _event_from_row(row: Sequence[Any]) -> Event:
     (delivery_id, consumer, attempt, max_attempts, event_id, org_id, event_type, entity_kind,
-     entity_id, payload, metadata, created_at) = row
+     entity_id, payload, metadata, created_at) = row  # fmt: skip
     return Event(
-        id=event_id, organization_id=org_id, event_type=event_type, entity_kind=entity_kind,
-        entity_id=entity_id, payload=_json(payload), metadata=_json(metadata),
-        created_at=created_at, consumer=consumer, delivery_id=delivery_id, attempt=attempt,
+        id=event_id,
+        organization_id=org_id,
+        event_type=event_type,
+        entity_kind=entity_kind,
+        entity_id=entity_id,
+        payload=_json(payload),
+        metadata=_json(metadata),
+        created_at=created_at,
+        consumer=consumer,
+        delivery_id=delivery_id,
+        attempt=attempt,
         max_attempts=max_attempts,
-    )  # type: ignore[arg-type]
+    )
 
 
-def _json(value: object) -> dict:  # type: ignore[type-arg]
+def _json(value: Any) -> dict[str, Any]:
     # Django's psycopg setup returns jsonb as text (JSONField decodes it); raw queries decode here.
     if isinstance(value, str):
-        return json.loads(value)  # type: ignore[no-any-return]
-    return value  # type: ignore[return-value]
+        decoded: dict[str, Any] = json.loads(value)
+        return decoded
+    return dict(value)

@@ -160,22 +160,35 @@ class Dispatcher:
             if claims.ack(token, [event.delivery_id]) != 1:
                 raise LeaseLost(f"delivery {event.delivery_id} lease lost before commit")
 
-    def _record_failure(self, event: Event, exc: Exception, started: float, outcome: Outcome
-                        ) -> None:
+    def _record_failure(
+        self, event: Event, exc: Exception, started: float, outcome: Outcome
+    ) -> None:
         verdict = judge_failure(
-            exc, attempt=event.attempt, max_attempts=event.max_attempts,
-            schedule=bus_settings.RETRY_SCHEDULE, jitter=float(bus_settings.RETRY_JITTER),
+            exc,
+            attempt=event.attempt,
+            max_attempts=event.max_attempts,
+            schedule=bus_settings.RETRY_SCHEDULE,
+            jitter=float(bus_settings.RETRY_JITTER),
         )
         log = logger.warning if not verdict.dead else logger.error
         log(
             "consumer %s failed on event %s (attempt %d/%d): %s",
-            event.consumer, event.id, event.attempt, event.max_attempts, verdict.error,
-            extra={"event_id": str(event.id), "delivery_id": event.delivery_id,
-                   "consumer": event.consumer, "attempt": event.attempt,
-                   "organization_id": str(event.organization_id)},
+            event.consumer,
+            event.id,
+            event.attempt,
+            event.max_attempts,
+            verdict.error,
+            extra={
+                "event_id": str(event.id),
+                "delivery_id": event.delivery_id,
+                "consumer": event.consumer,
+                "attempt": event.attempt,
+                "organization_id": str(event.organization_id),
+            },
         )
-        failure = claims.Failure(event.delivery_id, verdict,
-                                 int((time.monotonic() - started) * 1000))
+        failure = claims.Failure(
+            event.delivery_id, verdict, int((time.monotonic() - started) * 1000)
+        )
         with self._lock:
             outcome.failures.append(failure)
 

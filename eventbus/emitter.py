@@ -126,23 +126,37 @@ def emit(
     org_id = resolve_organization(organization)
     now = timezone.now()
     prepared = prepare(
-        event_type, entity_kind=entity_kind, entity_id=entity_id, payload=payload,
-        metadata=metadata, idempotency_key=idempotency_key, now=now,
+        event_type,
+        entity_kind=entity_kind,
+        entity_id=entity_id,
+        payload=payload,
+        metadata=metadata,
+        idempotency_key=idempotency_key,
+        now=now,
     )
     routes = registry.for_event(prepared.event_type)
     notify = prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES)
     sql = INSERT_EVENT_NOTIFY_SQL if notify else INSERT_EVENT_QUIET_SQL
     with connection.cursor() as cursor:
-        cursor.execute(sql, {
-            "id": prepared.id, "org": org_id, "event_type": prepared.event_type,
-            "entity_kind": prepared.entity_kind, "entity_id": prepared.entity_id,
-            "payload": prepared.payload_json, "metadata": prepared.metadata_json,
-            "status": "pending" if routes else "done", "fanout": len(routes),
-            "idempotency_key": prepared.idempotency_key, "now": now,
-            "consumers": [c.name for c in routes],
-            "max_attempts": [c.effective_max_attempts() for c in routes],
-            "delays": [c.delay_seconds for c in routes],
-        })
+        cursor.execute(
+            sql,
+            {
+                "id": prepared.id,
+                "org": org_id,
+                "event_type": prepared.event_type,
+                "entity_kind": prepared.entity_kind,
+                "entity_id": prepared.entity_id,
+                "payload": prepared.payload_json,
+                "metadata": prepared.metadata_json,
+                "status": "pending" if routes else "done",
+                "fanout": len(routes),
+                "idempotency_key": prepared.idempotency_key,
+                "now": now,
+                "consumers": [c.name for c in routes],
+                "max_attempts": [c.effective_max_attempts() for c in routes],
+                "delays": [c.delay_seconds for c in routes],
+            },
+        )
         inserted = cursor.fetchone()
     if inserted is None:
         return _existing_event(org_id, prepared.idempotency_key)
@@ -163,7 +177,7 @@ def emit_many(
     prepared = [_prepare_item(index, item, now) for index, item in enumerate(items)]
     ids: list[uuid.UUID] = []
     for start in range(0, len(prepared), EMIT_MANY_CHUNK):
-        ids.extend(_insert_chunk(prepared[start:start + EMIT_MANY_CHUNK], org_id, now))
+        ids.extend(_insert_chunk(prepared[start : start + EMIT_MANY_CHUNK], org_id, now))
     if any(e.event_type in set(bus_settings.NOTIFY_EVENT_TYPES) for e in prepared):
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])
@@ -186,12 +200,17 @@ def prepare(
     ent_id = _validate_entity_id(entity_id)
     body = _validate_mapping("payload", payload)
     extra = _validate_mapping("metadata", metadata)
-    key = _validate_idempotency_key(idempotency_key if idempotency_key is not None
-                                    else extra.get("idempotency_key"))
+    key = _validate_idempotency_key(
+        idempotency_key if idempotency_key is not None else extra.get("idempotency_key")
+    )
     schema = catalog.schema_for(name, extra.get("schema_version"), now.date())
     catalog.check_payload(schema, body)
-    meta = {**context.current(), **extra, "schema_version": schema.version,
-            "emitted_at": now.isoformat()}
+    meta = {
+        **context.current(),
+        **extra,
+        "schema_version": schema.version,
+        "emitted_at": now.isoformat(),
+    }
     if key is not None:
         meta["idempotency_key"] = key
     payload_json = _dumps("payload", body)
@@ -201,8 +220,9 @@ def prepare(
             f"payload is {len(payload_json.encode())} bytes; the limit is {limit} bytes "
             "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it."
         )
-    return PreparedEvent(uuid.uuid4(), name, kind, ent_id, body, meta, payload_json,
-                         _dumps("metadata", meta), key)
+    return PreparedEvent(
+        uuid.uuid4(), name, kind, ent_id, body, meta, payload_json, _dumps("metadata", meta), key
+    )
 
 
 def resolve_organization(organization: object) -> uuid.UUID:
@@ -214,7 +234,9 @@ def resolve_organization(organization: object) -> uuid.UUID:
     if isinstance(organization, Organization):
         return organization.pk
     try:
-        org_id = organization if isinstance(organization, uuid.UUID) else uuid.UUID(str(organization))
+        org_id = (
+            organization if isinstance(organization, uuid.UUID) else uuid.UUID(str(organization))
+        )
     except ValueError:
         raise EventValidationError(f"organization {organization!r} is not a valid id") from None
     if not Organization.objects.filter(pk=org_id).exists():
@@ -225,48 +247,64 @@ def resolve_organization(organization: object) -> uuid.UUID:
 def _prepare_item(index: int, item: Mapping[str, Any], now: dt.datetime) -> PreparedEvent:
     if not isinstance(item, Mapping):
         raise EventValidationError(f"item {index}: expected a mapping, got {type(item).__name__}")
-    unknown = set(item) - {"event_type", "entity_kind", "entity_id", "payload", "metadata",
-                           "idempotency_key"}
+    unknown = set(item) - {
+        "event_type",
+        "entity_kind",
+        "entity_id",
+        "payload",
+        "metadata",
+        "idempotency_key",
+    }
     if unknown:
         raise EventValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
     try:
         return prepare(
-            item.get("event_type"), entity_kind=item.get("entity_kind"),
-            entity_id=item.get("entity_id"), payload=item.get("payload"),
-            metadata=item.get("metadata"), idempotency_key=item.get("idempotency_key"), now=now,
+            item.get("event_type"),
+            entity_kind=item.get("entity_kind"),
+            entity_id=item.get("entity_id"),
+            payload=item.get("payload"),
+            metadata=item.get("metadata"),
+            idempotency_key=item.get("idempotency_key"),
+            now=now,
         )
     except EventValidationError as exc:
         raise EventValidationError(f"item {index}: {exc}") from None
 
 
-def _insert_chunk(chunk: Sequence[PreparedEvent], org_id: uuid.UUID, now: dt.datetime
-                  ) -> list[uuid.UUID]:
+def _insert_chunk(
+    chunk: Sequence[PreparedEvent], org_id: uuid.UUID, now: dt.datetime
+) -> list[uuid.UUID]:
     types = sorted({e.event_type for e in chunk})
     routes = [(t, c) for t in types for c in registry.for_event(t)]
     fanouts = {t: len(registry.for_event(t)) for t in types}
     with connection.cursor() as cursor:
-        cursor.execute(INSERT_MANY_SQL, {
-            "org": org_id, "now": now,
-            "ids": [e.id for e in chunk],
-            "event_types": [e.event_type for e in chunk],
-            "entity_kinds": [e.entity_kind for e in chunk],
-            "entity_ids": [e.entity_id for e in chunk],
-            "payloads": [e.payload_json for e in chunk],
-            "metadatas": [e.metadata_json for e in chunk],
-            "statuses": ["pending" if fanouts[e.event_type] else "done" for e in chunk],
-            "fanouts": [fanouts[e.event_type] for e in chunk],
-            "idempotency_keys": [e.idempotency_key for e in chunk],
-            "r_types": [t for t, _ in routes],
-            "r_consumers": [c.name for _, c in routes],
-            "r_max": [c.effective_max_attempts() for _, c in routes],
-            "r_delays": [c.delay_seconds for _, c in routes],
-        })
+        cursor.execute(
+            INSERT_MANY_SQL,
+            {
+                "org": org_id,
+                "now": now,
+                "ids": [e.id for e in chunk],
+                "event_types": [e.event_type for e in chunk],
+                "entity_kinds": [e.entity_kind for e in chunk],
+                "entity_ids": [e.entity_id for e in chunk],
+                "payloads": [e.payload_json for e in chunk],
+                "metadatas": [e.metadata_json for e in chunk],
+                "statuses": ["pending" if fanouts[e.event_type] else "done" for e in chunk],
+                "fanouts": [fanouts[e.event_type] for e in chunk],
+                "idempotency_keys": [e.idempotency_key for e in chunk],
+                "r_types": [t for t, _ in routes],
+                "r_consumers": [c.name for _, c in routes],
+                "r_max": [c.effective_max_attempts() for _, c in routes],
+                "r_delays": [c.delay_seconds for _, c in routes],
+            },
+        )
         inserted = {row[0] for row in cursor.fetchall()}
     return _ids_in_order(chunk, inserted, org_id)
 
 
-def _ids_in_order(chunk: Sequence[PreparedEvent], inserted: set[uuid.UUID], org_id: uuid.UUID
-                  ) -> list[uuid.UUID]:
+def _ids_in_order(
+    chunk: Sequence[PreparedEvent], inserted: set[uuid.UUID], org_id: uuid.UUID
+) -> list[uuid.UUID]:
     skipped = [e.idempotency_key for e in chunk if e.id not in inserted and e.idempotency_key]
     existing: dict[str, uuid.UUID] = {}
     if skipped:
@@ -292,16 +330,26 @@ def _existing_event(org_id: uuid.UUID, key: str | None) -> EventLog:
     return EventLog.objects.get(organization_id=org_id, idempotency_key=key)
 
 
-def _as_model(prepared: PreparedEvent, org_id: uuid.UUID, now: dt.datetime, *, fanout: int
-              ) -> EventLog:
+def _as_model(
+    prepared: PreparedEvent, org_id: uuid.UUID, now: dt.datetime, *, fanout: int
+) -> EventLog:
     from eventbus.models import EventLog
 
     event = EventLog(
-        id=prepared.id, organization_id=org_id, event_type=prepared.event_type,
-        entity_kind=prepared.entity_kind, entity_id=prepared.entity_id,
-        payload=prepared.payload, metadata=prepared.metadata, consumed_by=[], attempts=0,
-        status="pending" if fanout else "done", fanout=fanout,
-        idempotency_key=prepared.idempotency_key, created_at=now, updated_at=now,
+        id=prepared.id,
+        organization_id=org_id,
+        event_type=prepared.event_type,
+        entity_kind=prepared.entity_kind,
+        entity_id=prepared.entity_id,
+        payload=prepared.payload,
+        metadata=prepared.metadata,
+        consumed_by=[],
+        attempts=0,
+        status="pending" if fanout else "done",
+        fanout=fanout,
+        idempotency_key=prepared.idempotency_key,
+        created_at=now,
+        updated_at=now,
     )
     event._state.adding = False
     event._state.db = connection.alias
@@ -310,7 +358,9 @@ def _as_model(prepared: PreparedEvent, org_id: uuid.UUID, now: dt.datetime, *, f
 
 def _validate_entity_kind(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 64:
-        raise EventValidationError("entity_kind is required: a non-empty string of at most 64 characters")
+        raise EventValidationError(
+            "entity_kind is required: a non-empty string of at most 64 characters"
+        )
     return value
 
 
@@ -337,7 +387,9 @@ def _validate_idempotency_key(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > 255:
-        raise EventValidationError("idempotency_key must be a non-empty string of at most 255 characters")
+        raise EventValidationError(
+            "idempotency_key must be a non-empty string of at most 255 characters"
+        )
     return value
 
 
@@ -347,5 +399,7 @@ def _dumps(field: str, value: Mapping[str, Any]) -> str:
     except (TypeError, ValueError) as exc:
         raise EventValidationError(f"{field} is not JSON-serializable: {exc}") from None
     if _NUL_ESCAPE.search(text):  # PostgreSQL's jsonb cannot store NUL characters
-        raise EventValidationError(f"{field} contains a NUL character (\\u0000), which jsonb rejects")
+        raise EventValidationError(
+            f"{field} contains a NUL character (\\u0000), which jsonb rejects"
+        )
     return text

@@ -8,7 +8,7 @@ class EventValidationError(ValueError):
 
 
 class PermanentError(Exception):
-    """Raised by a consumer for work that can never succeed: the delivery is dead-lettered at once."""
+    """Raised by a consumer for work that can never succeed: dead-letter the delivery at once."""
 
 
 class ConsumerRegistrationError(ValueError):

@@ -125,7 +125,9 @@ class Delivery(models.Model):
         verbose_name_plural = "deliveries"
         constraints = [
             # One delivery per (event, consumer); also serves "the deliveries of event X".
-            models.UniqueConstraint(fields=["event", "consumer"], name="delivery_event_consumer_uniq"),
+            models.UniqueConstraint(
+                fields=["event", "consumer"], name="delivery_event_consumer_uniq"
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="delivery_status_valid"
             ),
@@ -192,7 +194,9 @@ class Route(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["event_type", "consumer"], name="route_type_consumer_uniq")
+            models.UniqueConstraint(
+                fields=["event_type", "consumer"], name="route_type_consumer_uniq"
+            )
         ]
 
 

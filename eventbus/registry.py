@@ -120,7 +120,8 @@ def make_consumer(
     """Validate a declaration and build the Consumer (does not register it)."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ConsumerRegistrationError(
-            f"invalid consumer name {name!r}: kebab-case ending in '-worker', e.g. 'contact-sync-worker'"
+            f"invalid consumer name {name!r}: kebab-case ending in '-worker', "
+            "e.g. 'contact-sync-worker'"
         )
     event_list = tuple(events)
     if not event_list or isinstance(events, str):

@@ -66,7 +66,9 @@ class Worker:
         self._next_reap = 0.0
         self._signals_seen = 0
         self._dispatcher = Dispatcher(
-            self.consumers, worker_id=self.worker_id, concurrency=self.options.concurrency,
+            self.consumers,
+            worker_id=self.worker_id,
+            concurrency=self.options.concurrency,
             stopping=self._stop.is_set,
         )
 
@@ -83,9 +85,13 @@ class Worker:
         threads = [self._start(self._heartbeat_loop, "eventbus-heartbeat")]
         if self.options.listen:
             threads.append(self._start(self._listen_loop, "eventbus-listen"))
-        logger.info("worker %s started: consumers=%s batch=%d concurrency=%d",
-                    self.worker_id, ",".join(self.names), self.options.batch_size,
-                    self.options.concurrency)
+        logger.info(
+            "worker %s started: consumers=%s batch=%d concurrency=%d",
+            self.worker_id,
+            ",".join(self.names),
+            self.options.batch_size,
+            self.options.concurrency,
+        )
         try:
             self._stop.wait(random.uniform(0, self.options.startup_jitter))
             self._loop()
@@ -104,8 +110,9 @@ class Worker:
         """Claim one batch, run it, settle it. Returns how many deliveries were claimed."""
         self._retry_unsettled()
         self._maybe_reap()
-        batch = claims.claim(consumers=self.names, batch_size=self._batch_size(),
-                             worker_id=self.worker_id)
+        batch = claims.claim(
+            consumers=self.names, batch_size=self._batch_size(), worker_id=self.worker_id
+        )
         if not batch.events:
             return 0
         with self._inflight_lock:
@@ -149,8 +156,13 @@ class Worker:
 
     def _back_off(self, exc: Exception, failures: int) -> None:
         delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
-        logger.warning("database error (%s: %s); reconnecting in %.1fs (failure %d)",
-                       type(exc).__name__, str(exc).strip(), delay, failures)
+        logger.warning(
+            "database error (%s: %s); reconnecting in %.1fs (failure %d)",
+            type(exc).__name__,
+            str(exc).strip(),
+            delay,
+            failures,
+        )
         connection.close_if_unusable_or_obsolete()
         try:
             connection.close()
@@ -183,8 +195,10 @@ class Worker:
         try:
             self._retry_unsettled()
         except DatabaseError:
-            logger.error("could not settle %d batch(es) before exit; their leases will expire",
-                         len(self._unsettled))
+            logger.error(
+                "could not settle %d batch(es) before exit; their leases will expire",
+                len(self._unsettled),
+            )
 
     def _maybe_reap(self) -> None:
         if time.monotonic() < self._next_reap:
@@ -240,7 +254,7 @@ class Worker:
     def _install_signal_handlers(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():
             return {}
-        previous = {}
+        previous: dict[int, Any] = {}
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous[signum] = signal.signal(signum, self._on_signal)
         return previous
@@ -267,8 +281,10 @@ def _select_consumers(names: Sequence[str] | None) -> list[Consumer]:
 def _conninfo() -> str:
     settings_dict = connection.settings_dict
     params = {
-        "dbname": settings_dict["NAME"], "user": settings_dict.get("USER") or None,
+        "dbname": settings_dict["NAME"],
+        "user": settings_dict.get("USER") or None,
         "password": settings_dict.get("PASSWORD") or None,
-        "host": settings_dict.get("HOST") or None, "port": settings_dict.get("PORT") or None,
+        "host": settings_dict.get("HOST") or None,
+        "port": settings_dict.get("PORT") or None,
     }
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})

@@ -62,13 +62,15 @@ def database_url() -> str:
 
 def subprocess_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "DATABASE_URL": database_url(),
-        "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
-        "EVENTBUS_HANDLER_MODULES": "tests.support.consumers",
-        "PYTHONPATH": str(REPO),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "DATABASE_URL": database_url(),
+            "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
+            "EVENTBUS_HANDLER_MODULES": "tests.support.consumers",
+            "PYTHONPATH": str(REPO),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra)
     return env
 
@@ -80,7 +82,10 @@ class Drain(subprocess.Popen[bytes]):
         self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in output()/close())
         super().__init__(
             [sys.executable, str(REPO / "manage.py"), "drain_events", *args],
-            env=subprocess_env(**env), cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT,
+            env=subprocess_env(**env),
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
 
     def output(self) -> str:

@@ -101,6 +101,8 @@ class Migration(migrations.Migration):
     dependencies = [("eventbus", "0001_initial")]
 
     operations = [
-        migrations.RunSQL(EMIT_EVENT_SQL, "DROP FUNCTION emit_event(text, text, uuid, jsonb, jsonb, uuid);"),
+        migrations.RunSQL(
+            EMIT_EVENT_SQL, "DROP FUNCTION emit_event(text, text, uuid, jsonb, jsonb, uuid);"
+        ),
         migrations.RunSQL(TUNE_SQL, migrations.RunSQL.noop),
     ]

@@ -16,8 +16,10 @@ def test_postgres_is_accepted() -> None:
 
 def test_other_engines_are_refused() -> None:
     databases = {"default": {"ENGINE": "django.db.backends.mysql", "NAME": "x"}}
-    with pytest.warns(UserWarning, match="Overriding setting DATABASES"), \
-            override_settings(DATABASES=databases):
+    with (
+        pytest.warns(UserWarning, match="Overriding setting DATABASES"),
+        override_settings(DATABASES=databases),
+    ):
         errors = check_postgres_only()
     assert [e.id for e in errors] == ["deskcomm.E001"]
     assert "PostgreSQL only" in errors[0].msg

@@ -17,8 +17,21 @@ def test_valid_event_types(name: str) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["Lead.created", "lead", "lead.", ".created", "lead.stage-changed", "lead.created.x",
-     "1lead.created", "lead.Created", "order.orderConfirmed", "", None, 42, "lead .created"],
+    [
+        "Lead.created",
+        "lead",
+        "lead.",
+        ".created",
+        "lead.stage-changed",
+        "lead.created.x",
+        "1lead.created",
+        "lead.Created",
+        "order.orderConfirmed",
+        "",
+        None,
+        42,
+        "lead .created",
+    ],
 )
 def test_invalid_event_types(name: object) -> None:
     with pytest.raises(EventValidationError, match="invalid event type"):
@@ -26,9 +39,16 @@ def test_invalid_event_types(name: object) -> None:
 
 
 def test_seed_catalog_is_declared() -> None:
-    for name in ["lead.stage_changed", "message.received", "ai.handoff_triggered",
-                 "lgpd.data_request_received", "webhook.subscription_disabled",
-                 "nuvemshop.order_paid", "system.send_blocked", "contact.anonymized"]:
+    for name in [
+        "lead.stage_changed",
+        "message.received",
+        "ai.handoff_triggered",
+        "lgpd.data_request_received",
+        "webhook.subscription_disabled",
+        "nuvemshop.order_paid",
+        "system.send_blocked",
+        "contact.anonymized",
+    ]:
         assert catalog.is_declared(name)
     assert catalog.latest("lead.stage_changed").required == ("from_stage_id", "to_stage_id")
 

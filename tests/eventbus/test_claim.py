@@ -35,8 +35,10 @@ def drain(consumers: list[str] | None = None, batch_size: int = 100) -> int:
 
 
 def emit_effects(org: Organization, n: int) -> list[EventLog]:
-    return [eventbus.emit("test.effect", organization=org, entity_kind="thing", payload={"n": i})
-            for i in range(n)]
+    return [
+        eventbus.emit("test.effect", organization=org, entity_kind="thing", payload={"n": i})
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -49,8 +51,9 @@ def failing_consumer() -> Iterator[None]:
 
 
 @pytest.mark.django_db
-def test_drain_runs_every_consumer_once_and_summarises(org: Organization, side_effects: None
-                                                       ) -> None:
+def test_drain_runs_every_consumer_once_and_summarises(
+    org: Organization, side_effects: None
+) -> None:
     events = emit_effects(org, 5)
     assert drain() == 15
     rows = side_effect_rows()
@@ -82,7 +85,9 @@ def test_failing_consumer_backs_off_then_dies_while_others_are_done(
     assert (failing.status, failing.attempts) == ("dead", 8)
     assert failing.last_error == "ConnectionError: upstream timed out"
     assert failing.finished_at is not None
-    history = list(DeliveryAttempt.objects.filter(delivery=failing).values_list("attempt", "outcome"))
+    history = list(
+        DeliveryAttempt.objects.filter(delivery=failing).values_list("attempt", "outcome")
+    )
     assert history == [(n, "retry") for n in range(1, 8)] + [(8, "dead")]
     # The other consumers ran exactly once and were never re-run by the retries.
     assert sorted((c, r) for _, c, r in side_effect_rows()) == [(c, 1) for c in EFFECT_CONSUMERS]
@@ -93,8 +98,9 @@ def test_failing_consumer_backs_off_then_dies_while_others_are_done(
 
 
 @pytest.mark.django_db
-def test_permanent_error_dead_letters_at_once(org: Organization, caplog: pytest.LogCaptureFixture
-                                              ) -> None:
+def test_permanent_error_dead_letters_at_once(
+    org: Organization, caplog: pytest.LogCaptureFixture
+) -> None:
     def reject(event: eventbus.Event) -> None:
         raise eventbus.PermanentError("phone number is invalid")
 
@@ -102,7 +108,11 @@ def test_permanent_error_dead_letters_at_once(org: Organization, caplog: pytest.
         event = eventbus.emit("test.flaky", organization=org, entity_kind="t", payload={"n": 1})
         drain(["rejects-worker"])
     delivery = Delivery.objects.get(event=event, consumer="rejects-worker")
-    assert (delivery.status, delivery.attempts, delivery.error_class) == ("dead", 1, "PermanentError")
+    assert (delivery.status, delivery.attempts, delivery.error_class) == (
+        "dead",
+        1,
+        "PermanentError",
+    )
     dead_logs = [r for r in caplog.records if r.levelname == "ERROR" and "dead after" in r.message]
     assert dead_logs and str(event.pk) in dead_logs[0].message
     assert dead_logs[0].delivery_id == delivery.pk  # type: ignore[attr-defined]
@@ -113,8 +123,13 @@ def test_per_consumer_max_attempts_and_initial_delay(org: Organization) -> None:
     def fail(event: eventbus.Event) -> None:
         raise RuntimeError("nope")
 
-    consumer = make_consumer("redact-like-worker", fail, events=["test.flaky"], max_attempts=3,
-                             delay=dt.timedelta(days=15))
+    consumer = make_consumer(
+        "redact-like-worker",
+        fail,
+        events=["test.flaky"],
+        max_attempts=3,
+        delay=dt.timedelta(days=15),
+    )
     with registry.temporarily(consumer), time_machine.travel(START, tick=False) as clock:
         event = eventbus.emit("test.flaky", organization=org, entity_kind="t", payload={"n": 1})
         delivery = Delivery.objects.get(event=event, consumer="redact-like-worker")
@@ -159,8 +174,9 @@ def test_release_gives_back_the_attempt(org: Organization) -> None:
     emit_effects(org, 2)
     batch = claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="w")
     assert claims.release(batch.token, batch.ids) == 2
-    assert set(Delivery.objects.filter(consumer="effect-a-worker")
-               .values_list("status", "attempts")) == {("pending", 0)}
+    assert set(
+        Delivery.objects.filter(consumer="effect-a-worker").values_list("status", "attempts")
+    ) == {("pending", 0)}
     again = claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="w")
     assert sorted(again.ids) == sorted(batch.ids)
 
@@ -182,8 +198,9 @@ def test_reaper_kills_deliveries_out_of_attempts(org: Organization) -> None:
 
 
 @pytest.mark.django_db
-def test_reprocess_reruns_only_that_consumer(org: Organization, side_effects: None,
-                                             failing_consumer: None) -> None:
+def test_reprocess_reruns_only_that_consumer(
+    org: Organization, side_effects: None, failing_consumer: None
+) -> None:
     event = emit_effects(org, 1)[0]
     Delivery.objects.filter(consumer="always-fails-worker").update(max_attempts=1)
     drain()
@@ -195,8 +212,9 @@ def test_reprocess_reruns_only_that_consumer(org: Organization, side_effects: No
     event.refresh_from_db()
     assert event.status == "processing"
     assert claims.reprocess([dead.pk]) == 0  # pending is not reprocessable
-    with registry.temporarily(make_consumer("always-fails-worker", lambda e: None,
-                                            events=["test.effect"])):
+    with registry.temporarily(
+        make_consumer("always-fails-worker", lambda e: None, events=["test.effect"])
+    ):
         assert drain() == 1
     event.refresh_from_db()
     assert event.status == "done"
@@ -223,10 +241,15 @@ def test_a_row_rescheduled_behind_a_lock_is_not_claimed(org: Organization) -> No
     target = Delivery.objects.get(consumer="effect-a-worker")
     with raw_connection() as other:
         with other.transaction():
-            other.execute("UPDATE eventbus_delivery SET next_attempt_at = now() + interval '1 hour'"
-                          " WHERE id = %s", [target.pk])
+            other.execute(
+                "UPDATE eventbus_delivery SET next_attempt_at = now() + interval '1 hour'"
+                " WHERE id = %s",
+                [target.pk],
+            )
             # Uncommitted reschedule: the row is locked, the claim skips it.
-            assert claims.claim(consumers=["effect-a-worker"], batch_size=5, worker_id="w").ids == []
+            assert (
+                claims.claim(consumers=["effect-a-worker"], batch_size=5, worker_id="w").ids == []
+            )
         # Committed reschedule: the claim re-checks the due time and still does not take it.
         assert claims.claim(consumers=["effect-a-worker"], batch_size=5, worker_id="w").ids == []
     target.refresh_from_db()
@@ -236,8 +259,13 @@ def test_a_row_rescheduled_behind_a_lock_is_not_claimed(org: Organization) -> No
 @pytest.mark.django_db(transaction=True)
 def test_racing_claims_never_share_a_delivery(org: Organization) -> None:
     """Eight threads claim the same backlog at once; every delivery is claimed exactly once."""
-    eventbus.emit_many([{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": i}}
-                        for i in range(400)], organization=org)
+    eventbus.emit_many(
+        [
+            {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": i}}
+            for i in range(400)
+        ],
+        organization=org,
+    )
     claimed: list[int] = []
     lock = threading.Lock()
     barrier = threading.Barrier(8)
@@ -245,8 +273,11 @@ def test_racing_claims_never_share_a_delivery(org: Organization) -> None:
     def claimer() -> None:
         barrier.wait()
         try:
-            while batch := claims.claim(consumers=list(EFFECT_CONSUMERS), batch_size=25,
-                                        worker_id=threading.current_thread().name).ids:
+            while batch := claims.claim(
+                consumers=list(EFFECT_CONSUMERS),
+                batch_size=25,
+                worker_id=threading.current_thread().name,
+            ).ids:
                 with lock:
                     claimed.extend(batch)
         finally:
@@ -276,10 +307,20 @@ def test_fair_claiming_serves_a_small_tenant_before_a_big_backlog(
             done_at["a_when_b_finished"] = processed["a"]
 
     with registry.temporarily(make_consumer("fair-worker", record, events=["test.flaky"])):
-        eventbus.emit_many([{"event_type": "test.flaky", "entity_kind": "t", "payload": {"n": i}}
-                            for i in range(20_000)], organization=org)
-        eventbus.emit_many([{"event_type": "test.flaky", "entity_kind": "t", "payload": {"n": i}}
-                            for i in range(50)], organization=org_b)
+        eventbus.emit_many(
+            [
+                {"event_type": "test.flaky", "entity_kind": "t", "payload": {"n": i}}
+                for i in range(20_000)
+            ],
+            organization=org,
+        )
+        eventbus.emit_many(
+            [
+                {"event_type": "test.flaky", "entity_kind": "t", "payload": {"n": i}}
+                for i in range(50)
+            ],
+            organization=org_b,
+        )
         worker = Worker(WorkerOptions(consumers=["fair-worker"], batch_size=100, listen=False))
         while processed["b"] < 50 and processed["a"] < 2_000:
             assert worker.run_once() > 0
@@ -289,15 +330,27 @@ def test_fair_claiming_serves_a_small_tenant_before_a_big_backlog(
 
 @pytest.mark.django_db
 def test_claim_plan_uses_the_partial_index(org: Organization) -> None:
-    eventbus.emit_many([{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": i}}
-                        for i in range(3000)], organization=org)
+    eventbus.emit_many(
+        [
+            {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": i}}
+            for i in range(3000)
+        ],
+        organization=org,
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE eventbus_delivery")
-        cursor.execute("EXPLAIN (FORMAT TEXT) " + claims.CLAIM_SQL, {
-            "start": org.pk, "batch": 100, "consumers": list(EFFECT_CONSUMERS),
-            "now": timezone.now(), "token": org.pk, "worker": "w",
-            "lease_until": timezone.now(),
-        })
+        cursor.execute(
+            "EXPLAIN (FORMAT TEXT) " + claims.CLAIM_SQL,
+            {
+                "start": org.pk,
+                "batch": 100,
+                "consumers": list(EFFECT_CONSUMERS),
+                "now": timezone.now(),
+                "token": org.pk,
+                "worker": "w",
+                "lease_until": timezone.now(),
+            },
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "delivery_claim_idx" in plan
     assert "Seq Scan on eventbus_delivery" not in plan

@@ -58,8 +58,9 @@ def test_drain_events_rejects_an_unknown_consumer() -> None:
         call_command("drain_events", "--consumer", "nope-worker", "--once")
 
 
-@pytest.mark.parametrize("args", [["--batch-size", "0"], ["--poll-interval", "-1"],
-                                  ["--concurrency", "x"]])
+@pytest.mark.parametrize(
+    "args", [["--batch-size", "0"], ["--poll-interval", "-1"], ["--concurrency", "x"]]
+)
 def test_drain_events_rejects_bad_flags(args: list[str]) -> None:
     with pytest.raises(CommandError):
         call_command("drain_events", *args)

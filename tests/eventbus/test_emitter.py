@@ -23,8 +23,7 @@ def counts() -> tuple[int, int]:
 
 
 def test_emit_writes_event_and_one_delivery_per_consumer(org: Organization) -> None:
-    event = eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                          payload={"n": 1})
+    event = eventbus.emit("test.effect", organization=org, entity_kind="thing", payload={"n": 1})
     stored = EventLog.objects.get(pk=event.pk)
     assert stored.status == "pending"
     assert stored.fanout == 3
@@ -37,8 +36,13 @@ def test_emit_writes_event_and_one_delivery_per_consumer(org: Organization) -> N
 
 def test_metadata_gets_version_time_and_ambient_ids(org: Organization) -> None:
     with context.bind(request_id="req-1", actor_id="user-9", source="api"):
-        event = eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                              payload={"n": 1}, metadata={"trace_id": "t-1"})
+        event = eventbus.emit(
+            "test.effect",
+            organization=org,
+            entity_kind="thing",
+            payload={"n": 1},
+            metadata={"trace_id": "t-1"},
+        )
     meta = EventLog.objects.get(pk=event.pk).metadata
     assert meta["request_id"] == "req-1"
     assert meta["actor_id"] == "user-9"
@@ -49,20 +53,38 @@ def test_metadata_gets_version_time_and_ambient_ids(org: Organization) -> None:
 
 
 def test_event_without_consumers_is_done_at_once(org: Organization) -> None:
-    event = eventbus.emit("lead.won", organization=org, entity_kind="lead",
-                          payload={"value": 10, "won_at": "2026-11-29"})
+    event = eventbus.emit(
+        "lead.won",
+        organization=org,
+        entity_kind="lead",
+        payload={"value": 10, "won_at": "2026-11-29"},
+    )
     assert EventLog.objects.get(pk=event.pk).status == "done"
     assert not Delivery.objects.filter(event=event).exists()
 
 
-def test_idempotency_key_returns_the_existing_event(org: Organization, org_b: Organization
-                                                    ) -> None:
-    first = eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                          payload={"n": 1}, idempotency_key="k-1")
-    again = eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                          payload={"n": 2}, idempotency_key="k-1")
-    other_org = eventbus.emit("test.effect", organization=org_b, entity_kind="thing",
-                              payload={"n": 1}, idempotency_key="k-1")
+def test_idempotency_key_returns_the_existing_event(org: Organization, org_b: Organization) -> None:
+    first = eventbus.emit(
+        "test.effect",
+        organization=org,
+        entity_kind="thing",
+        payload={"n": 1},
+        idempotency_key="k-1",
+    )
+    again = eventbus.emit(
+        "test.effect",
+        organization=org,
+        entity_kind="thing",
+        payload={"n": 2},
+        idempotency_key="k-1",
+    )
+    other_org = eventbus.emit(
+        "test.effect",
+        organization=org_b,
+        entity_kind="thing",
+        payload={"n": 1},
+        idempotency_key="k-1",
+    )
     assert again.pk == first.pk
     assert again.payload == {"n": 1}
     assert other_org.pk != first.pk
@@ -99,8 +121,12 @@ def test_rollback_takes_event_and_deliveries_away(org: Organization) -> None:
 def test_bad_input_is_a_clear_error_and_writes_nothing(
     org: Organization, kwargs: dict[str, object], message: str
 ) -> None:
-    call: dict[str, object] = {"event_type": "test.effect", "organization": org,
-                               "entity_kind": "thing", "payload": {"n": 1}}
+    call: dict[str, object] = {
+        "event_type": "test.effect",
+        "organization": org,
+        "entity_kind": "thing",
+        "payload": {"n": 1},
+    }
     call.update(kwargs)
     event_type = call.pop("event_type")
     with transaction.atomic():  # the caller's transaction stays usable after the error
@@ -112,25 +138,40 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
 @override_settings(EVENTBUS={"MAX_PAYLOAD_BYTES": 1024})
 def test_oversized_payload_is_rejected(org: Organization) -> None:
     with pytest.raises(eventbus.EventValidationError, match=r"limit is 1024 bytes"):
-        eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                      payload={"n": 1, "blob": "x" * 2000})
+        eventbus.emit(
+            "test.effect",
+            organization=org,
+            entity_kind="thing",
+            payload={"n": 1, "blob": "x" * 2000},
+        )
     assert counts() == (0, 0)
 
 
 def test_default_payload_limit_is_256_kib(org: Organization) -> None:
-    eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                  payload={"n": 1, "blob": "x" * (255 * 1024)})
+    eventbus.emit(
+        "test.effect",
+        organization=org,
+        entity_kind="thing",
+        payload={"n": 1, "blob": "x" * (255 * 1024)},
+    )
     with pytest.raises(eventbus.EventValidationError, match="262144"):
-        eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                      payload={"n": 1, "blob": "x" * (257 * 1024)})
+        eventbus.emit(
+            "test.effect",
+            organization=org,
+            entity_kind="thing",
+            payload={"n": 1, "blob": "x" * (257 * 1024)},
+        )
     assert counts() == (1, 3)
 
 
 def test_emit_many_fans_out_and_keeps_order(org: Organization) -> None:
-    items = [{"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": i}}
-             for i in range(2500)]  # more than one chunk
-    items.append({"event_type": "lead.won", "entity_kind": "lead",
-                  "payload": {"value": 1, "won_at": "x"}})
+    items = [
+        {"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": i}}
+        for i in range(2500)
+    ]  # more than one chunk
+    items.append(
+        {"event_type": "lead.won", "entity_kind": "lead", "payload": {"value": 1, "won_at": "x"}}
+    )
     ids = eventbus.emit_many(items, organization=org)
     assert len(ids) == 2501
     assert counts() == (2501, 7500)
@@ -140,15 +181,34 @@ def test_emit_many_fans_out_and_keeps_order(org: Organization) -> None:
 
 
 def test_emit_many_idempotency(org: Organization) -> None:
-    first = eventbus.emit("test.effect", organization=org, entity_kind="thing",
-                          payload={"n": 0}, idempotency_key="dup")
+    first = eventbus.emit(
+        "test.effect",
+        organization=org,
+        entity_kind="thing",
+        payload={"n": 0},
+        idempotency_key="dup",
+    )
     ids = eventbus.emit_many(
-        [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1},
-          "idempotency_key": "dup"},
-         {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 2},
-          "idempotency_key": "new"},
-         {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 3},
-          "idempotency_key": "new"}],
+        [
+            {
+                "event_type": "test.effect",
+                "entity_kind": "t",
+                "payload": {"n": 1},
+                "idempotency_key": "dup",
+            },
+            {
+                "event_type": "test.effect",
+                "entity_kind": "t",
+                "payload": {"n": 2},
+                "idempotency_key": "new",
+            },
+            {
+                "event_type": "test.effect",
+                "entity_kind": "t",
+                "payload": {"n": 3},
+                "idempotency_key": "new",
+            },
+        ],
         organization=org,
     )
     assert ids[0] == first.pk
@@ -157,8 +217,10 @@ def test_emit_many_idempotency(org: Organization) -> None:
 
 
 def test_emit_many_validates_everything_before_writing(org: Organization) -> None:
-    items = [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}},
-             {"event_type": "test.effect", "entity_kind": "t", "payload": {}}]
+    items = [
+        {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}},
+        {"event_type": "test.effect", "entity_kind": "t", "payload": {}},
+    ]
     with pytest.raises(eventbus.EventValidationError, match="item 1: .*missing required"):
         eventbus.emit_many(items, organization=org)
     with pytest.raises(eventbus.EventValidationError, match="item 0: unknown field"):
@@ -189,13 +251,14 @@ def emit_sql(*args: object) -> object:
 
 
 def test_sql_emit_event_fans_out_from_the_route_table(org: Organization) -> None:
-    event_id = emit_sql("test.effect", "thing", None, '{"n": 1}', '{"idempotency_key": "s1"}',
-                        org.pk)
-    again = emit_sql("test.effect", "thing", None, '{"n": 2}', '{"idempotency_key": "s1"}',
-                     org.pk)
+    event_id = emit_sql(
+        "test.effect", "thing", None, '{"n": 1}', '{"idempotency_key": "s1"}', org.pk
+    )
+    again = emit_sql("test.effect", "thing", None, '{"n": 2}', '{"idempotency_key": "s1"}', org.pk)
     assert again == event_id
-    assert sorted(Delivery.objects.filter(event_id=event_id).values_list("consumer", flat=True)
-                  ) == sorted(EFFECT_CONSUMERS)
+    assert sorted(
+        Delivery.objects.filter(event_id=event_id).values_list("consumer", flat=True)
+    ) == sorted(EFFECT_CONSUMERS)
     assert EventLog.objects.get(pk=event_id).fanout == 3
 
 
@@ -209,8 +272,9 @@ def test_sql_emit_event_fans_out_from_the_route_table(org: Organization) -> None
         (("test.effect", "", None, '{"n": 1}', "{}", "ORG"), "entity_kind is required"),
     ],
 )
-def test_sql_emit_event_validates(org: Organization, args: tuple[object, ...], message: str
-                                  ) -> None:
+def test_sql_emit_event_validates(
+    org: Organization, args: tuple[object, ...], message: str
+) -> None:
     call = [org.pk if a == "ORG" else a for a in args]
     with pytest.raises(DatabaseError, match=message), transaction.atomic():
         emit_sql(*call)

@@ -32,8 +32,9 @@ def test_attempt_is_one_based() -> None:
 
 
 def test_transient_error_retries_until_the_last_attempt() -> None:
-    verdict = judge_failure(RuntimeError("timeout"), attempt=7, max_attempts=8,
-                            schedule=SEED_SCHEDULE, jitter=0.0)
+    verdict = judge_failure(
+        RuntimeError("timeout"), attempt=7, max_attempts=8, schedule=SEED_SCHEDULE, jitter=0.0
+    )
     assert not verdict.dead
     assert verdict.delay == 3600
     assert verdict.error_class == "RuntimeError"
@@ -41,21 +42,25 @@ def test_transient_error_retries_until_the_last_attempt() -> None:
 
 
 def test_last_attempt_is_dead() -> None:
-    verdict = judge_failure(RuntimeError("timeout"), attempt=8, max_attempts=8,
-                            schedule=SEED_SCHEDULE, jitter=0.3)
+    verdict = judge_failure(
+        RuntimeError("timeout"), attempt=8, max_attempts=8, schedule=SEED_SCHEDULE, jitter=0.3
+    )
     assert verdict.dead
 
 
 def test_permanent_error_is_dead_at_once() -> None:
-    verdict = judge_failure(PermanentError("bad phone"), attempt=1, max_attempts=8,
-                            schedule=SEED_SCHEDULE, jitter=0.3)
+    verdict = judge_failure(
+        PermanentError("bad phone"), attempt=1, max_attempts=8, schedule=SEED_SCHEDULE, jitter=0.3
+    )
     assert verdict.dead
     assert verdict.error_class == "PermanentError"
 
 
 def test_per_consumer_attempts() -> None:
-    third = judge_failure(RuntimeError("x"), attempt=3, max_attempts=3,
-                          schedule=SEED_SCHEDULE, jitter=0.3)
-    second = judge_failure(RuntimeError("x"), attempt=2, max_attempts=3,
-                           schedule=SEED_SCHEDULE, jitter=0.3)
+    third = judge_failure(
+        RuntimeError("x"), attempt=3, max_attempts=3, schedule=SEED_SCHEDULE, jitter=0.3
+    )
+    second = judge_failure(
+        RuntimeError("x"), attempt=2, max_attempts=3, schedule=SEED_SCHEDULE, jitter=0.3
+    )
     assert third.dead and not second.dead

@@ -1,4 +1,4 @@
-"""`drain_events` as real subprocesses: parallel drains, SIGKILL, SIGTERM, NOTIFY, lost connections."""
+"""`drain_events` as real subprocesses: parallel drains, kills, NOTIFY, lost connections."""
 
 from __future__ import annotations
 
@@ -43,11 +43,15 @@ def processes() -> Iterator[list[Drain]]:
 
 
 def emit_many(org: Organization, event_type: str, n: int, **payload: object) -> list[object]:
-    return list(eventbus.emit_many(
-        [{"event_type": event_type, "entity_kind": "thing", "payload": {"n": i, **payload}}
-         for i in range(n)],
-        organization=org,
-    ))
+    return list(
+        eventbus.emit_many(
+            [
+                {"event_type": event_type, "entity_kind": "thing", "payload": {"n": i, **payload}}
+                for i in range(n)
+            ],
+            organization=org,
+        )
+    )
 
 
 def test_three_drains_process_every_event_exactly_once(
@@ -82,8 +86,11 @@ def test_sigkill_mid_batch_loses_nothing_and_the_effect_happens_once(
     with time_machine.travel(timezone.now() + lease, tick=True):
         reaped, dead = claims.reap()
         assert reaped == 12 and dead == []
-        Worker(WorkerOptions(consumers=["slow-effect-worker"], once=True, listen=False,
-                             startup_jitter=0)).run()
+        Worker(
+            WorkerOptions(
+                consumers=["slow-effect-worker"], once=True, listen=False, startup_jitter=0
+            )
+        ).run()
     assert set(Delivery.objects.values_list("status", "attempts")) == {("done", 2)}
     effects = side_effect_rows()
     assert len(effects) == 12 and len({event for event, _, _ in effects}) == 12
@@ -111,8 +118,10 @@ def test_sigterm_finishes_the_running_delivery_and_releases_the_rest(
 
 def listening_backends() -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND query = 'LISTEN eventbus_wakeup'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = 'LISTEN eventbus_wakeup'"
+        )
         return int(cursor.fetchone()[0])
 
 
@@ -124,9 +133,18 @@ def test_notify_wakes_an_idle_worker_well_under_a_second(
     wait_for(lambda: listening_backends() == 1, timeout=60, what="the worker to LISTEN")
     time.sleep(0.3)  # let the worker finish its first (empty) claim and enter its 5 s idle wait
     started = time.monotonic()
-    eventbus.emit("message.received", organization=org, entity_kind="message", payload={
-        "direction": "in", "conversation_id": "c1", "contact_id": "k1", "body": "oi",
-        "waha_message_id": "w1"})
+    eventbus.emit(
+        "message.received",
+        organization=org,
+        entity_kind="message",
+        payload={
+            "direction": "in",
+            "conversation_id": "c1",
+            "contact_id": "k1",
+            "body": "oi",
+            "waha_message_id": "w1",
+        },
+    )
     wait_for(lambda: len(side_effect_rows()) == 1, timeout=4.5, what="the NOTIFY wake-up")
     latency = time.monotonic() - started
     assert latency < 1.0, f"picked up after {latency:.2f}s"
@@ -140,8 +158,10 @@ def test_worker_survives_losing_its_database_connections(
     emit_many(org, "test.effect", 5)
     wait_for(lambda: len(side_effect_rows()) == 15, timeout=60, what="the first events")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                       " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
         assert cursor.fetchone()[0] >= 1
     emit_many(org, "test.effect", 5)
     wait_for(lambda: len(side_effect_rows()) == 30, timeout=60, what="events after reconnecting")
@@ -153,8 +173,10 @@ def test_worker_survives_losing_its_database_connections(
 
 def waiting_ack_backends() -> list[int]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND wait_event_type = 'Lock' AND query LIKE '%%WITH acked AS%%'")
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE '%%WITH acked AS%%'"
+        )
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -172,8 +194,11 @@ def test_connection_lost_mid_ack_reconnects_and_settles_once(
         assert len(side_effect_rows()) == 15  # handlers ran; the ack is what is stuck
         blocker.execute("SELECT pg_terminate_backend(%s)", [waiting_ack_backends()[0]])
         blocker.execute("COMMIT")
-    wait_for(lambda: not Delivery.objects.exclude(status="done").exists(), timeout=60,
-             what="the unsettled batch to be acked after reconnecting")
+    wait_for(
+        lambda: not Delivery.objects.exclude(status="done").exists(),
+        timeout=60,
+        what="the unsettled batch to be acked after reconnecting",
+    )
     assert {runs for _, _, runs in side_effect_rows()} == {1}  # settled, not re-run
     assert set(EventLog.objects.values_list("status", flat=True)) == {"done"}
     drain.send_signal(signal.SIGTERM)

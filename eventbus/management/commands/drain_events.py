@@ -30,33 +30,64 @@ class Command(BaseCommand):
     help = "Claim due deliveries (FOR UPDATE SKIP LOCKED) and run their consumers until stopped."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--consumer", action="append", dest="consumers", metavar="NAME",
-                            help="Run only this consumer (repeatable). Default: all registered.")
-        parser.add_argument("--batch-size", type=_positive_int, default=100,
-                            help="Deliveries claimed per statement (default 100).")
-        parser.add_argument("--poll-interval", type=_positive_float, default=1.0,
-                            help="Seconds to wait when idle; NOTIFY wakes earlier (default 1).")
-        parser.add_argument("--concurrency", type=_positive_int, default=1,
-                            help="Handler threads for I/O-bound consumers (default 1: inline).")
-        parser.add_argument("--once", action="store_true",
-                            help="Process what is due now, then exit.")
-        parser.add_argument("--max-events", type=_positive_int, default=None,
-                            help="Exit after processing this many deliveries.")
-        parser.add_argument("--no-listen", action="store_true",
-                            help="Do not LISTEN for wake-ups; poll only.")
+        parser.add_argument(
+            "--consumer",
+            action="append",
+            dest="consumers",
+            metavar="NAME",
+            help="Run only this consumer (repeatable). Default: all registered.",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=_positive_int,
+            default=100,
+            help="Deliveries claimed per statement (default 100).",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=_positive_float,
+            default=1.0,
+            help="Seconds to wait when idle; NOTIFY wakes earlier (default 1).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=_positive_int,
+            default=1,
+            help="Handler threads for I/O-bound consumers (default 1: inline).",
+        )
+        parser.add_argument(
+            "--once", action="store_true", help="Process what is due now, then exit."
+        )
+        parser.add_argument(
+            "--max-events",
+            type=_positive_int,
+            default=None,
+            help="Exit after processing this many deliveries.",
+        )
+        parser.add_argument(
+            "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            worker = Worker(WorkerOptions(
-                consumers=options["consumers"], batch_size=options["batch_size"],
-                poll_interval=options["poll_interval"], concurrency=options["concurrency"],
-                once=options["once"], max_events=options["max_events"],
-                listen=not options["no_listen"],
-            ))
+            worker = Worker(
+                WorkerOptions(
+                    consumers=options["consumers"],
+                    batch_size=options["batch_size"],
+                    poll_interval=options["poll_interval"],
+                    concurrency=options["concurrency"],
+                    once=options["once"],
+                    max_events=options["max_events"],
+                    listen=not options["no_listen"],
+                )
+            )
         except ConsumerRegistrationError as exc:
             raise CommandError(str(exc)) from None
         if not worker.consumers:
-            self.stderr.write(self.style.WARNING(
-                "no consumers are registered: this worker only reaps expired leases"))
+            self.stderr.write(
+                self.style.WARNING(
+                    "no consumers are registered: this worker only reaps expired leases"
+                )
+            )
         sync_routes()
         worker.run()

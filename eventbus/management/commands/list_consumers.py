@@ -17,8 +17,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
-        parser.add_argument("--sync", action="store_true",
-                            help="Also mirror the registry into the table used by emit_event().")
+        parser.add_argument(
+            "--sync",
+            action="store_true",
+            help="Also mirror the registry into the table used by emit_event().",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         rows = [describe(c) for c in registry.all()]
@@ -35,6 +38,7 @@ class Command(BaseCommand):
             delay = f"{row['delay_seconds']:g}s" if row["delay_seconds"] else "none"
             self.stdout.write(self.style.SUCCESS(row["name"]))
             self.stdout.write(f"  events:       {', '.join(row['events'])}")
-            self.stdout.write(f"  max_attempts: {row['max_attempts']}   delay: {delay}"
-                              f"   atomic: {row['atomic']}")
+            self.stdout.write(
+                f"  max_attempts: {row['max_attempts']}   delay: {delay}   atomic: {row['atomic']}"
+            )
             self.stdout.write(f"  handler:      {row['handler']}")

@@ -15,8 +15,12 @@ class Command(BaseCommand):
     help = "Return expired leases (killed workers) to pending, or dead when out of attempts."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--limit", type=int, default=1000,
-                            help="Most deliveries per statement (repeats until none are left).")
+        parser.add_argument(
+            "--limit",
+            type=int,
+            default=1000,
+            help="Most deliveries per statement (repeats until none are left).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         total = dead_total = 0
