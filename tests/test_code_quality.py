@@ -10,8 +10,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603
-        [sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=600
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 
