@@ -18,6 +18,7 @@ from eventbus import catalog
 catalog.declare("test.effect", required=["n"], description="tests: counted side effects")
 catalog.declare("test.slow", required=["n"], description="tests: slow side effects")
 catalog.declare("test.flaky", required=["n"], description="tests: a consumer that always fails")
+catalog.declare("test.job", required=["n"], description="tests: no standing consumer")
 
 EFFECT_CONSUMERS = ("effect-a-worker", "effect-b-worker", "effect-c-worker")
 

@@ -1,0 +1,132 @@
+"""Dispatch details: the thread pool, atomic consumers, lease heartbeats, dead-letter hooks."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import pytest
+from django.test.utils import override_settings
+
+import eventbus
+from deskcomm.models import Organization
+from eventbus import claim as claims
+from eventbus.claim import DeadLetter
+from eventbus.dispatch import Dispatcher
+from eventbus.models import Delivery, EventLog
+from eventbus.registry import make_consumer, registry
+from eventbus.worker import Worker, WorkerOptions
+from tests.conftest import raw_connection, side_effect_rows
+
+HOOK_CALLS: list[list[DeadLetter]] = []
+
+
+def record_dead(dead: Sequence[DeadLetter]) -> None:
+    HOOK_CALLS.append(list(dead))
+
+
+def broken_hook(dead: Sequence[DeadLetter]) -> None:
+    raise RuntimeError("slack is down")
+
+
+def emit_jobs(org: Organization, n: int, event_type: str = "test.job") -> None:
+    eventbus.emit_many(
+        [{"event_type": event_type, "entity_kind": "t", "payload": {"n": i}} for i in range(n)],
+        organization=org,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_thread_pool_runs_handlers_concurrently(org: Organization) -> None:
+    barrier = threading.Barrier(4, timeout=10)
+
+    def meet(event: eventbus.Event) -> None:
+        barrier.wait()  # only returns when four handlers run at the same time
+
+    with registry.temporarily(make_consumer("pool-worker", meet, events=["test.job"])):
+        emit_jobs(org, 8)
+        worker = Worker(
+            WorkerOptions(consumers=["pool-worker"], concurrency=4, once=True, listen=False)
+        )
+        worker.run()
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+    assert worker.processed == 8
+
+
+@pytest.mark.django_db(transaction=True)
+def test_atomic_consumer_commits_its_writes_with_the_ack(
+    org: Organization, side_effects: None
+) -> None:
+    from tests.support.consumers import record_run
+
+    with registry.temporarily(
+        make_consumer("atomic-worker", record_run, events=["test.job"], atomic=True)
+    ):
+        emit_jobs(org, 3)
+        Worker(WorkerOptions(consumers=["atomic-worker"], once=True, listen=False)).run()
+    assert len(side_effect_rows()) == 3
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+    assert set(EventLog.objects.values_list("status", flat=True)) == {"done"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_atomic_consumer_rolls_back_when_its_lease_was_lost(
+    org: Organization, side_effects: None
+) -> None:
+    from tests.support.consumers import record_run
+
+    def write_then_lose_lease(event: eventbus.Event) -> None:
+        record_run(event)
+        with raw_connection() as other:  # another worker took the delivery over meanwhile
+            other.execute(
+                "UPDATE eventbus_delivery SET lease_token = gen_random_uuid() WHERE id = %s",
+                [event.delivery_id],
+            )
+
+    consumer = make_consumer(
+        "atomic-lost-worker", write_then_lose_lease, events=["test.job"], atomic=True
+    )
+    with registry.temporarily(consumer):
+        emit_jobs(org, 1)
+        batch = claims.claim(consumers=["atomic-lost-worker"], batch_size=5, worker_id="w")
+        dispatcher = Dispatcher([consumer], worker_id="w")
+        outcome = dispatcher.run(batch)
+        dispatcher.settle(batch.token, outcome)
+    assert side_effect_rows() == []  # the handler's write was rolled back with the lost ack
+    assert [f.verdict.error_class for f in outcome.failures] == ["LeaseLost"]
+    assert Delivery.objects.get().status == "processing"  # still the other worker's
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(EVENTBUS={"LEASE_SECONDS": 0.6})
+def test_heartbeat_keeps_the_lease_of_a_long_handler(org: Organization) -> None:
+    reaped: list[int] = []
+
+    def slow(event: eventbus.Event) -> None:
+        threading.Event().wait(1.5)  # simulated work, 2.5 leases long
+        reaped.append(claims.reap()[0])  # a reaper elsewhere finds the lease still alive
+
+    with registry.temporarily(make_consumer("long-worker", slow, events=["test.job"])):
+        emit_jobs(org, 1)
+        Worker(
+            WorkerOptions(consumers=["long-worker"], once=True, listen=False, startup_jitter=0)
+        ).run()
+    assert reaped == [0]
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempts) == ("done", 1)
+
+
+@pytest.mark.django_db
+def test_dead_letter_hooks_are_called_and_a_broken_one_is_contained(
+    org: Organization, caplog: pytest.LogCaptureFixture
+) -> None:
+    HOOK_CALLS.clear()
+    hooks = [f"{__name__}.broken_hook", f"{__name__}.record_dead"]
+    with override_settings(EVENTBUS={"DEAD_LETTER_HOOKS": hooks, "MAX_ATTEMPTS": 1}):
+        emit_jobs(org, 2, "test.flaky")
+        worker = Worker(WorkerOptions(consumers=["flaky-worker"], listen=False))
+        while worker.run_once():
+            pass
+    assert [len(call) for call in HOOK_CALLS] == [2]
+    assert {d.consumer for d in HOOK_CALLS[0]} == {"flaky-worker"}
+    assert "dead-letter hook" in caplog.text and "broken_hook failed" in caplog.text
