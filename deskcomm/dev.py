@@ -711,6 +711,7 @@ def cmd_run(args: list[str]) -> int:
         env = child_env(database.url)
         env["PORT"] = port
         env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
         for step in (["migrate", "--noinput"], ["bootstrap_demo"]):
             say(f"manage.py {' '.join(step)} ...")
             code = run_foreground([*manage_py(), *step], env)
