@@ -59,3 +59,38 @@ class Lead(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class AuditLog(models.Model):
+    """Operator actions (reprocess, discard, resend, rotate secret, LGPD...): who, when, what, why.
+
+    Append-only: written by services through `deskcomm.audit.record`, read-only in the admin.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # Who: a user (admin), an API key label, or a system actor ("system:cron") as text.
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=100)  # e.g. "delivery.reprocess", "delivery.discard"
+    target_type = models.CharField(max_length=100)  # e.g. "eventbus.delivery"
+    target_id = models.CharField(max_length=100)
+    reason = models.TextField(blank=True, default="")
+    request_id = models.CharField(max_length=100, blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # Correlation view: everything one request caused.
+            models.Index(fields=["request_id", "created_at"], name="audit_request_idx"),
+            # History of one object (delivery, subscription, data request...).
+            models.Index(
+                fields=["target_type", "target_id", "-created_at"], name="audit_target_idx"
+            ),
+            models.Index(fields=["-created_at"], name="audit_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.target_type}:{self.target_id}"

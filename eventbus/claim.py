@@ -1,4 +1,4 @@
-"""Claim, ack, nack, release, extend, reap, reprocess: the only code that changes delivery state.
+"""Claim, ack, nack, release, extend, reap, reprocess, discard: all delivery state changes.
 
 Every statement here is named and commented. The claim is one statement (SKIP LOCKED, eligibility
 re-checked in the UPDATE, lease set, attempt counted). Every later transition is fenced by the
@@ -214,7 +214,7 @@ WITH target AS (
            error_class = NULL, locked_until = NULL, lease_token = NULL, locked_by = NULL,
            finished_at = NULL, updated_at = %(now)s
      WHERE d.id = ANY(%(ids)s::bigint[]) AND d.status IN ('dead', 'done')
-    RETURNING d.id, d.event_id, d.consumer
+    RETURNING d.id, d.event_id, d.organization_id, d.consumer
 ), locked AS MATERIALIZED (
     SELECT e.id FROM event_log e
      WHERE e.id IN (SELECT event_id FROM target)
@@ -235,7 +235,38 @@ WITH target AS (
       FROM by_event p JOIN locked l ON l.id = p.event_id
      WHERE e.id = p.event_id
 )
-SELECT id FROM target
+SELECT id, event_id, organization_id, consumer FROM target
+"""
+
+# DISCARD. Dead deliveries leave the DLQ for good (the audit trail says who and why). They no
+# longer count towards the event's fan-out, so the event can still become `done`.
+DISCARD_SQL = """
+WITH target AS (
+    UPDATE eventbus_delivery d
+       SET status = 'discarded', finished_at = %(now)s, updated_at = %(now)s
+     WHERE d.id = ANY(%(ids)s::bigint[]) AND d.status = 'dead'
+    RETURNING d.id, d.event_id, d.organization_id, d.consumer
+), locked AS MATERIALIZED (
+    SELECT e.id FROM event_log e
+     WHERE e.id IN (SELECT event_id FROM target)
+     ORDER BY e.id
+       FOR UPDATE
+), by_event AS (
+    SELECT event_id, count(*) AS discarded FROM target GROUP BY event_id
+), summary AS (
+    UPDATE event_log e
+       SET fanout = greatest(e.fanout - p.discarded, 0),
+           status = CASE
+               WHEN EXISTS (SELECT 1 FROM eventbus_delivery o
+                             WHERE o.event_id = e.id AND o.status = 'dead'
+                               AND o.id NOT IN (SELECT id FROM target)) THEN 'dead'
+               WHEN cardinality(e.consumed_by) >= e.fanout - p.discarded THEN 'done'
+               ELSE 'processing' END,
+           updated_at = %(now)s
+      FROM by_event p JOIN locked l ON l.id = p.event_id
+     WHERE e.id = p.event_id
+)
+SELECT id, event_id, organization_id, consumer FROM target
 """
 
 
@@ -404,13 +435,32 @@ def reap(
     return len(rows), dead
 
 
-def reprocess(ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
-    """Dead or done deliveries back to pending, attempts 0, due now; returns how many moved."""
+@dataclass(frozen=True)
+class Moved:
+    """A delivery an operator action changed (for the audit trail)."""
+
+    delivery_id: int
+    event_id: uuid.UUID
+    organization_id: uuid.UUID
+    consumer: str
+
+
+def reprocess(ids: Sequence[int], *, now: dt.datetime | None = None) -> list[Moved]:
+    """Dead or done deliveries back to pending, attempts 0, due now; returns those moved."""
+    return _operator_move(REPROCESS_SQL, ids, now)
+
+
+def discard(ids: Sequence[int], *, now: dt.datetime | None = None) -> list[Moved]:
+    """Dead deliveries out of the DLQ for good; returns those discarded."""
+    return _operator_move(DISCARD_SQL, ids, now)
+
+
+def _operator_move(sql: str, ids: Sequence[int], now: dt.datetime | None) -> list[Moved]:
     if not ids:
-        return 0
+        return []
     with connection.cursor() as cursor:
-        cursor.execute(REPROCESS_SQL, {"ids": list(ids), "now": now or timezone.now()})
-        return len(cursor.fetchall())
+        cursor.execute(sql, {"ids": list(ids), "now": now or timezone.now()})
+        return [Moved(*row) for row in cursor.fetchall()]
 
 
 def _lease_until(now: dt.datetime) -> dt.datetime:

@@ -22,6 +22,14 @@ class Status(models.TextChoices):
     DEAD = "dead"
 
 
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    DONE = "done"
+    DEAD = "dead"
+    DISCARDED = "discarded"  # an operator removed it from the DLQ (audited); final
+
+
 class EventLog(models.Model):
     """One row per event (seed 000 §2.1). It records what happened; it is never the unit of work.
 
@@ -45,7 +53,8 @@ class EventLog(models.Model):
     last_error = models.TextField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)  # latest retry scheduled
     status = models.TextField(choices=Status.choices, default=Status.PENDING)
-    # Number of deliveries created at emit: the event is done when `consumed_by` has that many.
+    # Deliveries that must finish: set at emit, lowered when an operator discards one. The event
+    # is done when `consumed_by` holds that many consumers.
     fanout = models.SmallIntegerField(default=0)
     # Also in metadata (seed); a column so the unique index below can serve ON CONFLICT.
     idempotency_key = models.TextField(null=True, blank=True)
@@ -108,7 +117,7 @@ class Delivery(models.Model):
         "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     consumer = models.TextField()
-    status = models.TextField(choices=Status.choices, default=Status.PENDING)
+    status = models.TextField(choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     attempts = models.SmallIntegerField(default=0)  # attempts started (claims)
     max_attempts = models.SmallIntegerField(default=8)
     next_attempt_at = models.DateTimeField()  # due time; set at emit (initial delay) and on nack
@@ -129,7 +138,7 @@ class Delivery(models.Model):
                 fields=["event", "consumer"], name="delivery_event_consumer_uniq"
             ),
             models.CheckConstraint(
-                condition=Q(status__in=Status.values), name="delivery_status_valid"
+                condition=Q(status__in=DeliveryStatus.values), name="delivery_status_valid"
             ),
         ]
         indexes = [

@@ -206,12 +206,12 @@ def test_reprocess_reruns_only_that_consumer(
     drain()
     dead = Delivery.objects.get(event=event, consumer="always-fails-worker")
     assert dead.status == "dead"
-    assert claims.reprocess([dead.pk]) == 1
+    assert len(claims.reprocess([dead.pk])) == 1
     dead.refresh_from_db()
     assert (dead.status, dead.attempts, dead.last_error) == ("pending", 0, None)
     event.refresh_from_db()
     assert event.status == "processing"
-    assert claims.reprocess([dead.pk]) == 0  # pending is not reprocessable
+    assert claims.reprocess([dead.pk]) == []  # pending is not reprocessable
     with registry.temporarily(
         make_consumer("always-fails-worker", lambda e: None, events=["test.effect"])
     ):
