@@ -43,7 +43,10 @@ def test_bad_event_types_are_refused_and_nothing_is_written(
 ) -> None:
     with pytest.raises(services.InvalidSubscription, match=message):
         services.subscription_create(
-            organization=org, url=URL, event_types=event_types, actor="t"  # type: ignore[arg-type]
+            organization=org,
+            url=URL,
+            event_types=event_types,
+            actor="t",  # type: ignore[arg-type]
         )
     assert not Subscription.objects.exists() and not AuditLog.objects.exists()
 
@@ -81,7 +84,9 @@ def test_attempt_log_retention(subscribe: Subscribe, org: Organization) -> None:
     from eventbus.models import Delivery
 
     subscription, _ = subscribe(URL)
-    eventbus.emit("lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": "x"})
+    eventbus.emit(
+        "lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": "x"}
+    )
     delivery = Delivery.objects.get()
     now = timezone.now()
     for age in (31, 29):

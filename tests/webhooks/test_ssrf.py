@@ -148,7 +148,9 @@ def test_the_vetted_address_is_connected_to_with_the_original_host_header(
     with override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}):
         with build_client(resolver=resolver) as client:
             for _ in range(2):
-                assert post(client, f"http://hooks.example.test:{receiver.port}/x").status_code == 200
+                assert (
+                    post(client, f"http://hooks.example.test:{receiver.port}/x").status_code == 200
+                )
     assert calls == ["hooks.example.test"]  # one resolution: the pooled connection is reused
     assert receiver.connections == 1
     assert {r.headers["host"] for r in receiver.requests} == {f"hooks.example.test:{receiver.port}"}
