@@ -150,5 +150,5 @@ WEBHOOKS = {
     # Days the attempt log is kept (`manage.py purge_webhook_attempts`).
     "ATTEMPT_RETENTION_DAYS": env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30),
     # Requests in flight per subscription, per worker process (a slow endpoint holds no more).
-    "MAX_IN_FLIGHT_PER_SUBSCRIPTION": env.int("WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION", default=4),
+    "MAX_IN_FLIGHT_PER_SUBSCRIPTION": env.int("WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION", default=8),
 }

@@ -78,7 +78,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = list(self.readonly_fields)
-        return fields + ["organization"] if obj is not None else []
+        return [*fields, "organization"] if obj is not None else []
 
     def save_model(self, request: HttpRequest, obj: Subscription, form: Any, change: bool) -> None:
         data = form.cleaned_data

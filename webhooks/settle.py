@@ -30,16 +30,17 @@ logger = logging.getLogger(__name__)
 SYSTEM_ACTOR = "system:webhooks"
 
 # Per subscription, in completion order: a success resets the counter to the failures after it;
-# otherwise the failures add up. Locked in id order; returns the new counts.
+# otherwise the failures add up. A healthy subscription whose counter is already 0 is neither
+# locked nor written (the common case costs no row update). Rows are locked in id order.
 COUNT_FAILURES_SQL = """
 WITH v AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(reset)s::bool[], %(failures)s::int[])
            AS v(id, reset, failures)
 ), locked AS MATERIALIZED (
-    SELECT s.id FROM webhooks_subscription s
-     WHERE s.id IN (SELECT id FROM v)
+    SELECT s.id FROM webhooks_subscription s JOIN v ON v.id = s.id
+     WHERE NOT v.reset OR v.failures > 0 OR s.consecutive_failures <> 0
      ORDER BY s.id
-       FOR UPDATE
+       FOR UPDATE OF s
 )
 UPDATE webhooks_subscription s
    SET consecutive_failures = CASE WHEN v.reset THEN v.failures

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 import uuid
-from collections import Counter
-from collections.abc import Callable
+from collections import Counter, deque
 from dataclasses import dataclass
 
 import httpx
@@ -32,11 +32,26 @@ from webhooks.transport import build_client
 
 logger = logging.getLogger(__name__)
 
+# Deliveries claimed per sending slot (the running one and those queued behind it): enough that a
+# slot never idles while the loop settles and claims again.
+PREFETCH = 4
+# After a completion wakes the loop, how long to let others finish before settling and claiming:
+# amortises the settle/claim statements over several deliveries at a bounded latency cost.
+GATHER_SECONDS = 0.002
+
 
 @dataclass
 class WebhookWorkerOptions(WorkerOptions):
     concurrency: int = 32  # requests in flight per process
     per_subscription: int | None = None  # None: WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION
+
+
+@dataclass(frozen=True)
+class _Job:
+    token: uuid.UUID
+    event: Event
+    sub_id: uuid.UUID | None
+    target: sender.Target | None
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,13 @@ class WebhookWorker(Worker):
         self._client = client or build_client(max_connections=options.concurrency)
         self._pool = HandlerPool(options.concurrency)
         self._results: queue.SimpleQueue[settle.Finished | _Unstarted] = queue.SimpleQueue()
-        self._running: Counter[str] = Counter()  # consumer -> requests in flight
+        # Claimed and not yet collected, per consumer: requests running plus those queued
+        # behind them (PREFETCH rounds per slot, so a finished request starts the next one at
+        # once instead of waiting for the loop to claim).
+        self._held: Counter[str] = Counter()
+        self._lock = threading.Lock()  # guards _queued and _serving (pool threads use them)
+        self._queued: dict[str, deque[_Job]] = {}
+        self._serving: Counter[str] = Counter()  # consumer -> threads sending for it
         self._waiting: list[settle.Finished] = []  # finished, not settled yet (DB trouble)
 
     def run_once(self) -> int:
@@ -72,15 +93,16 @@ class WebhookWorker(Worker):
         self._maybe_reap()
         self._collect()
         self._settle_waiting()
-        free = min(self.options.concurrency - self.in_flight, self._batch_size())
+        free = min(PREFETCH * self.options.concurrency - self.in_flight, self._batch_size())
         if self._stop.is_set() or free <= 0:
             return 0
+        held_cap = PREFETCH * self.per_subscription
         batch = claims.claim_prefixed(
             prefix=CONSUMER_PREFIX,
             batch_size=free,
             worker_id=self.worker_id,
-            cap=self.per_subscription,
-            busy={c: self.per_subscription - n for c, n in self._running.items() if n},
+            cap=held_cap,
+            busy={c: held_cap - n for c, n in self._held.items() if n},
         )
         if batch.events:
             self._launch(batch)
@@ -88,7 +110,8 @@ class WebhookWorker(Worker):
 
     @property
     def in_flight(self) -> int:
-        return sum(self._running.values())
+        """Deliveries claimed by this worker and not collected yet (running or queued)."""
+        return sum(self._held.values())
 
     # -- running ----------------------------------------------------------------------------
 
@@ -98,25 +121,37 @@ class WebhookWorker(Worker):
         with self._inflight_lock:
             self._inflight[batch.token] = list(batch.ids)
         for event in batch.events:
-            self._running[event.consumer] += 1
+            self._held[event.consumer] += 1
             sub_id = selectors.subscription_id_of(event.consumer)
-            target = targets.get(sub_id) if sub_id else None
-            self._pool.submit(self._task(batch.token, event, sub_id, target))
+            job = _Job(batch.token, event, sub_id, targets.get(sub_id) if sub_id else None)
+            self._enqueue(job)
 
-    def _task(
-        self,
-        token: uuid.UUID,
-        event: Event,
-        sub_id: uuid.UUID | None,
-        target: sender.Target | None,
-    ) -> Callable[[], None]:
-        def run() -> None:
+    def _enqueue(self, job: _Job) -> None:
+        """Queue behind the consumer's requests; start a sender while under the bound."""
+        consumer = job.event.consumer
+        with self._lock:
+            self._queued.setdefault(consumer, deque()).append(job)
+            if self._serving[consumer] >= self.per_subscription:
+                return
+            self._serving[consumer] += 1
+        self._pool.submit(lambda: self._serve(consumer))
+
+    def _serve(self, consumer: str) -> None:
+        """Send the consumer's queued deliveries one after another (one of its bounded slots)."""
+        while True:
+            with self._lock:
+                jobs = self._queued.get(consumer)
+                if not jobs:
+                    self._serving[consumer] -= 1
+                    if self._serving[consumer] <= 0:
+                        del self._serving[consumer]
+                        self._queued.pop(consumer, None)
+                    return
+                job = jobs.popleft()
             try:
-                self._results.put(self._attempt(token, event, sub_id, target))
+                self._results.put(self._attempt(job.token, job.event, job.sub_id, job.target))
             finally:
                 self._wakeup.set()  # the loop settles it and claims for the freed slot
-
-        return run
 
     def _attempt(
         self,
@@ -154,9 +189,9 @@ class WebhookWorker(Worker):
             claims.release(token, ids)
 
     def _forget(self, token: uuid.UUID, event: Event) -> None:
-        self._running[event.consumer] -= 1
-        if self._running[event.consumer] <= 0:
-            del self._running[event.consumer]
+        self._held[event.consumer] -= 1
+        if self._held[event.consumer] <= 0:
+            del self._held[event.consumer]
         with self._inflight_lock:
             ids = self._inflight.get(token, [])
             if event.delivery_id in ids:
@@ -175,6 +210,13 @@ class WebhookWorker(Worker):
         self.processed += len(batch)
 
     # -- loop overrides ---------------------------------------------------------------------
+
+    def _idle_wait(self) -> None:
+        """Wait for a completion (or the poll interval); then let a few more finish so one
+        settle and one claim serve several deliveries instead of one each."""
+        super()._idle_wait()
+        if self.in_flight:
+            self._stop.wait(GATHER_SECONDS)
 
     def _finished(self, claimed: int) -> bool:
         limit = self.options.max_events
