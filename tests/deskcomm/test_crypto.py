@@ -30,9 +30,11 @@ def test_round_trip_and_rotation_keep_old_tokens_readable() -> None:
 
 
 def test_contexts_have_their_own_keys() -> None:
-    with override_settings(ENCRYPTION_KEYS={"a": [OLD], "b": [NEW]}):
-        with pytest.raises(crypto.DecryptionError):
-            crypto.decrypt("b", crypto.encrypt("a", "x"))
+    with (
+        override_settings(ENCRYPTION_KEYS={"a": [OLD], "b": [NEW]}),
+        pytest.raises(crypto.DecryptionError),
+    ):
+        crypto.decrypt("b", crypto.encrypt("a", "x"))
 
 
 def test_production_without_a_key_refuses(caplog: pytest.LogCaptureFixture) -> None:

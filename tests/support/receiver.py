@@ -33,6 +33,7 @@ class Received:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 64  # several clients connect at once; the default backlog is 5
 
     def __init__(self, receiver: Receiver, address: tuple[str, int], family: int) -> None:
         self.address_family = family

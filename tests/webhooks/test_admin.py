@@ -78,7 +78,7 @@ def test_rotate_disable_enable_and_ping_actions(admin_client: Client, subscribe:
 def test_deliveries_are_listed_read_only_and_resent(
     admin_client: Client, subscribe: Subscribe, org: Organization
 ) -> None:
-    subscription, _ = subscribe(URL)
+    _subscription, _ = subscribe(URL)
     eventbus.emit(
         "lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": "x"}
     )

@@ -78,7 +78,8 @@ def test_emit_many_fans_out_per_event(org: Organization, subscribe: Subscribe) -
     leads, _ = subscribe(URL, ["lead.*"])
     ids = eventbus.emit_many(
         [
-            {"event_type": "lead.lost", "entity_kind": "lead", "payload": {"reason": "r", "lost_at": "x"}},
+            {"event_type": "lead.lost", "entity_kind": "lead",
+             "payload": {"reason": "r", "lost_at": "x"}},
             {"event_type": "test.job", "entity_kind": "t", "payload": {"n": 1}},
         ],
         organization=org,

@@ -105,7 +105,7 @@ def test_410_gone_disables_the_subscription_at_once(
 ) -> None:
     receiver.replies["/gone"] = Reply(status=410)
     subscription, _ = subscribe(receiver.url("/gone"), ["lead.*"])
-    watcher, _ = subscribe(receiver.url("/watch"), ["webhook.*"])
+    _watcher, _ = subscribe(receiver.url("/watch"), ["webhook.*"])
     emit_leads(org)
     run_worker()
     run_worker()  # delivers the webhook.subscription_disabled event
@@ -121,7 +121,7 @@ def test_ten_consecutive_failures_disable_and_emit_never_to_the_disabled_endpoin
 ) -> None:
     receiver.replies["/fail"] = Reply(status=500)
     failing, _ = subscribe(receiver.url("/fail"), ["*"])
-    watcher, _ = subscribe(receiver.url("/watch"), ["webhook.subscription_disabled"])
+    _watcher, _ = subscribe(receiver.url("/watch"), ["webhook.subscription_disabled"])
     emit_leads(org, 9)
     run_worker()
     failing.refresh_from_db()

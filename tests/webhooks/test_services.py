@@ -17,7 +17,7 @@ URL = "https://hooks.example.com/in"
 
 
 def test_create_returns_the_secret_once_and_stores_it_encrypted(subscribe: Subscribe) -> None:
-    subscription, secret = subscribe(URL, ["lead.*", "lead.*", "contact.created"])
+    _subscription, secret = subscribe(URL, ["lead.*", "lead.*", "contact.created"])
     assert secret.startswith("whsec_") and len(signing.secret_key(secret)) == 32
     stored = Subscription.objects.get()
     assert secret not in stored.secret_encrypted

@@ -114,9 +114,12 @@ def test_a_name_resolving_to_a_private_address_is_refused(strict: None, receiver
     def resolver(host: str, port: int) -> list[str]:
         return {"hooks.example.test": ["127.0.0.1"]}[host]
 
-    with build_client(resolver=resolver) as client:
-        with pytest.raises(BlockedDestination, match=r"hooks\.example\.test \(127\.0\.0\.1\)"):
-            post(client, f"http://hooks.example.test:{receiver.port}/hook")
+    refused = r"hooks\.example\.test \(127\.0\.0\.1\)"
+    with (
+        build_client(resolver=resolver) as client,
+        pytest.raises(BlockedDestination, match=refused),
+    ):
+        post(client, f"http://hooks.example.test:{receiver.port}/hook")
     assert receiver.connections == 0
 
 
@@ -145,12 +148,12 @@ def test_the_vetted_address_is_connected_to_with_the_original_host_header(
         calls.append(host)
         return next(answers)
 
-    with override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}):
-        with build_client(resolver=resolver) as client:
-            for _ in range(2):
-                assert (
-                    post(client, f"http://hooks.example.test:{receiver.port}/x").status_code == 200
-                )
+    with (
+        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
+        build_client(resolver=resolver) as client,
+    ):
+        for _ in range(2):
+            assert post(client, f"http://hooks.example.test:{receiver.port}/x").status_code == 200
     assert calls == ["hooks.example.test"]  # one resolution: the pooled connection is reused
     assert receiver.connections == 1
     assert {r.headers["host"] for r in receiver.requests} == {f"hooks.example.test:{receiver.port}"}
@@ -166,9 +169,11 @@ def test_a_redirect_to_a_private_address_is_not_followed(receiver: Receiver) -> 
         backend_calls.append(host)
         return ["127.0.0.1"]
 
-    with override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}):
-        with build_client(resolver=resolver) as client:
-            response = post(client, f"http://hooks.example.test:{receiver.port}/jump")
+    with (
+        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
+        build_client(resolver=resolver) as client,
+    ):
+        response = post(client, f"http://hooks.example.test:{receiver.port}/jump")
     assert response.status_code == 307 and not response.is_success
     assert backend_calls == ["hooks.example.test"]
     assert [r.path for r in receiver.requests] == ["/jump"]
