@@ -163,10 +163,24 @@ def _secrets_page(
     )
 
 
+ATTEMPT_FIELDS = ("attempt", "created_at", "status_code", "duration_ms", "error_class", "excerpt")
+DELIVERY_FIELDS = (
+    "event",
+    "consumer",
+    "status",
+    "attempts",
+    "max_attempts",
+    "next_attempt_at",
+    "last_error",
+    "created_at",
+    "finished_at",
+)
+
+
 class AttemptInline(admin.TabularInline):
     model = Attempt
-    fields = ["attempt", "created_at", "status_code", "duration_ms", "error_class", "excerpt"]
-    readonly_fields = fields
+    fields = ATTEMPT_FIELDS
+    readonly_fields = ATTEMPT_FIELDS
     extra = 0
     can_delete = False
     ordering = ["created_at", "id"]
@@ -191,18 +205,8 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     show_full_result_count = False  # no COUNT(*) over the delivery table
     inlines = [AttemptInline]
     actions = ["resend"]
-    fields = [
-        "event",
-        "consumer",
-        "status",
-        "attempts",
-        "max_attempts",
-        "next_attempt_at",
-        "last_error",
-        "created_at",
-        "finished_at",
-    ]
-    readonly_fields = fields
+    fields = DELIVERY_FIELDS
+    readonly_fields = DELIVERY_FIELDS
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
         return super().get_queryset(request).filter(consumer__startswith=CONSUMER_PREFIX)

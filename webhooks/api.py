@@ -11,6 +11,8 @@ handler, swap them in here — nothing else in this module depends on how the ke
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rest_framework import serializers, status
@@ -210,21 +212,15 @@ def attempt_data(a: Attempt) -> dict[str, Any]:
     }
 
 
-class _invalid_as_400:
+@contextmanager
+def _invalid_as_400(code: int = status.HTTP_400_BAD_REQUEST) -> Iterator[None]:
     """Service input errors become a 4xx with the service's message; nothing was written."""
-
-    def __init__(self, code: int = status.HTTP_400_BAD_REQUEST) -> None:
-        self.code = code
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if isinstance(exc, services.InvalidSubscription | services.ResendRefused):
-            error = ValidationError({"detail": str(exc)})
-            error.status_code = self.code
-            raise error from None
-        return False
+    try:
+        yield
+    except (services.InvalidSubscription, services.ResendRefused) as exc:
+        error = ValidationError({"detail": str(exc)})
+        error.status_code = code
+        raise error from None
 
 
 def _valid(serializer: serializers.Serializer) -> dict[str, Any]:
