@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+from collections.abc import Callable
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -33,18 +34,17 @@ def encrypt(context: str, plaintext: str) -> str:
 
 def decrypt(context: str, token: str) -> str:
     """Decrypt a token made by `encrypt` with any key of the context."""
-    try:
-        return _fernet(context).decrypt(token.encode()).decode()
-    except InvalidToken:
-        raise DecryptionError(
-            f"cannot decrypt a {context} value with the configured keys"
-        ) from None
+    return _open(context, token, MultiFernet.decrypt)
 
 
 def reencrypt(context: str, token: str) -> str:
     """Re-encrypt a token under the context's current key (key rotation)."""
+    return _open(context, token, MultiFernet.rotate)
+
+
+def _open(context: str, token: str, operation: Callable[[MultiFernet, bytes], bytes]) -> str:
     try:
-        return _fernet(context).rotate(token.encode()).decode()
+        return operation(_fernet(context), token.encode()).decode()
     except InvalidToken:
         raise DecryptionError(
             f"cannot decrypt a {context} value with the configured keys"

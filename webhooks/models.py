@@ -80,8 +80,14 @@ class Attempt(models.Model):
     delivery = models.ForeignKey(
         Delivery, on_delete=models.CASCADE, related_name="webhook_attempts"
     )
+    # No database constraint: a subscription deleted while one of its requests was in flight
+    # must not make the worker's attempt-log insert fail (the ORM still cascades on delete).
     subscription = models.ForeignKey(
-        Subscription, on_delete=models.CASCADE, related_name="attempts", db_index=False
+        Subscription,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_index=False,
+        db_constraint=False,
     )
     organization = models.ForeignKey(
         "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False

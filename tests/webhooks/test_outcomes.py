@@ -16,6 +16,7 @@ from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker
 from webhooks import services
 from webhooks.models import Attempt, Subscription
+from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
@@ -180,3 +181,24 @@ def test_re_enabling_is_explicit_and_resets_the_counter(
     run_worker()
     assert len(receiver.requests) == 1
     assert EventLog.objects.filter(event_type="webhook.subscription_disabled").count() == 1
+
+
+def test_a_subscription_deleted_mid_flight_settles_cleanly(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/hook"] = Reply(delay=0.5)  # still in flight when the delete commits
+    subscription, _ = subscribe(receiver.url())
+    emit_leads(org, 2)
+    worker = WebhookWorker(WebhookWorkerOptions(listen=False, startup_jitter=0))
+    try:
+        worker.run_once()  # claimed and sending
+        services.subscription_delete(subscription=subscription, actor="t")
+        while worker.in_flight:
+            worker._wakeup.wait(5)
+            worker._wakeup.clear()
+            worker.run_once()
+    finally:
+        worker._settle_leftovers()
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+    assert len(receiver.requests) == 2
+    assert Attempt.objects.count() == 2  # logged although the subscription is gone

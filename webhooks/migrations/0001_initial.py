@@ -101,6 +101,7 @@ class Migration(migrations.Migration):
                 (
                     "subscription",
                     models.ForeignKey(
+                        db_constraint=False,
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="attempts",

@@ -3,6 +3,8 @@ deliveries for listing."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from django.db import migrations
 
 # An enabled subscription of the event's organization whose event_types hold the exact type, its
@@ -24,13 +26,8 @@ SELECT 'webhook:' || s.id::text, s.max_attempts::int, 0::float8
 $$;
 """
 
-ORG_ROUTES_EMPTY_SQL = """
-CREATE OR REPLACE FUNCTION eventbus_org_routes(p_organization_id uuid, p_event_type text,
-                                               p_payload jsonb)
-RETURNS TABLE (consumer text, max_attempts int, delay_seconds float8)
-LANGUAGE sql STABLE
-AS $$ SELECT NULL::text, NULL::int, NULL::float8 WHERE false $$;
-"""
+# Reversing restores the bus's empty default.
+ORG_ROUTES_EMPTY_SQL = import_module("eventbus.migrations.0004_org_routes").ORG_ROUTES_EMPTY_SQL
 
 # API/admin: an organization's webhook deliveries, newest first (only webhook rows indexed).
 DELIVERY_LIST_INDEX_SQL = """

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from eventbus.management.commands.drain_events import _positive_float, _positive_int
+from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
 
@@ -28,28 +28,7 @@ class Command(BaseCommand):
             help="Requests in flight per subscription (default "
             "WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION).",
         )
-        parser.add_argument(
-            "--batch-size",
-            type=_positive_int,
-            default=100,
-            help="Most deliveries claimed per statement (default 100).",
-        )
-        parser.add_argument(
-            "--poll-interval",
-            type=_positive_float,
-            default=1.0,
-            help="Seconds to wait when idle (default 1).",
-        )
-        parser.add_argument("--once", action="store_true", help="Send what is due now, then exit.")
-        parser.add_argument(
-            "--max-events",
-            type=_positive_int,
-            default=None,
-            help="Exit after this many attempts.",
-        )
-        parser.add_argument(
-            "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
-        )
+        add_loop_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         WebhookWorker(
