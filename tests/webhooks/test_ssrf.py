@@ -182,11 +182,20 @@ def test_a_redirect_to_a_private_address_is_not_followed(receiver: Receiver) -> 
 def test_environment_proxies_are_ignored(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HTTP_PROXY", "http://10.255.255.1:3128")
-    monkeypatch.setenv("ALL_PROXY", "http://10.255.255.1:3128")
-    with override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}), build_client() as client:
-        assert post(client, receiver.url()).status_code == 200
-    assert receiver.connections == 1
+    proxy = Receiver()  # would see the request (or a CONNECT) if the client used the proxy
+    try:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy.url(""))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        with (
+            override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
+            build_client() as client,
+        ):
+            assert post(client, receiver.url()).status_code == 200
+        assert receiver.connections == 1 and proxy.connections == 0
+    finally:
+        proxy.close()
 
 
 @pytest.mark.parametrize(
