@@ -26,3 +26,30 @@ def check_postgres_only(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 )
             )
     return errors
+
+
+@register()
+def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E002: no key for an encryption context in production; E003: a malformed key."""
+    from deskcomm import crypto
+
+    errors: list[CheckMessage] = []
+    for context in getattr(settings, "ENCRYPTION_KEYS", {}):
+        problem = crypto.key_problem(context)
+        if problem:
+            errors.append(Error(problem, hint=_KEY_HINT, id="deskcomm.E003"))
+        elif not crypto.configured_keys(context) and not crypto.dev_keys_allowed():
+            errors.append(
+                Error(
+                    f"no encryption key is configured for {context} (production refuses to start)",
+                    hint=_KEY_HINT,
+                    id="deskcomm.E002",
+                )
+            )
+    return errors
+
+
+_KEY_HINT = (
+    "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets): "
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)

@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "deskcomm",
     "eventbus",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -121,4 +122,33 @@ EVENTBUS = {
     "HANDLER_MODULES": env.list("EVENTBUS_HANDLER_MODULES", default=[]),
     # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log line).
     "DEAD_LETTER_HOOKS": env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
+}
+
+# Encryption keys per context (deskcomm.crypto): comma-separated Fernet keys, current key first;
+# old keys keep decrypting during a rotation. Generate one with
+# `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
+ENCRYPTION_KEYS = {
+    "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
+}
+
+# Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
+WEBHOOKS = {
+    # Seconds to open a connection, and for the whole request after that.
+    "CONNECT_TIMEOUT": env.float("WEBHOOKS_CONNECT_TIMEOUT", default=3.0),
+    "TIMEOUT": env.float("WEBHOOKS_TIMEOUT", default=10.0),
+    # Development and tests only: allow loopback/private/link-local targets (metadata never).
+    "ALLOW_PRIVATE_TARGETS": env.bool("WEBHOOKS_ALLOW_PRIVATE_TARGETS", default=False),
+    # Allow plain http:// subscription URLs when DEBUG is off (https is required otherwise).
+    "ALLOW_HTTP": env.bool("WEBHOOKS_ALLOW_HTTP", default=False),
+    # Attempts per delivery before the DLQ, and consecutive failures before auto-disable.
+    "MAX_ATTEMPTS": env.int("WEBHOOKS_MAX_ATTEMPTS", default=8),
+    "DISABLE_AFTER_FAILURES": env.int("WEBHOOKS_DISABLE_AFTER_FAILURES", default=10),
+    # Upper bound, seconds, on a receiver's Retry-After (429/503).
+    "MAX_RETRY_AFTER": env.float("WEBHOOKS_MAX_RETRY_AFTER", default=3600.0),
+    # Hours the previous secret keeps signing after a rotation.
+    "ROTATION_GRACE_HOURS": env.float("WEBHOOKS_ROTATION_GRACE_HOURS", default=24.0),
+    # Days the attempt log is kept (`manage.py purge_webhook_attempts`).
+    "ATTEMPT_RETENTION_DAYS": env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30),
+    # Requests in flight per subscription, per worker process (a slow endpoint holds no more).
+    "MAX_IN_FLIGHT_PER_SUBSCRIPTION": env.int("WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION", default=8),
 }

@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +31,9 @@ logger = logging.getLogger(__name__)
 # each pair an equal share of the batch, and take each share in due order with FOR UPDATE SKIP
 # LOCKED. The picked ids are materialised (one pass, never more than the batch), and the UPDATE
 # re-checks eligibility itself so a row rescheduled or claimed by another drain since the
-# subquery's snapshot is never claimed twice.
-CLAIM_SQL = """
+# subquery's snapshot is never claimed twice. The statement is assembled from three parts so the
+# prefixed claim below shares the organization scan and the pick/update.
+_ORGS_WITH_WORK = """
 WITH RECURSIVE after_start(org) AS (
     (SELECT organization_id FROM eventbus_delivery
       WHERE status = 'pending' AND organization_id >= %(start)s
@@ -57,18 +58,11 @@ WITH RECURSIVE after_start(org) AS (
                      UNION ALL
                      SELECT org FROM before_start WHERE org IS NOT NULL) o
      LIMIT %(batch)s
-), active AS MATERIALIZED (
-    SELECT orgs.org, k.consumer
-      FROM orgs
-     CROSS JOIN unnest(%(consumers)s::text[]) AS k(consumer)
-     CROSS JOIN LATERAL (  -- ORDER BY + LIMIT 1: an index probe (EXISTS may become a scan)
-        SELECT 1 FROM eventbus_delivery d
-         WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
-           AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
-         ORDER BY d.next_attempt_at
-         LIMIT 1
-     ) AS probe
-), share AS MATERIALIZED (
+)"""
+
+# `active` (org, consumer, cap) -> each pair's share (at most its cap), picked and claimed.
+_PICK_AND_CLAIM = """
+, share AS MATERIALIZED (
     SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*))))::int AS n FROM active
 ), picked AS MATERIALIZED (
     SELECT c.id
@@ -78,7 +72,7 @@ WITH RECURSIVE after_start(org) AS (
          WHERE d.organization_id = active.org AND d.consumer = active.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
          ORDER BY d.next_attempt_at
-         LIMIT (SELECT n FROM share)
+         LIMIT least((SELECT n FROM share), active.cap)
            FOR UPDATE SKIP LOCKED
      ) c
      LIMIT %(batch)s
@@ -93,6 +87,64 @@ UPDATE eventbus_delivery d
 RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id, e.organization_id, e.event_type,
           e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at
 """
+
+# The due probe: ORDER BY + LIMIT 1 is an index probe (EXISTS may become a scan).
+_DUE_PROBE = """
+     CROSS JOIN LATERAL (
+        SELECT 1 FROM eventbus_delivery d
+         WHERE d.organization_id = {org} AND d.consumer = {consumer}
+           AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
+         ORDER BY d.next_attempt_at
+         LIMIT 1
+     ) AS probe
+"""
+
+CLAIM_SQL = (
+    _ORGS_WITH_WORK
+    + """
+, active AS MATERIALIZED (
+    SELECT orgs.org, k.consumer, %(batch)s AS cap
+      FROM orgs
+     CROSS JOIN unnest(%(consumers)s::text[]) AS k(consumer)"""
+    + _DUE_PROBE.format(org="orgs.org", consumer="k.consumer")
+    + ")"
+    + _PICK_AND_CLAIM
+)
+
+# CLAIM BY PREFIX. For consumers that are data (webhook subscriptions: "webhook:<uuid>"), whose
+# names are not known in advance: per organization with work, list its consumers with pending
+# rows (a loose scan over delivery_claim_idx's (organization_id, consumer) prefix; every consumer
+# is stepped over, so the cost is the number of (organization, consumer) pairs with pending work,
+# whatever the backlog), keep those with the prefix, and cap each one's share at its free
+# in-flight slots (`cap`, or `busy_free` for consumers the worker already has in flight; 0 skips
+# them) so one slow consumer never holds more than its slots. Then the same share/pick/update.
+CLAIM_PREFIXED_SQL = (
+    _ORGS_WITH_WORK
+    + """
+, pairs(org, consumer) AS (
+    SELECT o.org, (SELECT d.consumer FROM eventbus_delivery d
+                    WHERE d.status = 'pending' AND d.organization_id = o.org
+                    ORDER BY d.consumer LIMIT 1)
+      FROM orgs o
+    UNION ALL
+    SELECT p.org, (SELECT d.consumer FROM eventbus_delivery d
+                    WHERE d.status = 'pending' AND d.organization_id = p.org
+                      AND d.consumer > p.consumer
+                    ORDER BY d.consumer LIMIT 1)
+      FROM pairs p WHERE p.consumer IS NOT NULL
+), capped AS MATERIALIZED (
+    SELECT p.org, p.consumer, coalesce(b.free, %(cap)s) AS cap
+      FROM pairs p
+      LEFT JOIN unnest(%(busy)s::text[], %(busy_free)s::int[]) AS b(consumer, free)
+             ON b.consumer = p.consumer
+     WHERE starts_with(p.consumer, %(prefix)s) AND coalesce(b.free, %(cap)s) > 0
+), active AS MATERIALIZED (
+    SELECT capped.org, capped.consumer, capped.cap
+      FROM capped"""
+    + _DUE_PROBE.format(org="capped.org", consumer="capped.consumer")
+    + ")"
+    + _PICK_AND_CLAIM
+)
 
 # ACK. Mark the batch done (fenced by the lease token), then fold the consumers into the events'
 # summary. Event rows are locked in id order first, so two workers acking overlapping events
@@ -328,6 +380,43 @@ def claim(
                 "lease_until": _lease_until(now),
             },
         )
+        rows = cursor.fetchall()
+    return Claim(token, [_event_from_row(row) for row in rows])
+
+
+def claim_prefixed(
+    *,
+    prefix: str,
+    batch_size: int,
+    worker_id: str,
+    cap: int,
+    busy: Mapping[str, int] | None = None,
+    now: dt.datetime | None = None,
+) -> Claim:
+    """Claim up to `batch_size` due deliveries of consumers named `prefix...`, fairly.
+
+    Each consumer gets at most `cap` rows, or `busy[consumer]` (its free in-flight slots) when
+    the caller already runs some of its deliveries; 0 skips it.
+    """
+    now = now or timezone.now()
+    token = uuid.uuid4()
+    if batch_size < 1 or cap < 1:
+        return Claim(token, [])
+    busy = busy or {}
+    params: dict[str, Any] = {
+        "start": uuid.uuid4(),
+        "batch": batch_size,
+        "prefix": prefix,
+        "cap": cap,
+        "busy": list(busy),
+        "busy_free": [max(0, free) for free in busy.values()],
+        "now": now,
+        "token": token,
+        "worker": worker_id,
+        "lease_until": _lease_until(now),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM_PREFIXED_SQL, params)
         rows = cursor.fetchall()
     return Claim(token, [_event_from_row(row) for row in rows])
 

@@ -32,27 +32,36 @@ WAKEUP_CHANNEL = "eventbus_wakeup"
 EMIT_MANY_CHUNK = 2000
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
-# One statement: the event, then its deliveries from the consumers' arrays. ON CONFLICT makes a
-# repeated idempotency key a no-op (no row from `ev`, so no deliveries either).
+# One statement: the routes (the registry's consumers, passed as arrays, plus the organization's
+# own from eventbus_org_routes, e.g. webhook subscriptions), the event with `fanout` = how many,
+# then one delivery per route. ON CONFLICT makes a repeated idempotency key a no-op (no row from
+# `ev`, so no deliveries either).
 INSERT_EVENT_SQL = """
-WITH ev AS (
+WITH routes AS MATERIALIZED (
+    SELECT r.consumer, r.max_attempts, r.delay
+      FROM unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
+           AS r(consumer, max_attempts, delay)
+    UNION ALL
+    SELECT o.consumer, o.max_attempts, o.delay_seconds
+      FROM eventbus_org_routes(%(org)s, %(event_type)s, %(payload)s::jsonb) o
+), ev AS (
     INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
                            metadata, consumed_by, attempts, status, fanout, idempotency_key,
                            created_at, updated_at)
-    VALUES (%(id)s, %(org)s, %(event_type)s, %(entity_kind)s, %(entity_id)s, %(payload)s::jsonb,
-            %(metadata)s::jsonb, '{}', 0, %(status)s, %(fanout)s, %(idempotency_key)s,
-            %(now)s, %(now)s)
+    SELECT %(id)s, %(org)s, %(event_type)s, %(entity_kind)s, %(entity_id)s, %(payload)s::jsonb,
+           %(metadata)s::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n,
+           %(idempotency_key)s, %(now)s, %(now)s
+      FROM (SELECT count(*)::int AS n FROM routes) c
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id
+    RETURNING id, fanout
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
                                    max_attempts, next_attempt_at, created_at, updated_at)
     SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
-      FROM ev, unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
-           AS r(consumer, max_attempts, delay)
+      FROM ev, routes r
 )
-SELECT id{notify} FROM ev
+SELECT id, fanout{notify} FROM ev
 """
 INSERT_EVENT_QUIET_SQL = INSERT_EVENT_SQL.replace("{notify}", "")
 # High-priority types also wake idle workers; NOTIFY is delivered when the caller commits.
@@ -60,29 +69,42 @@ INSERT_EVENT_NOTIFY_SQL = INSERT_EVENT_SQL.replace(
     "{notify}", f", pg_notify('{WAKEUP_CHANNEL}', %(event_type)s)"
 )
 
-# Bulk variant: events from parallel arrays; deliveries joined on event type to the routes.
+# Bulk variant: events from parallel arrays (in input order, so the first of two items with the
+# same idempotency key wins); routes per event from the registry's (type, consumer) arrays plus
+# eventbus_org_routes; each event's fanout counts its routes.
 INSERT_MANY_SQL = """
-WITH ev AS (
+WITH i AS MATERIALIZED (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(entity_kinds)s::text[],
+                         %(entity_ids)s::uuid[], %(payloads)s::text[], %(metadatas)s::text[],
+                         %(idempotency_keys)s::text[]) WITH ORDINALITY
+           AS i(id, event_type, entity_kind, entity_id, payload, metadata, idempotency_key, ord)
+), routes AS MATERIALIZED (
+    SELECT i.id AS event_id, r.consumer, r.max_attempts, r.delay
+      FROM i JOIN unnest(%(r_types)s::text[], %(r_consumers)s::text[], %(r_max)s::int[],
+                         %(r_delays)s::float8[]) AS r(event_type, consumer, max_attempts, delay)
+           ON r.event_type = i.event_type
+    UNION ALL
+    SELECT i.id, o.consumer, o.max_attempts, o.delay_seconds
+      FROM i CROSS JOIN LATERAL eventbus_org_routes(%(org)s, i.event_type, i.payload::jsonb) o
+), counts AS (
+    SELECT event_id, count(*)::int AS n FROM routes GROUP BY event_id
+), ev AS (
     INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
                            metadata, consumed_by, attempts, status, fanout, idempotency_key,
                            created_at, updated_at)
     SELECT i.id, %(org)s, i.event_type, i.entity_kind, i.entity_id, i.payload::jsonb,
-           i.metadata::jsonb, '{}', 0, i.status, i.fanout, i.idempotency_key, %(now)s, %(now)s
-      FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(entity_kinds)s::text[],
-                  %(entity_ids)s::uuid[], %(payloads)s::text[], %(metadatas)s::text[],
-                  %(statuses)s::text[], %(fanouts)s::int[], %(idempotency_keys)s::text[])
-           AS i(id, event_type, entity_kind, entity_id, payload, metadata, status, fanout,
-                idempotency_key)
+           i.metadata::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END,
+           coalesce(c.n, 0), i.idempotency_key, %(now)s, %(now)s
+      FROM i LEFT JOIN counts c ON c.event_id = i.id
+     ORDER BY i.ord
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, event_type
+    RETURNING id
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
                                    max_attempts, next_attempt_at, created_at, updated_at)
     SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
-      FROM ev JOIN unnest(%(r_types)s::text[], %(r_consumers)s::text[], %(r_max)s::int[],
-                          %(r_delays)s::float8[]) AS r(event_type, consumer, max_attempts, delay)
-           ON r.event_type = ev.event_type
+      FROM ev JOIN routes r ON r.event_id = ev.id
 )
 SELECT id FROM ev
 """
@@ -148,8 +170,6 @@ def emit(
                 "entity_id": prepared.entity_id,
                 "payload": prepared.payload_json,
                 "metadata": prepared.metadata_json,
-                "status": "pending" if routes else "done",
-                "fanout": len(routes),
                 "idempotency_key": prepared.idempotency_key,
                 "now": now,
                 "consumers": [c.name for c in routes],
@@ -160,7 +180,7 @@ def emit(
         inserted = cursor.fetchone()
     if inserted is None:
         return _existing_event(org_id, prepared.idempotency_key)
-    return _as_model(prepared, org_id, now, fanout=len(routes))
+    return _as_model(prepared, org_id, now, fanout=inserted[1])
 
 
 def emit_many(
@@ -276,7 +296,6 @@ def _insert_chunk(
 ) -> list[uuid.UUID]:
     types = sorted({e.event_type for e in chunk})
     routes = [(t, c) for t in types for c in registry.for_event(t)]
-    fanouts = {t: len(registry.for_event(t)) for t in types}
     with connection.cursor() as cursor:
         cursor.execute(
             INSERT_MANY_SQL,
@@ -289,8 +308,6 @@ def _insert_chunk(
                 "entity_ids": [e.entity_id for e in chunk],
                 "payloads": [e.payload_json for e in chunk],
                 "metadatas": [e.metadata_json for e in chunk],
-                "statuses": ["pending" if fanouts[e.event_type] else "done" for e in chunk],
-                "fanouts": [fanouts[e.event_type] for e in chunk],
                 "idempotency_keys": [e.idempotency_key for e in chunk],
                 "r_types": [t for t, _ in routes],
                 "r_consumers": [c.name for _, c in routes],

@@ -15,6 +15,7 @@ from django.db import connection
 
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
 from deskcomm.models import Organization
+from tests.support.receiver import Receiver
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,3 +108,11 @@ def start_drain(*args: str, **env: str) -> Drain:
 def raw_connection() -> psycopg.Connection:
     """A second, independent connection to the test database."""
     return psycopg.connect(database_url(), autocommit=True)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A real HTTP server on 127.0.0.1 (an ephemeral port) recording requests and connections."""
+    server = Receiver()
+    yield server
+    server.close()

@@ -26,6 +26,32 @@ def _positive_float(value: str) -> float:
     return number
 
 
+def add_loop_arguments(parser: ArgumentParser) -> None:
+    """The worker-loop options shared by drain_events and deliver_webhooks."""
+    parser.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=100,
+        help="Deliveries claimed per statement (default 100).",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=_positive_float,
+        default=1.0,
+        help="Seconds to wait when idle; NOTIFY wakes earlier (default 1).",
+    )
+    parser.add_argument("--once", action="store_true", help="Process what is due now, then exit.")
+    parser.add_argument(
+        "--max-events",
+        type=_positive_int,
+        default=None,
+        help="Exit after processing this many deliveries.",
+    )
+    parser.add_argument(
+        "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
+    )
+
+
 class Command(BaseCommand):
     help = "Claim due deliveries (FOR UPDATE SKIP LOCKED) and run their consumers until stopped."
 
@@ -38,35 +64,12 @@ class Command(BaseCommand):
             help="Run only this consumer (repeatable). Default: all registered.",
         )
         parser.add_argument(
-            "--batch-size",
-            type=_positive_int,
-            default=100,
-            help="Deliveries claimed per statement (default 100).",
-        )
-        parser.add_argument(
-            "--poll-interval",
-            type=_positive_float,
-            default=1.0,
-            help="Seconds to wait when idle; NOTIFY wakes earlier (default 1).",
-        )
-        parser.add_argument(
             "--concurrency",
             type=_positive_int,
             default=1,
             help="Handler threads for I/O-bound consumers (default 1: inline).",
         )
-        parser.add_argument(
-            "--once", action="store_true", help="Process what is due now, then exit."
-        )
-        parser.add_argument(
-            "--max-events",
-            type=_positive_int,
-            default=None,
-            help="Exit after processing this many deliveries.",
-        )
-        parser.add_argument(
-            "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
-        )
+        add_loop_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

@@ -1,0 +1,204 @@
+"""Retries, the DLQ, Retry-After, 410 and auto-disable, on a real receiver with time controlled."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+import eventbus
+from deskcomm.models import Organization
+from eventbus.models import Delivery, EventLog
+from tests.support.receiver import Receiver, Reply
+from tests.webhooks.conftest import Subscribe, run_worker
+from webhooks import services
+from webhooks.models import Attempt, Subscription
+from webhooks.worker import WebhookWorker, WebhookWorkerOptions
+
+pytestmark = pytest.mark.django_db(transaction=True)
+START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
+
+
+def emit_leads(org: Organization, n: int = 1) -> list[EventLog]:
+    return [
+        eventbus.emit(
+            "lead.assigned",
+            organization=org,
+            entity_kind="lead",
+            entity_id=uuid.uuid4(),
+            payload={"to_owner_id": f"u{i}"},
+        )
+        for i in range(n)
+    ]
+
+
+def due_in(delivery: Delivery) -> float:
+    delivery.refresh_from_db()
+    return (delivery.next_attempt_at - timezone.now()).total_seconds()
+
+
+def test_failures_retry_with_the_shared_backoff_then_go_to_the_dlq(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/fail"] = Reply(status=500, body=b"boom")
+    with time_machine.travel(START, tick=False) as clock:
+        subscription, _ = subscribe(receiver.url("/fail"))
+        emit_leads(org)
+        delivery = Delivery.objects.get(consumer=subscription.consumer)
+        for attempt, step in enumerate([30, 60, 120, 300, 600, 1800, 3600], start=1):
+            run_worker()
+            wait = due_in(delivery)
+            assert (delivery.status, delivery.attempts) == ("pending", attempt)
+            assert step <= wait <= step * 1.3
+            clock.shift(dt.timedelta(seconds=wait + 1))
+        run_worker()
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("dead", 8)
+    assert delivery.last_error == "HTTP 500 Internal Server Error"
+    assert len(receiver.requests) == 8
+    assert [r.headers["x-webhook-attempt"] for r in receiver.requests] == [
+        str(n) for n in range(1, 9)
+    ]
+    assert len({r.headers["x-webhook-delivery"] for r in receiver.requests}) == 1
+    assert Attempt.objects.filter(delivery=delivery).count() == 8
+    assert EventLog.objects.get().status == "dead"
+    subscription.refresh_from_db()
+    assert (subscription.enabled, subscription.consecutive_failures) == (True, 8)
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [("120", 120.0), ("999999", 3600.0), ("0", 1.0)],
+)
+def test_429_honours_retry_after_within_bounds(
+    org: Organization,
+    receiver: Receiver,
+    subscribe: Subscribe,
+    retry_after: str,
+    expected: float,
+) -> None:
+    receiver.replies["/busy"] = Reply(status=429, headers={"Retry-After": retry_after})
+    with time_machine.travel(START, tick=False):
+        subscription, _ = subscribe(receiver.url("/busy"))
+        emit_leads(org)
+        run_worker()
+        delivery = Delivery.objects.get(consumer=subscription.consumer)
+        assert due_in(delivery) == pytest.approx(expected)
+
+
+def test_503_honours_an_http_date_retry_after(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    later = "Mon, 02 Nov 2026 12:10:00 GMT"  # START + 10 min
+    receiver.replies["/down"] = Reply(status=503, headers={"Retry-After": later})
+    with time_machine.travel(START, tick=False):
+        subscription, _ = subscribe(receiver.url("/down"))
+        emit_leads(org)
+        run_worker()
+        assert due_in(Delivery.objects.get(consumer=subscription.consumer)) == 600
+
+
+def test_410_gone_disables_the_subscription_at_once(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/gone"] = Reply(status=410)
+    subscription, _ = subscribe(receiver.url("/gone"), ["lead.*"])
+    _watcher, _ = subscribe(receiver.url("/watch"), ["webhook.*"])
+    emit_leads(org)
+    run_worker()
+    run_worker()  # delivers the webhook.subscription_disabled event
+    subscription.refresh_from_db()
+    assert not subscription.enabled and "410" in subscription.disabled_reason
+    assert Delivery.objects.get(consumer=subscription.consumer).status == "dead"
+    [notice] = receiver.on("/watch")
+    assert notice.headers["x-webhook-event"] == "webhook.subscription_disabled"
+
+
+def test_ten_consecutive_failures_disable_and_emit_never_to_the_disabled_endpoint(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/fail"] = Reply(status=500)
+    failing, _ = subscribe(receiver.url("/fail"), ["*"])
+    _watcher, _ = subscribe(receiver.url("/watch"), ["webhook.subscription_disabled"])
+    emit_leads(org, 9)
+    run_worker()
+    failing.refresh_from_db()
+    assert (failing.enabled, failing.consecutive_failures) == (True, 9)
+    emit_leads(org, 1)
+    run_worker()
+    failing.refresh_from_db()
+    assert not failing.enabled and failing.disabled_reason == "10 consecutive failed deliveries"
+    event = EventLog.objects.get(event_type="webhook.subscription_disabled")
+    assert event.payload["subscription_id"] == str(failing.id)
+    assert event.payload["last_error"] == "HTTP 500 Internal Server Error"
+    assert not Delivery.objects.filter(event=event, consumer=failing.consumer).exists()
+    run_worker()
+    assert len(receiver.on("/watch")) == 1
+    assert len(receiver.on("/fail")) == 10
+
+    # Its retries come due later: they die unsent; the endpoint never hears from us again.
+    with time_machine.travel(timezone.now() + dt.timedelta(hours=1), tick=True):
+        run_worker()
+    assert len(receiver.on("/fail")) == 10
+    dead = Delivery.objects.filter(consumer=failing.consumer, error_class="SubscriptionDisabled")
+    assert dead.count() == 10
+
+
+def test_a_success_resets_the_consecutive_failure_counter(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/flaky"] = Reply(status=502)
+    subscription, _ = subscribe(receiver.url("/flaky"))
+    emit_leads(org, 9)
+    run_worker()
+    subscription.refresh_from_db()
+    assert subscription.consecutive_failures == 9
+    receiver.replies["/flaky"] = Reply(status=204, body=b"")
+    emit_leads(org, 1)
+    run_worker()
+    subscription.refresh_from_db()
+    assert (subscription.enabled, subscription.consecutive_failures) == (True, 0)
+
+
+def test_re_enabling_is_explicit_and_resets_the_counter(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    subscription, _ = subscribe(receiver.url())
+    assert services.subscription_disable(
+        subscription_id=subscription.id, actor="ops", reason="maintenance"
+    )
+    assert not services.subscription_disable(
+        subscription_id=subscription.id, actor="ops", reason="twice"
+    )
+    emit_leads(org)
+    run_worker()
+    assert receiver.requests == []  # disabled: no delivery was even created
+    services.subscription_enable(subscription=Subscription.objects.get(), actor="ops")
+    emit_leads(org)
+    run_worker()
+    assert len(receiver.requests) == 1
+    assert EventLog.objects.filter(event_type="webhook.subscription_disabled").count() == 1
+
+
+def test_a_subscription_deleted_mid_flight_settles_cleanly(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/hook"] = Reply(delay=0.5)  # still in flight when the delete commits
+    subscription, _ = subscribe(receiver.url())
+    emit_leads(org, 2)
+    worker = WebhookWorker(WebhookWorkerOptions(listen=False, startup_jitter=0))
+    try:
+        worker.run_once()  # claimed and sending
+        services.subscription_delete(subscription=subscription, actor="t")
+        while worker.in_flight:
+            worker._wakeup.wait(5)
+            worker._wakeup.clear()
+            worker.run_once()
+    finally:
+        worker._settle_leftovers()
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+    assert len(receiver.requests) == 2
+    assert Attempt.objects.count() == 2  # logged although the subscription is gone

@@ -1,0 +1,44 @@
+"""`manage.py deliver_webhooks`: send webhook deliveries (thin: parses, calls WebhookWorker.run)."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
+from webhooks.worker import WebhookWorker, WebhookWorkerOptions
+
+
+class Command(BaseCommand):
+    help = "Claim due webhook deliveries and POST them, many in flight, until stopped."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--concurrency",
+            type=_positive_int,
+            default=32,
+            help="Requests in flight in this process (default 32).",
+        )
+        parser.add_argument(
+            "--per-subscription",
+            type=_positive_int,
+            default=None,
+            help="Requests in flight per subscription (default "
+            "WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION).",
+        )
+        add_loop_arguments(parser)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        WebhookWorker(
+            WebhookWorkerOptions(
+                concurrency=options["concurrency"],
+                per_subscription=options["per_subscription"],
+                batch_size=options["batch_size"],
+                poll_interval=options["poll_interval"],
+                once=options["once"],
+                max_events=options["max_events"],
+                listen=not options["no_listen"],
+            )
+        ).run()

@@ -1,0 +1,115 @@
+"""Webhook subscriptions and the attempt log.
+
+Deliveries themselves are `eventbus_delivery` rows whose consumer is `webhook:<subscription id>`
+(one per event x subscription); `WebhookDelivery` is a proxy of them for the admin.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+from eventbus.models import Delivery
+from webhooks.conf import CONSUMER_PREFIX
+
+
+class Subscription(models.Model):
+    """An organization's endpoint: which events it receives, how to sign them, and its health."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        "deskcomm.Organization", on_delete=models.CASCADE, related_name="webhook_subscriptions"
+    )
+    url = models.URLField(max_length=2000)
+    description = models.CharField(max_length=500, blank=True, default="")
+    # Exact names ("lead.created"), entity wildcards ("lead.*") or everything ("*").
+    event_types = ArrayField(models.TextField())
+    enabled = models.BooleanField(default=True)
+    # Standard Webhooks secret ("whsec_" + base64), encrypted (deskcomm.crypto "webhook_secrets").
+    secret_encrypted = models.TextField()
+    # After a rotation the previous secret also signs until `previous_secret_expires_at`.
+    previous_secret_encrypted = models.TextField(null=True, blank=True)
+    previous_secret_expires_at = models.DateTimeField(null=True, blank=True)
+    max_attempts = models.SmallIntegerField(default=8)  # copied from settings at creation
+    consecutive_failures = models.IntegerField(default=0)
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [
+            # Emit fan-out (eventbus_org_routes): the enabled subscriptions of one organization.
+            models.Index(
+                fields=["organization"], condition=Q(enabled=True), name="webhook_sub_fanout_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def consumer(self) -> str:
+        """The name its deliveries carry in `eventbus_delivery.consumer`."""
+        return f"{CONSUMER_PREFIX}{self.id}"
+
+
+class WebhookDelivery(Delivery):
+    """The bus deliveries of webhook subscriptions (admin/API view of `eventbus_delivery`)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "webhook delivery"
+        verbose_name_plural = "webhook deliveries"
+
+    @property
+    def subscription_id(self) -> uuid.UUID | None:
+        if not self.consumer.startswith(CONSUMER_PREFIX):
+            return None
+        return uuid.UUID(self.consumer.removeprefix(CONSUMER_PREFIX))
+
+
+class Attempt(models.Model):
+    """One HTTP attempt of a webhook delivery (successes too): what the receiver answered."""
+
+    id = models.BigAutoField(primary_key=True)
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, related_name="webhook_attempts"
+    )
+    # No database constraint: a subscription deleted while one of its requests was in flight
+    # must not make the worker's attempt-log insert fail (the ORM still cascades on delete).
+    subscription = models.ForeignKey(
+        Subscription,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_index=False,
+        db_constraint=False,
+    )
+    organization = models.ForeignKey(
+        "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    attempt = models.SmallIntegerField()
+    webhook_id = models.UUIDField()  # X-Webhook-Delivery / webhook-id sent
+    url = models.TextField()
+    status_code = models.SmallIntegerField(null=True, blank=True)
+    duration_ms = models.IntegerField()
+    response_excerpt = models.TextField(blank=True, default="")  # at most 2 KiB of the body
+    error_class = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["delivery_id", "created_at"]
+        indexes = [
+            # Retention purge by age.
+            models.Index(fields=["created_at"], name="webhook_attempt_created_idx"),
+            # A subscription's recent attempts (admin/API).
+            models.Index(fields=["subscription", "-created_at"], name="webhook_attempt_sub_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.attempt} of delivery {self.delivery_id}"

@@ -1,0 +1,68 @@
+"""What a webhook attempt means for its delivery and its subscription (pure: no database).
+
+    2xx                      -> done; the subscription's consecutive failures reset to 0
+    410 Gone                 -> dead now, and the subscription is disabled at once
+    blocked by the SSRF guard -> dead now (retrying cannot make the address acceptable)
+    429 / 503 + Retry-After  -> retry after that many seconds, capped (WEBHOOKS_MAX_RETRY_AFTER)
+    anything else            -> retry with the bus's backoff; dead after max_attempts
+Every failure except "the subscription is disabled" counts towards auto-disable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from eventbus.retry import Verdict, backoff_seconds
+from webhooks.sender import AttemptResult
+
+GONE = 410
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+PERMANENT_ERRORS = frozenset({"BlockedDestination"})
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A failed attempt's verdict (None on success) and whether to disable the subscription."""
+
+    verdict: Verdict | None
+    disable_reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The retry knobs, read once per settle from the bus and webhook settings."""
+
+    schedule: Sequence[float]
+    jitter: float
+    max_retry_after: float
+
+
+def judge(result: AttemptResult, *, attempt: int, max_attempts: int, policy: Policy) -> Decision:
+    """Classify one attempt (attempt is 1-based)."""
+    if result.ok:
+        return Decision(None)
+    error_class = result.error_class or "HTTPStatus"
+    error = result.error or f"HTTP {result.status_code}"
+    if result.status_code == GONE:
+        reason = "the endpoint answered 410 Gone"
+        return Decision(Verdict(True, 0.0, error_class, error), disable_reason=reason)
+    if error_class in PERMANENT_ERRORS or attempt >= max_attempts:
+        return Decision(Verdict(True, 0.0, error_class, error))
+    return Decision(Verdict(False, _delay(result, attempt, policy), error_class, error))
+
+
+def _delay(result: AttemptResult, attempt: int, policy: Policy) -> float:
+    if result.status_code in RETRY_AFTER_STATUSES and result.retry_after is not None:
+        return min(max(result.retry_after, 1.0), policy.max_retry_after)
+    return backoff_seconds(attempt, schedule=policy.schedule, jitter=policy.jitter)
+
+
+def disabled_subscription() -> Decision:
+    """The subscription was disabled or deleted: nothing is sent and the delivery dies."""
+    error = "SubscriptionDisabled: the subscription is disabled or deleted; nothing was sent"
+    return Decision(Verdict(True, 0.0, "SubscriptionDisabled", error))

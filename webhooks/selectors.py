@@ -1,0 +1,114 @@
+"""Webhook reads: what the worker sends with, and what the API and admin list."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
+
+from deskcomm.models import Organization
+from webhooks import signing
+from webhooks.conf import CONSUMER_PREFIX
+from webhooks.models import Attempt, Subscription, WebhookDelivery
+from webhooks.sender import Target
+
+
+def targets_for(
+    subscription_ids: Iterable[uuid.UUID], *, now: dt.datetime
+) -> dict[uuid.UUID, Target]:
+    """The send targets of these subscriptions (one query); a deleted one is simply absent.
+
+    The previous secret is included (second signature) until its rotation window ends.
+    """
+    rows = Subscription.objects.filter(pk__in=set(subscription_ids)).only(
+        "id",
+        "organization_id",
+        "url",
+        "enabled",
+        "secret_encrypted",
+        "previous_secret_encrypted",
+        "previous_secret_expires_at",
+    )
+    return {row.id: _target(row, now) for row in rows}
+
+
+def _target(row: Subscription, now: dt.datetime) -> Target:
+    secrets = [signing.decrypt_secret(row.secret_encrypted)]
+    expires = row.previous_secret_expires_at
+    if row.previous_secret_encrypted and expires is not None and now < expires:
+        secrets.append(signing.decrypt_secret(row.previous_secret_encrypted))
+    return Target(
+        subscription_id=row.id,
+        organization_id=row.organization_id,
+        url=row.url,
+        keys=tuple(signing.secret_key(s) for s in secrets),
+        enabled=row.enabled,
+    )
+
+
+def subscription_id_of(consumer: str) -> uuid.UUID | None:
+    """The subscription a delivery consumer name belongs to (None: not a webhook consumer)."""
+    if not consumer.startswith(CONSUMER_PREFIX):
+        return None
+    try:
+        return uuid.UUID(consumer.removeprefix(CONSUMER_PREFIX))
+    except ValueError:
+        return None
+
+
+def subscription_list(*, organization: Organization | uuid.UUID) -> QuerySet[Subscription]:
+    return Subscription.objects.filter(organization=organization).order_by("created_at")
+
+
+def subscription_get(
+    *, organization: Organization | uuid.UUID, subscription_id: object
+) -> Subscription | None:
+    """The organization's subscription, or None (another tenant's id is simply not found)."""
+    try:
+        pk = uuid.UUID(str(subscription_id))
+    except ValueError:
+        return None
+    return Subscription.objects.filter(organization=organization, pk=pk).first()
+
+
+def delivery_list(
+    *,
+    organization: Organization | uuid.UUID,
+    subscription_id: uuid.UUID | None = None,
+    status: str | None = None,
+    before_id: int | None = None,
+    limit: int = 50,
+) -> list[WebhookDelivery]:
+    """The organization's webhook deliveries, newest first (webhook_delivery_list_idx)."""
+    rows = WebhookDelivery.objects.filter(
+        organization=organization, consumer__startswith=CONSUMER_PREFIX
+    ).select_related("event")
+    if subscription_id is not None:
+        rows = rows.filter(consumer=f"{CONSUMER_PREFIX}{subscription_id}")
+    if status:
+        rows = rows.filter(status=status)
+    if before_id is not None:
+        rows = rows.filter(pk__lt=before_id)
+    return list(rows.order_by("-id")[:limit])
+
+
+def delivery_get(
+    *, organization: Organization | uuid.UUID, delivery_id: object
+) -> WebhookDelivery | None:
+    try:
+        pk = int(str(delivery_id))
+    except ValueError:
+        return None
+    return (
+        WebhookDelivery.objects.filter(
+            organization=organization, consumer__startswith=CONSUMER_PREFIX, pk=pk
+        )
+        .select_related("event")
+        .first()
+    )
+
+
+def attempts_of(delivery_id: int) -> QuerySet[Attempt]:
+    return Attempt.objects.filter(delivery_id=delivery_id).order_by("created_at", "id")

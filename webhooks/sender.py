@@ -1,0 +1,162 @@
+"""One webhook HTTP attempt: build the body once, sign those bytes, POST them as is, and record
+what the receiver answered (status, duration, at most 2 KiB of the body, error class)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import httpx
+from django.utils import timezone
+
+from eventbus.event import Event
+from webhooks import signing, ssrf
+from webhooks.conf import webhook_settings
+
+EXCERPT_BYTES = 2048
+# Read at most this much of a response so the connection can be reused; past it, close it.
+DRAIN_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the worker needs to send to one subscription (secrets decrypted, current first)."""
+
+    subscription_id: uuid.UUID
+    organization_id: uuid.UUID
+    url: str
+    keys: tuple[bytes, ...]
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    """What one attempt produced; `ok` is a 2xx answer."""
+
+    webhook_id: uuid.UUID
+    url: str
+    started_at: dt.datetime
+    duration_ms: int
+    status_code: int | None = None
+    excerpt: str = ""
+    error_class: str = ""
+    error: str = ""
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def body_for(event: Event) -> bytes:
+    """The JSON body of an event, serialised once (these exact bytes are signed and sent)."""
+    document: dict[str, Any] = {
+        "event_id": str(event.id),
+        "type": event.event_type,
+        "occurred_at": event.created_at.isoformat(),
+        "organization_id": str(event.organization_id),
+        "entity_kind": event.entity_kind,
+        "entity_id": str(event.entity_id) if event.entity_id else None,
+        "schema_version": event.metadata.get("schema_version"),
+        "request_id": event.metadata.get("request_id"),
+        "payload": event.payload,
+    }
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def headers_for(target: Target, event: Event, body: bytes, *, timestamp: int) -> dict[str, str]:
+    """Our X-Webhook-* headers and the Standard Webhooks ones (same id, time and signature)."""
+    msg_id = str(signing.delivery_id(event.id, target.subscription_id))
+    sig = signing.signature(target.keys, msg_id=msg_id, timestamp=timestamp, body=body)
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": str(webhook_settings.USER_AGENT),
+        "X-Webhook-Delivery": msg_id,
+        "X-Webhook-Attempt": str(event.attempt),
+        "X-Webhook-Event": event.event_type,
+        "X-Webhook-Timestamp": str(timestamp),
+        "X-Webhook-Signature": sig,
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sig,
+    }
+
+
+def send(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
+    """POST the event to the target once; never raises for network or HTTP trouble."""
+    now = timezone.now()
+    body = body_for(event)
+    headers = headers_for(target, event, body, timestamp=int(now.timestamp()))
+    webhook_id = uuid.UUID(headers["webhook-id"])
+    started = time.perf_counter()
+    result = partial(AttemptResult, webhook_id, target.url, now)
+    try:
+        with client.stream("POST", target.url, content=body, headers=headers) as response:
+            excerpt = _read_excerpt(response, started)
+    except (httpx.HTTPError, ssrf.BlockedDestination) as exc:
+        return result(
+            duration_ms=_elapsed_ms(started),
+            error_class=_error_class(exc),
+            error=f"{_error_class(exc)}: {exc}"[:2000],
+        )
+    return result(
+        duration_ms=_elapsed_ms(started),
+        status_code=response.status_code,
+        excerpt=excerpt,
+        error_class="" if response.is_success else "HTTPStatus",
+        error="" if response.is_success else _status_error(response),
+        retry_after=parse_retry_after(response.headers.get("retry-after"), now),
+    )
+
+
+def parse_retry_after(value: str | None, now: dt.datetime) -> float | None:
+    """Seconds from a Retry-After header (delta seconds or an HTTP date); None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - now).total_seconds())
+
+
+def _read_excerpt(response: httpx.Response, started: float) -> str:
+    """The first 2 KiB of the body; keep reading (discarding) a little so keep-alive survives."""
+    deadline = started + float(webhook_settings.TIMEOUT)
+    kept = bytearray()
+    seen = 0
+    for chunk in response.iter_bytes():
+        if len(kept) < EXCERPT_BYTES:
+            kept.extend(chunk[: EXCERPT_BYTES - len(kept)])
+        seen += len(chunk)
+        if seen > DRAIN_BYTES or time.perf_counter() > deadline:
+            break  # the connection is closed instead of reused
+    return kept.decode("utf-8", errors="replace")
+
+
+def _status_error(response: httpx.Response) -> str:
+    if response.is_redirect:
+        location = response.headers.get("location", "?")
+        return f"HTTP {response.status_code}: redirect to {location} not followed"
+    return f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+
+def _error_class(exc: BaseException) -> str:
+    if isinstance(exc, httpx.TimeoutException):
+        return "Timeout"
+    return type(exc).__name__
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.perf_counter() - started) * 1000)

@@ -1,0 +1,280 @@
+"""Webhook writes: subscriptions (create, update, delete, rotate, enable, disable, ping), resend
+and attempt-log retention. Keyword-only arguments; each operator action is audited."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+import eventbus
+from deskcomm import audit
+from deskcomm.models import Organization
+from eventbus import catalog
+from eventbus import claim as claims
+from eventbus.models import Delivery, EventLog
+from webhooks import signing, ssrf
+from webhooks.conf import CONSUMER_PREFIX, webhook_settings
+from webhooks.models import Attempt, Subscription
+
+WILDCARD_ALL = "*"
+MAX_EVENT_TYPES = 100
+
+
+class InvalidSubscription(ValueError):
+    """Bad subscription input (URL, event types...); nothing was written."""
+
+
+class ResendRefused(ValueError):
+    """The delivery cannot be resent (not a webhook delivery, still pending, disabled...)."""
+
+
+def subscription_create(
+    *,
+    organization: Organization,
+    url: str,
+    event_types: Iterable[str],
+    description: str = "",
+    actor: str,
+) -> tuple[Subscription, str]:
+    """Create an enabled subscription; returns it and its secret (shown to the caller once)."""
+    secret = signing.generate_secret()
+    subscription = Subscription(
+        organization=organization,
+        url=_clean_url(url),
+        event_types=clean_event_types(event_types),
+        description=_clean_description(description),
+        secret_encrypted=signing.encrypt_secret(secret),
+        max_attempts=int(webhook_settings.MAX_ATTEMPTS),
+    )
+    with transaction.atomic():
+        subscription.save()
+        _audit(
+            subscription, actor, "webhook.subscription_create", details={"url": subscription.url}
+        )
+    return subscription, secret
+
+
+def subscription_update(
+    *,
+    subscription: Subscription,
+    actor: str,
+    url: str | None = None,
+    event_types: Iterable[str] | None = None,
+    description: str | None = None,
+) -> Subscription:
+    """Change the URL, event types or description (validated like at creation)."""
+    changes: dict[str, Any] = {}
+    if url is not None:
+        changes["url"] = _clean_url(url)
+    if event_types is not None:
+        changes["event_types"] = clean_event_types(event_types)
+    if description is not None:
+        changes["description"] = _clean_description(description)
+    for field, value in changes.items():
+        setattr(subscription, field, value)
+    with transaction.atomic():
+        subscription.save()
+        _audit(
+            subscription, actor, "webhook.subscription_update", details={"fields": sorted(changes)}
+        )
+    return subscription
+
+
+def subscription_delete(*, subscription: Subscription, actor: str) -> None:
+    """Delete a subscription; deliveries still pending die unsent when they come due."""
+    with transaction.atomic():
+        _audit(
+            subscription, actor, "webhook.subscription_delete", details={"url": subscription.url}
+        )
+        subscription.delete()
+
+
+def subscription_rotate_secret(*, subscription: Subscription, actor: str) -> str:
+    """New secret; the previous one keeps signing (both signatures sent) for the grace window."""
+    secret = signing.generate_secret()
+    grace = dt.timedelta(hours=float(webhook_settings.ROTATION_GRACE_HOURS))
+    subscription.previous_secret_encrypted = subscription.secret_encrypted
+    subscription.previous_secret_expires_at = timezone.now() + grace
+    subscription.secret_encrypted = signing.encrypt_secret(secret)
+    with transaction.atomic():
+        subscription.save()
+        _audit(subscription, actor, "webhook.subscription_rotate_secret")
+    return secret
+
+
+def subscription_enable(*, subscription: Subscription, actor: str) -> Subscription:
+    """Re-enable (an explicit action): the failure counter starts again from 0."""
+    subscription.enabled = True
+    subscription.consecutive_failures = 0
+    subscription.disabled_at = None
+    subscription.disabled_reason = ""
+    with transaction.atomic():
+        subscription.save()
+        _audit(subscription, actor, "webhook.subscription_enable")
+    return subscription
+
+
+def subscription_disable(
+    *, subscription_id: uuid.UUID, actor: str, reason: str, last_error: str = ""
+) -> bool:
+    """Disable (if enabled) and emit `webhook.subscription_disabled` in the same transaction.
+
+    The event is never delivered to the disabled endpoint: fan-out only takes enabled ones.
+    Returns False when it was already disabled (nothing emitted twice).
+    """
+    with transaction.atomic():
+        changed = Subscription.objects.filter(pk=subscription_id, enabled=True).update(
+            enabled=False,
+            disabled_at=timezone.now(),
+            disabled_reason=reason,
+            updated_at=timezone.now(),
+        )
+        if not changed:
+            return False
+        subscription = Subscription.objects.get(pk=subscription_id)
+        eventbus.emit(
+            "webhook.subscription_disabled",
+            organization=subscription.organization_id,
+            entity_kind="webhook_subscription",
+            entity_id=subscription.id,
+            payload={
+                "subscription_id": str(subscription.id),
+                "reason": reason,
+                "last_error": last_error,
+            },
+        )
+        _audit(subscription, actor, "webhook.subscription_disable", reason=reason)
+    return True
+
+
+def subscription_ping(*, subscription: Subscription, actor: str) -> EventLog:
+    """Queue a `webhook.ping` delivered to this subscription only (through the worker)."""
+    if not subscription.enabled:
+        raise InvalidSubscription("the subscription is disabled: enable it before a test ping")
+    with transaction.atomic():
+        event = eventbus.emit(
+            "webhook.ping",
+            organization=subscription.organization_id,
+            entity_kind="webhook_subscription",
+            entity_id=subscription.id,
+            payload={"subscription_id": str(subscription.id)},
+        )
+        _audit(
+            subscription, actor, "webhook.subscription_ping", details={"event_id": str(event.id)}
+        )
+    return event
+
+
+def delivery_resend(*, delivery: Delivery, actor: str) -> None:
+    """A new attempt of a done or dead delivery, same delivery id (X-Webhook-Delivery)."""
+    subscription = _subscription_of(delivery)
+    if not subscription.enabled:
+        raise ResendRefused("the subscription is disabled: enable it before resending")
+    with transaction.atomic():
+        if not claims.reprocess([delivery.pk]):
+            raise ResendRefused(
+                f"delivery {delivery.pk} is {delivery.status}: only done or dead deliveries "
+                "can be resent"
+            )
+        audit.record(
+            actor=actor,
+            action="webhook.delivery_resend",
+            target_type="eventbus.delivery",
+            target_id=delivery.pk,
+            organization_id=delivery.organization_id,
+            details={"subscription_id": str(subscription.id), "event_id": str(delivery.event_id)},
+        )
+
+
+def attempts_purge(*, now: dt.datetime | None = None, batch: int = 10_000) -> int:
+    """Delete attempt-log rows older than WEBHOOKS_ATTEMPT_RETENTION_DAYS; returns how many."""
+    cutoff = (now or timezone.now()) - dt.timedelta(
+        days=int(webhook_settings.ATTEMPT_RETENTION_DAYS)
+    )
+    total = 0
+    while True:
+        ids = list(
+            Attempt.objects.filter(created_at__lt=cutoff).values_list("pk", flat=True)[:batch]
+        )
+        if not ids:
+            return total
+        total += Attempt.objects.filter(pk__in=ids).delete()[0]
+
+
+def clean_event_types(event_types: Iterable[str]) -> list[str]:
+    """Exact declared types, `entity.*` wildcards of declared entities, or `*`; deduplicated."""
+    if isinstance(event_types, str) or not isinstance(event_types, Iterable):
+        raise InvalidSubscription("event_types must be a list of event types")
+    cleaned = list(dict.fromkeys(event_types))
+    if not cleaned:
+        raise InvalidSubscription("event_types must not be empty (use ['*'] for every event)")
+    if len(cleaned) > MAX_EVENT_TYPES:
+        raise InvalidSubscription(f"at most {MAX_EVENT_TYPES} event types per subscription")
+    for name in cleaned:
+        _check_event_type(name)
+    return cleaned
+
+
+def _check_event_type(name: object) -> None:
+    if name == WILDCARD_ALL:
+        return
+    if not isinstance(name, str):
+        raise InvalidSubscription(f"event type {name!r} is not a string")
+    entities = {t.split(".", 1)[0] for t in catalog.declared_types()}
+    if name.endswith(".*"):
+        if name[:-2] not in entities:
+            raise InvalidSubscription(f"{name!r}: no declared event type starts with {name[:-1]!r}")
+        return
+    if not catalog.is_declared(name):
+        raise InvalidSubscription(
+            f"unknown event type {name!r}: use a declared type, 'entity.*' or '*'"
+        )
+
+
+def _clean_url(url: str) -> str:
+    try:
+        return ssrf.validate_url(url)
+    except ValueError as exc:
+        raise InvalidSubscription(str(exc)) from None
+
+
+def _clean_description(description: str) -> str:
+    if not isinstance(description, str) or len(description) > 500:
+        raise InvalidSubscription("description must be a string of at most 500 characters")
+    return description
+
+
+def _subscription_of(delivery: Delivery) -> Subscription:
+    if not delivery.consumer.startswith(CONSUMER_PREFIX):
+        raise ResendRefused(f"delivery {delivery.pk} is not a webhook delivery")
+    subscription_id = delivery.consumer.removeprefix(CONSUMER_PREFIX)
+    subscription = Subscription.objects.filter(
+        pk=subscription_id, organization_id=delivery.organization_id
+    ).first()
+    if subscription is None:
+        raise ResendRefused("the subscription of this delivery no longer exists")
+    return subscription
+
+
+def _audit(
+    subscription: Subscription,
+    actor: str,
+    action: str,
+    *,
+    reason: str = "",
+    details: dict[str, Any] | None = None,
+) -> None:
+    audit.record(
+        actor=actor,
+        action=action,
+        target_type="webhooks.subscription",
+        target_id=subscription.pk,
+        organization_id=subscription.organization_id,
+        reason=reason,
+        details=details,
+    )
