@@ -46,6 +46,7 @@ from typing import IO
 PROCESSES: dict[str, list[str]] = {
     "web": ["manage.py", "runserver", "127.0.0.1:{port}", "--noreload"],
     "worker": ["manage.py", "drain_events"],
+    "webhooks": ["manage.py", "deliver_webhooks"],
 }
 
 USAGE = """usage: python3 -m deskcomm.dev COMMAND [ARGS...]
