@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
@@ -11,4 +11,5 @@ admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/", include("deskcomm.api.urls")),
 ]
