@@ -13,3 +13,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("deskcomm.api.urls")),
 ]
+
+# Under /api/ these answer in the API's JSON error shape; elsewhere Django's pages.
+handler400 = "deskcomm.api.errors.bad_request"
+handler500 = "deskcomm.api.errors.server_error"

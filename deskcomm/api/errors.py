@@ -17,7 +17,8 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 VALIDATION_MESSAGE = "The request is invalid; see `fields` for each problem."
 SERVER_ERROR_MESSAGE = "Internal error; quote the request id when reporting it."
+API_PREFIX = "/api/"
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -75,6 +77,20 @@ def exception_handler(exc: Exception, ctx: dict[str, Any]) -> Response:
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """An /api/ path that names no endpoint (or an id that is not an id): JSON 404."""
     return JsonResponse(error_body("not_found", f"No API endpoint at {request.path}."), status=404)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler400: errors raised before any view (e.g. a disallowed Host) keep the API's shape."""
+    if not request.path.startswith(API_PREFIX):
+        return defaults.bad_request(request, exception)
+    return JsonResponse(error_body("bad_request", "Bad request."), status=400)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: a crash outside DRF's handler, in the API's shape under /api/."""
+    if not request.path.startswith(API_PREFIX):
+        return defaults.server_error(request)
+    return JsonResponse(error_body("server_error", SERVER_ERROR_MESSAGE), status=500)
 
 
 def _as_api_exception(exc: Exception) -> exceptions.APIException | None:
