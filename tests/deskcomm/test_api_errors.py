@@ -45,7 +45,9 @@ def test_401_without_a_key_says_how_to_authenticate(org: Organization) -> None:
     error_of(response, 401, "not_authenticated")
     assert response["WWW-Authenticate"].startswith("Bearer")
     # Another scheme is no key either.
-    error_of(client_for(HTTP_AUTHORIZATION="Basic dXNlcjpwdw==").get(EVENTS), 401, "not_authenticated")
+    error_of(
+        client_for(HTTP_AUTHORIZATION="Basic dXNlcjpwdw==").get(EVENTS), 401, "not_authenticated"
+    )
 
 
 @pytest.mark.parametrize(
@@ -81,14 +83,21 @@ def test_a_tampered_secret_with_a_real_prefix_is_rejected(org: Organization) -> 
 
 def test_403_names_the_missing_scope(org: Organization) -> None:
     client = api_client(org, "events:read")
-    error = error_of(client.post(EVENTS, lead_stage_changed(), format="json"), 403, "permission_denied")
+    error = error_of(
+        client.post(EVENTS, lead_stage_changed(), format="json"), 403, "permission_denied"
+    )
     assert "events:write" in error["message"]
     assert not EventLog.objects.exists()
 
 
 def test_404_for_paths_that_name_no_endpoint(org: Organization) -> None:
     client = api_client(org)
-    for path in ("/api/v1/nothing", "/api/v1/events/", "/api/v2/events", f"{EVENTS}/{uuid.uuid4()}"):
+    for path in (
+        "/api/v1/nothing",
+        "/api/v1/events/",
+        "/api/v2/events",
+        f"{EVENTS}/{uuid.uuid4()}",
+    ):
         error_of(client.get(path), 404, "not_found")
 
 
@@ -112,7 +121,9 @@ def test_413_for_a_body_over_the_limit_and_nothing_written(org: Organization) ->
 
 
 def test_400_for_an_event_payload_over_the_bus_limit(org: Organization) -> None:
-    huge = lead_stage_changed(payload={"from_stage_id": "a", "to_stage_id": "b", "x": "y" * 300_000})
+    huge = lead_stage_changed(
+        payload={"from_stage_id": "a", "to_stage_id": "b", "x": "y" * 300_000}
+    )
     response = api_client(org).post(EVENTS, huge, format="json")
     assert "262144" in error_of(response, 400, "validation_error")["fields"]["payload"][0]
 

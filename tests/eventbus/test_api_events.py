@@ -56,9 +56,7 @@ def test_emit_returns_201_and_writes_the_event_for_the_keys_organization(
 
 def test_the_organization_never_comes_from_the_body(org: Organization, org_b: Organization) -> None:
     client = api_client(org, "events:write")
-    response = client.post(
-        EVENTS, lead_stage_changed(organization=str(org_b.pk)), format="json"
-    )
+    response = client.post(EVENTS, lead_stage_changed(organization=str(org_b.pk)), format="json")
     error = error_of(response, 400, "validation_error")
     assert error["fields"] == {"organization": ["Unknown field."]}
     assert not EventLog.objects.exists()
@@ -135,7 +133,9 @@ def test_list_filters(org: Organization) -> None:
     with time_machine.travel(dt.datetime(2026, 3, 1, tzinfo=dt.UTC), tick=False):
         march = make_events(org, 1, entity_id=entity)
     make_events(org, 2)
-    eventbus.emit("lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": 1})
+    eventbus.emit(
+        "lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": 1}
+    )
     client = api_client(org, "events:read")
 
     def ids(query: str) -> set[str]:
@@ -234,7 +234,9 @@ def test_reprocess_one_consumer_reruns_a_done_delivery_only(
     assert response.status_code == 200, response.content
     assert response.json()["moved"] == 1
     assert Delivery.objects.get(consumer="effect-a-worker").status == "pending"
-    error = error_of(client.post(url, {"consumer": "nobody-worker"}, format="json"), 400, "validation_error")
+    error = error_of(
+        client.post(url, {"consumer": "nobody-worker"}, format="json"), 400, "validation_error"
+    )
     assert "no delivery for consumer" in error["fields"]["consumer"][0]
     # Without a consumer only dead deliveries move: there are none.
     error_of(client.post(url, {}, format="json"), 409, "invalid_state")

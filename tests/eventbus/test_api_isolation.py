@@ -104,7 +104,9 @@ def test_idempotency_keys_are_per_organization(org: Organization, org_b: Organiz
     assert owners == {uuid.UUID(a.json()["id"]): org.pk, uuid.UUID(b.json()["id"]): org_b.pk}
 
 
-def test_event_idempotency_keys_are_per_organization(org: Organization, org_b: Organization) -> None:
+def test_event_idempotency_keys_are_per_organization(
+    org: Organization, org_b: Organization
+) -> None:
     body = lead_stage_changed(metadata={"idempotency_key": "erp-1"})
     a = api_client(org).post("/api/v1/events", body, format="json").json()
     b = api_client(org_b).post("/api/v1/events", body, format="json").json()
