@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -74,6 +75,7 @@ def exception_handler(exc: Exception, ctx: dict[str, Any]) -> Response:
     return response
 
 
+@csrf_exempt  # no session or form here: a POST to an unknown path is a 404, not a CSRF 403
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """An /api/ path that names no endpoint (or an id that is not an id): JSON 404."""
     return JsonResponse(error_body("not_found", f"No API endpoint at {request.path}."), status=404)

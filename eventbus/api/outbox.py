@@ -108,7 +108,7 @@ class OutboxListView(ApiView):
         responses={200: OutboxPageSerializer, **errors(400, 403)},
     )
     def get(self, request: Any) -> Response:
-        query = self.validated(OutboxFilterSerializer, request.query_params)
+        query = self.validated(OutboxFilterSerializer, request.query_params.dict())
         statuses = OUTBOX_STATUSES.get(query.get("status", ""))
         return events_page_response(request, query, selectors.EventFilters(statuses), _rows)
 

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
@@ -45,6 +45,18 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
     "(with `Idempotent-Replayed: true`); the same key with another body is a 409.",
 )
 
+EMIT_EXAMPLE = OpenApiExample(
+    "A lead moved to another stage",
+    request_only=True,
+    value={
+        "event_type": "lead.stage_changed",
+        "entity_kind": "lead",
+        "entity_id": "3f2c681b-8281-48ec-9c16-bbe021c83df3",
+        "payload": {"from_stage_id": "new", "to_stage_id": "qualified"},
+        "metadata": {"trace_id": "erp-sync-42"},
+    },
+)
+
 
 class EventsView(ApiView):
     required_scopes = {"GET": scopes.EVENTS_READ, "POST": scopes.EVENTS_WRITE}
@@ -56,7 +68,7 @@ class EventsView(ApiView):
         responses={200: EventPageSerializer, **errors(400, 403)},
     )
     def get(self, request: Any) -> Response:
-        query = self.validated(EventFilterSerializer, request.query_params)
+        query = self.validated(EventFilterSerializer, request.query_params.dict())
         filters = selectors.EventFilters(
             statuses=[query["status"]] if "status" in query else None,
             event_type=query.get("event_type"),
@@ -72,6 +84,7 @@ class EventsView(ApiView):
         operation_id="events_emit",
         summary="Emit an event for the key's organization",
         request=EmitSerializer,
+        examples=[EMIT_EXAMPLE],
         parameters=[IDEMPOTENCY_PARAMETER, REQUEST_ID_PARAMETER],
         responses={201: EventSerializer, **errors(400, 403, 409, 413, 415)},
     )

@@ -1,4 +1,4 @@
-"""Per-key rate limiting (GCRA in PostgreSQL): 429 + Retry-After, recovery, exact across processes."""
+"""Per-key rate limits (GCRA in PostgreSQL): 429 + Retry-After, recovery, exact across processes."""
 
 from __future__ import annotations
 
