@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from deskcomm.api.authentication import ApiClient
-from deskcomm.api.errors import PayloadTooLarge
+from deskcomm.api.errors import PayloadTooLarge, error_body
 
 
 class ApiView(APIView):
@@ -49,3 +51,15 @@ def enforce_body_limit(request: Any) -> None:
         request._request.body  # noqa: B018  (read for its check)
     except RequestDataTooBig:
         raise PayloadTooLarge() from None
+
+
+@csrf_exempt  # a POST here is a 405 in the API's shape, not a CSRF page
+def ping(request: HttpRequest) -> JsonResponse:
+    """`GET /api/ping`: liveness only (the process answers; no database, no authentication).
+
+    Readiness with dependency checks is `/api/v1/health`'s job. The load benchmark uses this as
+    its floor: what any request costs on this server.
+    """
+    if request.method not in ("GET", "HEAD"):
+        return JsonResponse(error_body("method_not_allowed", "Use GET."), status=405)
+    return JsonResponse({"status": "ok"})
