@@ -24,7 +24,6 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from deskcomm.api.errors import InvalidState
 from deskcomm.api.pagination import CursorField
 from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
 from deskcomm.api.views import ApiView
@@ -124,20 +123,16 @@ class OutboxReprocessView(EventView):
         responses={200: OutboxReprocessResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
     )
     def post(self, request: Any, event_id: uuid.UUID) -> Response:
-        event = self.event(request, event_id)
-        body = self.validated(OutboxReprocessSerializer, request.data)
-        client = self.client(request)
-        moved = services.event_reprocess(
-            organization_id=client.organization_id,
-            event_id=event_id,
-            actor=client.actor,
-            reason=body["reason"],
-        )
-        if not moved:
-            raise InvalidState(
+        moved, event = self.act(
+            request,
+            event_id,
+            body=OutboxReprocessSerializer,
+            action=services.event_reprocess,
+            nothing=lambda event: (
                 f"The row is {_SEED_STATUS[event.status]}; only FAILED rows can be reprocessed."
-            )
-        result = {"moved": moved, "row": self.event(request, event_id)}
+            ),
+        )
+        result = {"moved": moved, "row": event}
         return Response(OutboxReprocessResultSerializer(result).data)
 
 

@@ -10,6 +10,7 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schem
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 import eventbus
 from deskcomm import context
@@ -118,9 +119,35 @@ class EventView(ApiView):
             raise NotFound("No such event in this organization.")
         return event
 
-    def result(self, request: Any, event_id: uuid.UUID, moved: int) -> Response:
+    def act(
+        self,
+        request: Any,
+        event_id: uuid.UUID,
+        *,
+        body: type[Serializer],
+        action: Callable[..., int],
+        nothing: Callable[[EventLog], str],
+    ) -> tuple[int, EventLog]:
+        """Run an operator service on the event (404 first); 409 `nothing(event)` if none moved.
+
+        Returns how many deliveries moved and the event as it is afterwards.
+        """
         event = self.event(request, event_id)
-        return Response(ActionResultSerializer({"moved": moved, "event": event}).data)
+        data = self.validated(body, request.data)
+        client = self.client(request)
+        try:
+            moved = action(
+                organization_id=client.organization_id,
+                event_id=event_id,
+                consumer=data.get("consumer"),
+                actor=client.actor,
+                reason=data["reason"],
+            )
+        except services.UnknownConsumerError as exc:
+            raise serializers.ValidationError({"consumer": [str(exc)]}) from None
+        if not moved:
+            raise InvalidState(nothing(event))
+        return moved, self.event(request, event_id)
 
 
 class EventDetailView(EventView):
@@ -147,20 +174,14 @@ class EventReprocessView(EventView):
         responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
     )
     def post(self, request: Any, event_id: uuid.UUID) -> Response:
-        self.event(request, event_id)
-        body = self.validated(ReprocessSerializer, request.data)
-        client = self.client(request)
-        moved = _on_consumer(
-            services.event_reprocess,
-            organization_id=client.organization_id,
-            event_id=event_id,
-            consumer=body.get("consumer"),
-            actor=client.actor,
-            reason=body["reason"],
+        moved, event = self.act(
+            request,
+            event_id,
+            body=ReprocessSerializer,
+            action=services.event_reprocess,
+            nothing=lambda _: "Nothing to reprocess: no dead delivery (or done, for a consumer).",
         )
-        if not moved:
-            raise InvalidState("Nothing to reprocess: no dead delivery (or done, for a consumer).")
-        return self.result(request, event_id, moved)
+        return Response(ActionResultSerializer({"moved": moved, "event": event}).data)
 
 
 class EventDiscardView(EventView):
@@ -174,20 +195,14 @@ class EventDiscardView(EventView):
         responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
     )
     def post(self, request: Any, event_id: uuid.UUID) -> Response:
-        self.event(request, event_id)
-        body = self.validated(DiscardSerializer, request.data)
-        client = self.client(request)
-        moved = _on_consumer(
-            services.event_discard,
-            organization_id=client.organization_id,
-            event_id=event_id,
-            consumer=body.get("consumer"),
-            actor=client.actor,
-            reason=body["reason"],
+        moved, event = self.act(
+            request,
+            event_id,
+            body=DiscardSerializer,
+            action=services.event_discard,
+            nothing=lambda _: "Nothing to discard: the event has no dead delivery.",
         )
-        if not moved:
-            raise InvalidState("Nothing to discard: the event has no dead delivery.")
-        return self.result(request, event_id, moved)
+        return Response(ActionResultSerializer({"moved": moved, "event": event}).data)
 
 
 def _emit(request: Any, body: dict[str, Any]) -> EventLog:
@@ -204,14 +219,6 @@ def _emit(request: Any, body: dict[str, Any]) -> EventLog:
             )
         except EventValidationError as exc:
             raise emit_error(exc) from None
-
-
-def _on_consumer(action: Any, **kwargs: Any) -> int:
-    try:
-        moved: int = action(**kwargs)
-    except services.UnknownConsumerError as exc:
-        raise serializers.ValidationError({"consumer": [str(exc)]}) from None
-    return moved
 
 
 def events_page_response(
