@@ -11,3 +11,4 @@ class DeskcommConfig(AppConfig):
 
     def ready(self) -> None:
         from deskcomm import checks  # noqa: F401  (registers the system checks)
+        from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
@@ -94,3 +95,91 @@ class AuditLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.target_type}:{self.target_id}"
+
+
+class ApiKey(models.Model):
+    """A credential for the integration API: the organization (tenant) comes from the key.
+
+    The full key (`dck_<prefix>_<secret>`) is shown once at creation; only its SHA-256 is stored.
+    The key has 256 bits of entropy, so a fast hash is enough (no slow password hash, since it is
+    checked on every request); `prefix` is public, identifies the key and serves the lookup.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=32, unique=True)  # the lookup at every request
+    secret_hash = models.CharField(max_length=64)  # hex SHA-256 of the whole key
+    scopes = ArrayField(models.TextField(), default=list, blank=True)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Refreshed at most once a minute (API_KEY_LAST_USED_RESOLUTION_SECONDS), not per request.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["organization_id", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (dck_{self.prefix})"
+
+    @property
+    def display_prefix(self) -> str:
+        return f"dck_{self.prefix}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class IdempotencyKey(models.Model):
+    """The first response to an API request sent with an `Idempotency-Key` header.
+
+    Within the TTL (24 h) the same key and body replays it; the same key with another body is a
+    conflict. The row is written in the same transaction as the work it records, so it exists only
+    for work that committed, and the unique constraint makes concurrent duplicates wait and replay.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # No index of its own: the unique constraint below leads with it.
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    scope = models.CharField(max_length=100)  # the operation, e.g. "events.create"
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)  # SHA-256 of the canonical JSON body
+    status_code = models.SmallIntegerField(null=True)
+    response = models.JSONField(null=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "scope", "key"], name="idempotency_key_uniq"
+            )
+        ]
+        indexes = [
+            # The purge of expired keys.
+            models.Index(fields=["created_at"], name="idempotency_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.key}"
+
+
+class ThrottleState(models.Model):
+    """Per-client rate limit state (GCRA): one row per client, shared by every web process.
+
+    `tat` ("theoretical arrival time") is when the client's allowance is fully restored; one
+    conditional upsert per request moves it (deskcomm/api/throttling.py). The table is UNLOGGED
+    (migration 0004): no WAL flush per request, and losing it in a crash only resets allowances.
+    """
+
+    key = models.CharField(max_length=200, primary_key=True)
+    tat = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.key} until {self.tat:%Y-%m-%d %H:%M:%S}"

@@ -26,12 +26,16 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served as our own static files (no CDN)
     "deskcomm",
     "eventbus",
     "webhooks",
 ]
 
 MIDDLEWARE = [
+    # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
+    "deskcomm.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -85,19 +89,77 @@ TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")
 
+# Largest request body, bytes; the API answers 413 beyond it (admin forms too are bound by it).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
+
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["deskcomm.api.parsers.SafeJSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["deskcomm.api.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["deskcomm.api.permissions.HasRequiredScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["deskcomm.api.throttling.ApiKeyRateThrottle"],
+    "EXCEPTION_HANDLER": "deskcomm.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+
+# The integration API knobs, read at call time through `deskcomm.api.conf.api_settings`.
+API = {
+    # Requests per API key (all processes together): "N/second|minute|hour|day".
+    "THROTTLE_RATE": env.str("API_THROTTLE_RATE", default="600/minute"),
+    # How long an Idempotency-Key replays its first response.
+    "IDEMPOTENCY_TTL_SECONDS": env.int("API_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600),
+    "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
+    "MAX_PAGE_SIZE": env.int("API_MAX_PAGE_SIZE", default=200),
+    # An API key's last_used_at is written at most this often (not on every request).
+    "KEY_LAST_USED_RESOLUTION_SECONDS": env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60),
+    # Event namespaces only Deskcomm itself emits; POST /api/v1/events refuses them.
+    "RESERVED_EVENT_NAMESPACES": env.list(
+        "API_RESERVED_EVENT_NAMESPACES", default=["lgpd", "system", "webhook"]
+    ),
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Deskcomm integration API",
+    "DESCRIPTION": "The event bus over HTTP. Authenticate with `Authorization: Bearer <API key>`; "
+    "the key's organization scopes everything. Errors share one shape: "
+    "`{error: {code, message, fields, request_id}}`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_AUTHENTICATION": [],  # the schema and docs are public; the operations are not
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "EventStatusEnum": "eventbus.models.Status",
+        "DeliveryStatusEnum": "eventbus.models.DeliveryStatus",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "deskcomm.api.schema.add_common_headers",
+    ],
 }
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        # request_id (and trace/actor/source) of the running request or task on every record.
+        "correlation": {"()": "deskcomm.log_context.CorrelationFilter"},
+    },
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s",
+        },
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["correlation"],
+        },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
 }

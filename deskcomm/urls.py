@@ -12,4 +12,9 @@ admin.site.index_title = "Event bus and CRM records"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/webhooks/", include("webhooks.urls")),
+    path("api/", include("deskcomm.api.urls")),
 ]
+
+# Under /api/ these answer in the API's JSON error shape; elsewhere Django's pages.
+handler400 = "deskcomm.api.errors.bad_request"
+handler500 = "deskcomm.api.errors.server_error"

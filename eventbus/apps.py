@@ -16,6 +16,7 @@ class EventbusConfig(AppConfig):
 
     def ready(self) -> None:
         from eventbus import checks  # noqa: F401  (registers the system checks)
+        from eventbus.api import scopes  # noqa: F401  (declares the API key scopes)
         from eventbus.conf import bus_settings
 
         for module in handler_modules(bus_settings.HANDLER_MODULES):

@@ -43,7 +43,8 @@ def validate_event_type(event_type: object) -> str:
     if not isinstance(event_type, str) or not _EVENT_TYPE_RE.match(event_type):
         raise EventValidationError(
             f"invalid event type {event_type!r}: expected '{{entity}}.{{action}}' in lower snake "
-            "case, e.g. 'lead.stage_changed'"
+            "case, e.g. 'lead.stage_changed'",
+            field="event_type",
         )
     return event_type
 
@@ -79,7 +80,8 @@ def latest(name: str) -> EventSchema:
     if not versions:
         raise EventValidationError(
             f"unknown event type {name!r}: declare it in the catalog (eventbus.catalog.declare) "
-            "before emitting it"
+            "before emitting it",
+            field="event_type",
         )
     return versions[max(versions)]
 
@@ -90,16 +92,20 @@ def schema_for(name: str, version: object | None, today: dt.date) -> EventSchema
         return latest(name)
     current = latest(name)
     if not isinstance(version, int) or isinstance(version, bool):
-        raise EventValidationError(f"schema_version must be an integer, got {version!r}")
+        raise EventValidationError(
+            f"schema_version must be an integer, got {version!r}", field="schema_version"
+        )
     schema = _schemas[name].get(version)
     if schema is None:
         raise EventValidationError(
-            f"{name} has no schema version {version} (latest is {current.version})"
+            f"{name} has no schema version {version} (latest is {current.version})",
+            field="schema_version",
         )
     if not schema.is_supported(today):
         raise EventValidationError(
             f"{name} v{version} was superseded on {schema.superseded_on} and its "
-            f"{SUPPORT_WINDOW.days}-day support window is over; emit v{current.version}"
+            f"{SUPPORT_WINDOW.days}-day support window is over; emit v{current.version}",
+            field="schema_version",
         )
     return schema
 
@@ -109,7 +115,8 @@ def check_payload(schema: EventSchema, payload: Mapping[str, object]) -> None:
     if missing:
         raise EventValidationError(
             f"{schema.name} v{schema.version} payload is missing required field(s): "
-            f"{', '.join(missing)}"
+            f"{', '.join(missing)}",
+            field="payload",
         )
 
 

@@ -238,7 +238,8 @@ def prepare(
     if len(payload_json.encode()) > limit:
         raise EventValidationError(
             f"payload is {len(payload_json.encode())} bytes; the limit is {limit} bytes "
-            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it."
+            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it.",
+            field="payload",
         )
     return PreparedEvent(
         uuid.uuid4(), name, kind, ent_id, body, meta, payload_json, _dumps("metadata", meta), key
@@ -288,7 +289,7 @@ def _prepare_item(index: int, item: Mapping[str, Any], now: dt.datetime) -> Prep
             now=now,
         )
     except EventValidationError as exc:
-        raise EventValidationError(f"item {index}: {exc}") from None
+        raise EventValidationError(f"item {index}: {exc}", field=exc.field) from None
 
 
 def _insert_chunk(
@@ -376,7 +377,8 @@ def _as_model(
 def _validate_entity_kind(value: object) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > 64:
         raise EventValidationError(
-            "entity_kind is required: a non-empty string of at most 64 characters"
+            "entity_kind is required: a non-empty string of at most 64 characters",
+            field="entity_kind",
         )
     return value
 
@@ -389,14 +391,18 @@ def _validate_entity_id(value: object) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise EventValidationError(f"entity_id {value!r} is not a UUID") from None
+        raise EventValidationError(
+            f"entity_id {value!r} is not a UUID", field="entity_id"
+        ) from None
 
 
 def _validate_mapping(field: str, value: object) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise EventValidationError(f"{field} must be a JSON object, got {type(value).__name__}")
+        raise EventValidationError(
+            f"{field} must be a JSON object, got {type(value).__name__}", field=field
+        )
     return dict(value)
 
 
@@ -405,7 +411,8 @@ def _validate_idempotency_key(value: object) -> str | None:
         return None
     if not isinstance(value, str) or not value or len(value) > 255:
         raise EventValidationError(
-            "idempotency_key must be a non-empty string of at most 255 characters"
+            "idempotency_key must be a non-empty string of at most 255 characters",
+            field="idempotency_key",
         )
     return value
 
@@ -414,9 +421,18 @@ def _dumps(field: str, value: Mapping[str, Any]) -> str:
     try:
         text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise EventValidationError(f"{field} is not JSON-serializable: {exc}") from None
+        raise EventValidationError(
+            f"{field} is not JSON-serializable: {exc}", field=field
+        ) from None
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # an unpaired surrogate ("\ud800"): not storable as UTF-8
+        raise EventValidationError(
+            f"{field} contains an unpaired UTF-16 surrogate, which is not valid Unicode",
+            field=field,
+        ) from None
     if _NUL_ESCAPE.search(text):  # PostgreSQL's jsonb cannot store NUL characters
         raise EventValidationError(
-            f"{field} contains a NUL character (\\u0000), which jsonb rejects"
+            f"{field} contains a NUL character (\\u0000), which jsonb rejects", field=field
         )
     return text

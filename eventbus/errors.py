@@ -4,7 +4,15 @@ from __future__ import annotations
 
 
 class EventValidationError(ValueError):
-    """An event was rejected before anything was written (bad type, payload, organization...)."""
+    """An event was rejected before anything was written (bad type, payload, organization...).
+
+    `field` names the `emit` argument at fault ("event_type", "payload", "metadata"...) when there
+    is one, so the HTTP API can answer with per-field errors.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class PermanentError(Exception):

@@ -79,8 +79,12 @@ class EventLog(models.Model):
             ),
         ]
         indexes = [
-            # API/admin: an organization's events, newest first (cursor pagination by created_at).
-            models.Index(fields=["organization", "-created_at"], name="event_log_org_created_idx"),
+            # API/admin: an organization's events, newest first. `id` makes the order total, so
+            # keyset pages over (created_at, id) are O(limit) even inside a tie (emit_many
+            # writes a whole batch with one created_at).
+            models.Index(
+                fields=["organization", "-created_at", "-id"], name="event_log_org_created_idx"
+            ),
             # API/admin: filter by type within an organization (seed index 2).
             models.Index(
                 fields=["organization", "event_type", "-created_at"], name="event_log_org_type_idx"

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 
 from django.db import transaction
 
 from deskcomm import audit
 from eventbus import claim as claims
+from eventbus import selectors
+
+
+class UnknownConsumerError(ValueError):
+    """The event was never fanned out to the consumer an operator named."""
 
 
 def deliveries_reprocess(*, delivery_ids: Sequence[int], actor: str, reason: str = "") -> int:
@@ -45,4 +51,47 @@ def _audit(moved: Sequence[claims.Moved], *, actor: str, action: str, reason: st
             )
             for m in moved
         ],
+    )
+
+
+def event_reprocess(
+    *,
+    organization_id: uuid.UUID,
+    event_id: uuid.UUID,
+    consumer: str | None = None,
+    actor: str,
+    reason: str = "",
+) -> int:
+    """Re-run one event: its dead deliveries, or one consumer's dead or done delivery.
+
+    Scoped to the organization (another tenant's event moves nothing). Returns how many moved;
+    raises UnknownConsumerError when the event has no delivery for `consumer`.
+    """
+    statuses = ["dead"] if consumer is None else ["dead", "done"]
+    ids = _event_deliveries(organization_id, event_id, statuses, consumer)
+    return deliveries_reprocess(delivery_ids=ids, actor=actor, reason=reason)
+
+
+def event_discard(
+    *,
+    organization_id: uuid.UUID,
+    event_id: uuid.UUID,
+    consumer: str | None = None,
+    actor: str,
+    reason: str,
+) -> int:
+    """Discard one event's dead deliveries (or one consumer's), audited with the reason."""
+    ids = _event_deliveries(organization_id, event_id, ["dead"], consumer)
+    return deliveries_discard(delivery_ids=ids, actor=actor, reason=reason)
+
+
+def _event_deliveries(
+    organization_id: uuid.UUID, event_id: uuid.UUID, statuses: list[str], consumer: str | None
+) -> list[int]:
+    if consumer is not None and not selectors.event_has_consumer(
+        organization_id=organization_id, event_id=event_id, consumer=consumer
+    ):
+        raise UnknownConsumerError(f"event {event_id} has no delivery for consumer {consumer!r}")
+    return selectors.event_delivery_ids(
+        organization_id=organization_id, event_id=event_id, statuses=statuses, consumer=consumer
     )

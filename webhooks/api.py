@@ -1,11 +1,9 @@
 """Webhook API (DRF): subscriptions CRUD, rotate secret, enable/disable, test ping; deliveries
 list/detail with attempts, resend. Views parse, call one service or selector, format.
 
-MERGE (issue 4): the caller is `request.auth`, expected to be the API key of the API framework
-with `.organization_id` and `.scopes` (strings such as "webhooks:read"); `ScopePermission`
-below checks them. Wire the API-key authentication class (REST_FRAMEWORK default or these
-views' `authentication_classes`) and, if the framework has its own scope permission or error
-handler, swap them in here — nothing else in this module depends on how the key is read.
+Authentication and the error shape are the integration API's (`deskcomm.api`): the caller is
+`request.user`, an `ApiClient` whose organization is the tenant; reads need `webhooks:read` (or
+`webhooks:write`), writes need `webhooks:write`.
 """
 
 from __future__ import annotations
@@ -17,43 +15,44 @@ from typing import Any
 
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from deskcomm.api.authentication import ApiClient
+from deskcomm.api.permissions import HasRequiredScope
 from eventbus.models import DeliveryStatus
 from webhooks import selectors, services
 from webhooks.models import Attempt, Subscription, WebhookDelivery
+from webhooks.scopes import WEBHOOKS_READ, WEBHOOKS_WRITE
 from webhooks.signing import delivery_id
 
-READ_SCOPE = "webhooks:read"
-WRITE_SCOPE = "webhooks:write"
+READ_SCOPE = WEBHOOKS_READ
+WRITE_SCOPE = WEBHOOKS_WRITE
 MAX_LIMIT = 200
 
 
-class ScopePermission(BasePermission):
-    """Reads need `webhooks:read` (or write); writes need `webhooks:write`."""
-
-    message = "this API key lacks the scope for this request (webhooks:read / webhooks:write)"
+class ScopePermission(HasRequiredScope):
+    """Writes need `webhooks:write`; reads need `webhooks:read`, which `webhooks:write` implies."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        scopes = set(getattr(request.auth, "scopes", None) or ())
-        if getattr(request.auth, "organization_id", None) is None:
-            return False
-        if request.method in ("GET", "HEAD", "OPTIONS"):
-            return bool(scopes & {READ_SCOPE, WRITE_SCOPE})
-        return WRITE_SCOPE in scopes
+        client = request.user
+        if request.method in ("GET", "HEAD", "OPTIONS") and WRITE_SCOPE in getattr(
+            client, "scopes", ()
+        ):
+            return True
+        return super().has_permission(request, view)
 
 
 def organization_id(request: Request) -> uuid.UUID:
     """The tenant comes from the credential, never from the body."""
-    return uuid.UUID(str(request.auth.organization_id))
+    client: ApiClient = request.user
+    return client.organization_id
 
 
 def actor(request: Request) -> str:
-    key = request.auth
-    return f"api-key:{getattr(key, 'label', None) or getattr(key, 'pk', None) or 'unknown'}"
+    client: ApiClient = request.user
+    return client.actor
 
 
 class SubscriptionInput(serializers.Serializer):
@@ -64,6 +63,13 @@ class SubscriptionInput(serializers.Serializer):
 
 class WebhookView(APIView):
     permission_classes = [ScopePermission]
+    required_scopes = {
+        "GET": READ_SCOPE,
+        "POST": WRITE_SCOPE,
+        "PUT": WRITE_SCOPE,
+        "PATCH": WRITE_SCOPE,
+        "DELETE": WRITE_SCOPE,
+    }
 
     def subscription(self, request: Request, pk: str) -> Subscription:
         found = selectors.subscription_get(

@@ -8,3 +8,6 @@ from django.apps import AppConfig
 class WebhooksConfig(AppConfig):
     name = "webhooks"
     verbose_name = "Outbound webhooks"
+
+    def ready(self) -> None:
+        from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)

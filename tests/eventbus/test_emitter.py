@@ -100,26 +100,28 @@ def test_rollback_takes_event_and_deliveries_away(org: Organization) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "message", "field"),
     [
-        ({"event_type": "Lead.Created"}, "invalid event type"),
-        ({"event_type": "lead.teleported"}, "unknown event type"),
-        ({"organization": None}, "organization is required"),
-        ({"organization": "not-a-uuid"}, "not a valid id"),
-        ({"organization": uuid.UUID(int=7)}, "does not exist"),
-        ({"payload": {"n": object()}}, "not JSON-serializable"),
-        ({"payload": {"n": float("nan")}}, "not JSON-serializable"),
-        ({"payload": {"n": "a\x00b"}}, "NUL character"),
-        ({"payload": ["n"]}, "must be a JSON object"),
-        ({"payload": {}}, "missing required field"),
-        ({"entity_kind": ""}, "entity_kind is required"),
-        ({"entity_id": "nope"}, "not a UUID"),
-        ({"metadata": {"schema_version": 5}}, "no schema version 5"),
-        ({"idempotency_key": ""}, "idempotency_key"),
+        ({"event_type": "Lead.Created"}, "invalid event type", "event_type"),
+        ({"event_type": "lead.teleported"}, "unknown event type", "event_type"),
+        ({"organization": None}, "organization is required", None),
+        ({"organization": "not-a-uuid"}, "not a valid id", None),
+        ({"organization": uuid.UUID(int=7)}, "does not exist", None),
+        ({"payload": {"n": object()}}, "not JSON-serializable", "payload"),
+        ({"payload": {"n": float("nan")}}, "not JSON-serializable", "payload"),
+        ({"payload": {"n": "a\x00b"}}, "NUL character", "payload"),
+        ({"payload": {"n": "a\ud800b"}}, "unpaired UTF-16 surrogate", "payload"),
+        ({"metadata": {"x": "\udfff"}}, "unpaired UTF-16 surrogate", "metadata"),
+        ({"payload": ["n"]}, "must be a JSON object", "payload"),
+        ({"payload": {}}, "missing required field", "payload"),
+        ({"entity_kind": ""}, "entity_kind is required", "entity_kind"),
+        ({"entity_id": "nope"}, "not a UUID", "entity_id"),
+        ({"metadata": {"schema_version": 5}}, "no schema version 5", "schema_version"),
+        ({"idempotency_key": ""}, "idempotency_key", "idempotency_key"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(
-    org: Organization, kwargs: dict[str, object], message: str
+    org: Organization, kwargs: dict[str, object], message: str, field: str | None
 ) -> None:
     call: dict[str, object] = {
         "event_type": "test.effect",
@@ -130,8 +132,9 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     call.update(kwargs)
     event_type = call.pop("event_type")
     with transaction.atomic():  # the caller's transaction stays usable after the error
-        with pytest.raises(eventbus.EventValidationError, match=message):
+        with pytest.raises(eventbus.EventValidationError, match=message) as raised:
             eventbus.emit(event_type, **call)  # type: ignore[arg-type]
+        assert raised.value.field == field  # the argument at fault (the API's field errors)
         assert counts() == (0, 0)
 
 

@@ -1,13 +1,11 @@
 """The webhook API: scopes, tenant from the credential, CRUD, rotate, ping, deliveries, resend.
 
-Authentication is the API framework's (issue 4); here a key-like object is forced onto the
-request, exactly what an authentication class would put in `request.auth`.
+Requests carry real API keys (`Authorization: Bearer ...`), as integrators' would.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 
 import pytest
 from rest_framework.test import APIClient
@@ -15,6 +13,7 @@ from rest_framework.test import APIClient
 import eventbus
 from deskcomm.models import Organization
 from eventbus.models import Delivery, EventLog
+from tests.support.api import api_client
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import run_worker
 from webhooks.models import Subscription
@@ -25,20 +24,8 @@ BASE = "/api/v1/webhooks"
 URL = "https://hooks.example.com/in"
 
 
-@dataclass(frozen=True)
-class Key:
-    organization_id: uuid.UUID
-    scopes: tuple[str, ...] = ("webhooks:read", "webhooks:write")
-    label: str = "test-key"
-    pk: int = 1
-    is_authenticated: bool = field(default=True)
-
-
 def client_for(org: Organization, *scopes: str) -> APIClient:
-    client = APIClient()
-    key = Key(org.id, scopes) if scopes else Key(org.id)
-    client.force_authenticate(user=None, token=key)
-    return client
+    return api_client(org, *(scopes or ("webhooks:read", "webhooks:write")))
 
 
 def create(client: APIClient, **body: object) -> dict:

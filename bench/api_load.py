@@ -1,0 +1,345 @@
+"""Load test of the integration API: POST /api/v1/events from concurrent clients against gunicorn.
+
+Run from the repository root with the project's interpreter:
+
+    .venv/bin/python bench/api_load.py [--requests N] [--concurrency 32] [--quick]
+
+What happens (everything on this machine, loopback only, bounded in requests and time):
+
+1. A scratch database `<DATABASE_URL name>_apibench` is dropped, created and migrated (the base
+   database is never touched); an organization and an API key with every scope are created.
+2. gunicorn starts with the project's `gunicorn.conf.py` (threaded workers sized for 2 cores;
+   `WEB_CONCURRENCY`/`GUNICORN_THREADS` or --workers/--threads override) on a free port of
+   127.0.0.1, with the bench consumers loaded (each event fans out to one delivery) and the rate
+   limit raised so it never refuses (it is still checked: one upsert per request).
+3. For each scenario, `--concurrency` clients (threads spread over `--client-procs` processes,
+   each with a keep-alive connection) send `--requests` requests in total after a warm-up, and
+   every latency (send -> full response read) is recorded:
+   - floor: `GET /api/ping` (liveness: middleware, URL resolution, a JSON body; no
+     authentication, no database): what any request costs on this server;
+   - read: `GET /api/v1/events?limit=10` (key lookup, throttle, a page query);
+   - emit: `POST /api/v1/events` (key lookup, throttle, validation, one INSERT of the event and
+     its delivery, JSON response);
+   - emit+idem: the same with a fresh `Idempotency-Key` per request (+ the key's row).
+4. It prints requests/s, p50/p95/p99 latency and the throughput ratio to the floor measured in
+   the same run, checks every status code and that every emit wrote its event, and stops gunicorn.
+
+The clients share the 2 cores with gunicorn and PostgreSQL, so figures are what this machine
+does end to end, not what the server alone could do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `deskcomm`... importable
+
+from bench.scratch import ScratchDatabase  # noqa: E402  (needs the sys.path line above)
+
+BENCH_EVENT = "bench.single"  # bench/bench_consumers.py: one consumer, so one delivery each
+START_TIMEOUT = 60.0
+RUN_TIMEOUT = 600.0
+_T0 = time.monotonic()
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"[api-load {time.monotonic() - _T0:6.1f}s] {message}\n")
+    sys.stderr.flush()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    method: str
+    path: str
+    expect: int
+    emits: bool = False
+    idempotent: bool = False
+
+
+SCENARIOS = (
+    Scenario("floor", "GET", "/api/ping", 200),
+    Scenario("read", "GET", "/api/v1/events?limit=10", 200),
+    Scenario("emit", "POST", "/api/v1/events", 201, emits=True),
+    Scenario("emit+idem", "POST", "/api/v1/events", 201, emits=True, idempotent=True),
+)
+
+
+# -- the client side (runs in --client-procs processes) ------------------------------------
+
+
+def request_parts(scenario: Scenario, token: str, seq: str) -> tuple[bytes | None, dict[str, str]]:
+    headers = {"Authorization": f"Bearer {token}", "Host": "localhost"}
+    if not scenario.emits:
+        return None, headers
+    body = {"event_type": BENCH_EVENT, "entity_kind": "bench_item", "payload": {"seq": seq}}
+    headers["Content-Type"] = "application/json"
+    if scenario.idempotent:
+        headers["Idempotency-Key"] = seq
+    return json.dumps(body).encode(), headers
+
+
+def client_thread(
+    port: int, scenario: Scenario, token: str, count: int, out: list[tuple[int, float]]
+) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    for _ in range(count):
+        body, headers = request_parts(scenario, token, uuid.uuid4().hex)
+        started = time.perf_counter()
+        try:
+            conn.request(scenario.method, scenario.path, body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+        except (OSError, http.client.HTTPException):
+            conn.close()  # reconnect on the next request; counted as a failure
+            out.append((0, time.perf_counter() - started))
+            continue
+        out.append((response.status, time.perf_counter() - started))
+        if response.getheader("Connection", "").lower() == "close":
+            conn.close()
+    conn.close()
+
+
+def client_process(
+    port: int, scenario: Scenario, token: str, threads: int, per_thread: int, go: Any, queue: Any
+) -> None:
+    results: list[list[tuple[int, float]]] = [[] for _ in range(threads)]
+    workers = [
+        threading.Thread(target=client_thread, args=(port, scenario, token, per_thread, out))
+        for out in results
+    ]
+    go.wait()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    queue.put([item for out in results for item in out])
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    seconds: float
+    statuses: Counter[int]
+    latencies: list[float]
+
+    @property
+    def rate(self) -> float:
+        return len(self.latencies) / self.seconds
+
+    def percentile_ms(self, p: int) -> float:
+        return statistics.quantiles(self.latencies, n=100, method="inclusive")[p - 1] * 1000
+
+
+def drive(
+    port: int, scenario: Scenario, token: str, total: int, concurrency: int, procs: int
+) -> Result:
+    """`total` requests from `concurrency` clients in `procs` processes; the clock starts at go."""
+    ctx = mp.get_context("spawn")
+    go, queue = ctx.Event(), ctx.Queue()
+    threads = max(1, concurrency // procs)
+    per_thread = max(1, total // (threads * procs))
+    children = [
+        ctx.Process(
+            target=client_process, args=(port, scenario, token, threads, per_thread, go, queue)
+        )
+        for _ in range(procs)
+    ]
+    for child in children:
+        child.start()
+    time.sleep(1.0)  # let the spawned interpreters import before the clock starts
+    started = time.perf_counter()
+    go.set()
+    samples = [item for _ in children for item in queue.get(timeout=RUN_TIMEOUT)]
+    seconds = time.perf_counter() - started
+    for child in children:
+        child.join(RUN_TIMEOUT)
+    return Result(scenario, seconds, Counter(s for s, _ in samples), [t for _, t in samples])
+
+
+# -- the server side -------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def create_key(env: dict[str, str]) -> str:
+    """An organization and a key with every scope, in the scratch database (a subprocess)."""
+    code = (
+        "import django; django.setup()\n"
+        "from deskcomm import scopes, services\n"
+        "from deskcomm.models import Organization\n"
+        "org = Organization.objects.create(name='Bench', slug='bench')\n"
+        "_, key = services.api_key_create(organization=org, name='load',"
+        " scopes_granted=list(scopes.declared()), actor='bench')\n"
+        "print(key)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"creating the API key failed:\n{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "gunicorn", "-c", str(REPO_ROOT / "gunicorn.conf.py")]
+    command += ["--bind", f"127.0.0.1:{port}", "deskcomm.wsgi"]
+    server = subprocess.Popen(command, env=env, cwd=REPO_ROOT)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {server.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return server
+        except OSError:
+            time.sleep(0.1)  # polling for the port to open, with a deadline
+    server.kill()
+    raise RuntimeError("gunicorn did not start listening in time")
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def count_events(scratch: ScratchDatabase) -> tuple[int, int]:
+    import psycopg
+
+    with psycopg.connect(scratch.conninfo()) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM event_log), (SELECT count(*) FROM eventbus_delivery)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, help="per scenario (default 8000; 1000 --quick)")
+    parser.add_argument("--warmup", type=int, default=None, help="untimed requests first")
+    parser.add_argument("--concurrency", type=int, default=32, help="concurrent clients")
+    parser.add_argument("--client-procs", type=int, default=2, help="processes for the clients")
+    parser.add_argument("--workers", type=int, help="gunicorn workers (WEB_CONCURRENCY)")
+    parser.add_argument("--threads", type=int, help="threads per worker (GUNICORN_THREADS)")
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    args = parser.parse_args(argv)
+    args.requests = args.requests or (1000 if args.quick else 8000)
+    args.warmup = args.warmup if args.warmup is not None else min(1000, args.requests // 4)
+    if min(args.requests, args.concurrency, args.client_procs) < 1:
+        parser.error("--requests, --concurrency and --client-procs must be positive")
+    return args
+
+
+def server_env(scratch: ScratchDatabase, args: argparse.Namespace) -> dict[str, str]:
+    extra = {
+        "EVENTBUS_HANDLER_MODULES": "bench.bench_consumers",
+        "API_THROTTLE_RATE": "1000000000/minute",  # checked, never refusing
+        "LOG_LEVEL": "WARNING",
+        "GUNICORN_LOG_LEVEL": "warning",
+        "DB_CONN_MAX_AGE": "600",
+        "ALLOWED_HOSTS": "localhost,127.0.0.1",
+    }
+    if args.workers:
+        extra["WEB_CONCURRENCY"] = str(args.workers)
+    if args.threads:
+        extra["GUNICORN_THREADS"] = str(args.threads)
+    return scratch.env(**extra)
+
+
+def report(results: list[Result], args: argparse.Namespace, env: dict[str, str]) -> None:
+    floor = results[0].rate
+    workers, threads = env.get("WEB_CONCURRENCY", "3"), env.get("GUNICORN_THREADS", "4")
+    print(
+        f"\nAPI load: {args.concurrency} concurrent clients ({args.client_procs} processes), "
+        f"gunicorn {workers} workers x {threads} threads (gthread), 127.0.0.1"
+    )
+    print(f"{'scenario':<11} {'requests':>8} {'req/s':>8} {'p50 ms':>7} {'p95 ms':>7} "
+          f"{'p99 ms':>7} {'vs floor':>8}  statuses")  # fmt: skip
+    for r in results:
+        p50, p95, p99 = (r.percentile_ms(p) for p in (50, 95, 99))
+        print(
+            f"{r.scenario.name:<11} {len(r.latencies):>8} {r.rate:>8.0f} {p50:>7.1f} {p95:>7.1f} "
+            f"{p99:>7.1f} {r.rate / floor:>8.2f}  {dict(r.statuses)}"
+        )
+    emit = next(r for r in results if r.scenario.name == "emit")
+    print(
+        f"emit_rps={emit.rate:.0f} emit_p95_ms={emit.percentile_ms(95):.1f} "
+        f"emit_ratio_to_floor={emit.rate / floor:.2f}"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    scratch = ScratchDatabase.beside("apibench")
+    env = server_env(scratch, args)
+    say(f"re-creating and migrating scratch database {scratch.name}")
+    scratch.recreate(env)
+    token = create_key(env)
+    port = free_port()
+    say(f"starting gunicorn on 127.0.0.1:{port}")
+    server = start_gunicorn(env, port)
+    results, emitted = [], 0
+    try:
+        for scenario in SCENARIOS:
+            say(f"{scenario.name}: {args.requests} requests, {args.concurrency} clients")
+            runs = [drive(port, scenario, token, n, args.concurrency, args.client_procs)
+                    for n in (args.warmup, args.requests) if n]  # fmt: skip
+            results.append(runs[-1])
+            emitted += sum(len(r.latencies) for r in runs) if scenario.emits else 0
+    finally:
+        stop(server)
+    report(results, args, env)
+    return check(results, scratch, emitted)
+
+
+def check(results: list[Result], scratch: ScratchDatabase, emitted: int) -> int:
+    problems = [
+        f"{r.scenario.name}: statuses {dict(r.statuses)}, expected only {r.scenario.expect}"
+        for r in results
+        if set(r.statuses) != {r.scenario.expect}
+    ]
+    events, deliveries = count_events(scratch)
+    if (events, deliveries) != (emitted, emitted):
+        problems.append(f"{emitted} emits wrote {events} events and {deliveries} deliveries")
+    for problem in problems:
+        say(f"PROBLEM: {problem}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    os.chdir(REPO_ROOT)
+    sys.exit(run(parse_args(None)))

@@ -1,0 +1,23 @@
+"""Everything under /api/: OpenAPI schema and docs, the apps' endpoints, then a JSON 404.
+
+Apps add their routes here (`v1/...` for versioned ones). The catch-all comes last so an unknown
+/api/ path answers in the API's error shape instead of an HTML page or a slash redirect.
+"""
+
+from __future__ import annotations
+
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from deskcomm.api.errors import api_not_found
+from deskcomm.api.views import ping
+from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
+
+urlpatterns = [
+    path("ping", ping, name="api-ping"),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("v1/", include(v1_urlpatterns)),
+    *outbox_urlpatterns,
+    re_path(r"", api_not_found),
+]

@@ -1,0 +1,48 @@
+"""Request id middleware: every request gets one, bound for its whole life and echoed back.
+
+A client-supplied `X-Request-ID` is kept when it is sane (1-128 characters from a safe set), so a
+caller can follow its own id through emit -> handler -> webhook -> logs; anything else is replaced
+by a fresh one (never reflected: it goes into logs, metadata and response headers).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from deskcomm import context
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_REQUEST_ID_META = "HTTP_X_REQUEST_ID"
+# Letters, digits and the separators ids usually carry (uuid, ULID, W3C trace ids, "svc:123").
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=/-]{0,127}")
+
+
+def request_id_from(request: HttpRequest) -> str:
+    """The client's `X-Request-ID` when it is sane, else a new random id."""
+    offered = request.META.get(_REQUEST_ID_META, "")
+    if _SANE_REQUEST_ID.fullmatch(offered):
+        return offered
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Binds `request_id` (deskcomm.context) around the request and returns it as a header.
+
+    Install it first in MIDDLEWARE so everything after it (other middleware, views, emit, audit,
+    log records) sees the id, and every response carries it.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request_id = request_id_from(request)
+        request.request_id = request_id  # type: ignore[attr-defined]
+        with context.bind(request_id=request_id):
+            response = self.get_response(request)
+        response[REQUEST_ID_HEADER] = request_id
+        return response

@@ -1,0 +1,28 @@
+"""Routes of the event bus API (included by deskcomm/api/urls.py). No trailing slashes."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from eventbus.api import outbox, views
+
+v1_urlpatterns = [
+    path("events", views.EventsView.as_view(), name="events"),
+    path("events/<uuid:event_id>", views.EventDetailView.as_view(), name="event-detail"),
+    path(
+        "events/<uuid:event_id>/reprocess",
+        views.EventReprocessView.as_view(),
+        name="event-reprocess",
+    ),
+    path("events/<uuid:event_id>/discard", views.EventDiscardView.as_view(), name="event-discard"),
+]
+
+# Seed 004 names these without a version prefix: /api/outbox, /api/outbox/{id}/reprocess.
+outbox_urlpatterns = [
+    path("outbox", outbox.OutboxListView.as_view(), name="outbox"),
+    path(
+        "outbox/<uuid:event_id>/reprocess",
+        outbox.OutboxReprocessView.as_view(),
+        name="outbox-reprocess",
+    ),
+]

@@ -1,0 +1,247 @@
+"""`/api/v1/events`: emit, list, read, reprocess and discard, scoped to the key's organization."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
+
+import eventbus
+from deskcomm import context
+from deskcomm.api import idempotency
+from deskcomm.api.conf import api_settings
+from deskcomm.api.errors import InvalidState
+from deskcomm.api.pagination import Position, page
+from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
+from deskcomm.api.views import ApiView
+from eventbus import selectors, services
+from eventbus.api import scopes
+from eventbus.api.serializers import (
+    ActionResultSerializer,
+    DiscardSerializer,
+    EmitSerializer,
+    EventDetailSerializer,
+    EventFilterSerializer,
+    EventPageSerializer,
+    EventSerializer,
+    ReprocessSerializer,
+    emit_error,
+)
+from eventbus.errors import EventValidationError
+from eventbus.models import EventLog
+
+IDEMPOTENCY_SCOPE = "events.create"
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    idempotency.HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Retry safely: the same key and body within 24 h replays the first response "
+    "(with `Idempotent-Replayed: true`); the same key with another body is a 409.",
+)
+
+EMIT_EXAMPLE = OpenApiExample(
+    "A lead moved to another stage",
+    request_only=True,
+    value={
+        "event_type": "lead.stage_changed",
+        "entity_kind": "lead",
+        "entity_id": "3f2c681b-8281-48ec-9c16-bbe021c83df3",
+        "payload": {"from_stage_id": "new", "to_stage_id": "qualified"},
+        "metadata": {"trace_id": "erp-sync-42"},
+    },
+)
+
+
+class EventsView(ApiView):
+    required_scopes = {"GET": scopes.EVENTS_READ, "POST": scopes.EVENTS_WRITE}
+
+    @extend_schema(
+        operation_id="events_list",
+        summary="List events, newest first (cursor pagination)",
+        parameters=[EventFilterSerializer, REQUEST_ID_PARAMETER],
+        responses={200: EventPageSerializer, **errors(400, 403)},
+    )
+    def get(self, request: Any) -> Response:
+        query = self.validated(EventFilterSerializer, request.query_params.dict())
+        filters = selectors.EventFilters(
+            statuses=[query["status"]] if "status" in query else None,
+            event_type=query.get("event_type"),
+            entity_kind=query.get("entity_kind"),
+            entity_id=query.get("entity_id"),
+            created_after=query.get("created_after"),
+            created_before=query.get("created_before"),
+            consumer=query.get("consumer"),
+        )
+        return events_page_response(request, query, filters, _events)
+
+    @extend_schema(
+        operation_id="events_emit",
+        summary="Emit an event for the key's organization",
+        request=EmitSerializer,
+        examples=[EMIT_EXAMPLE],
+        parameters=[IDEMPOTENCY_PARAMETER, REQUEST_ID_PARAMETER],
+        responses={201: EventSerializer, **errors(400, 403, 409, 413, 415)},
+    )
+    def post(self, request: Any) -> Response:
+        body = self.validated(EmitSerializer, request.data)
+        key = idempotency.key_from(request)
+        if key is None:
+            return Response(EventSerializer(_emit(request, body)).data, status=201)
+        outcome = idempotency.run_once(
+            organization_id=self.client(request).organization_id,
+            scope=IDEMPOTENCY_SCOPE,
+            key=key,
+            request_hash=idempotency.body_hash(request.data),
+            work=lambda: (201, EventSerializer(_emit(request, body)).data),
+        )
+        response = Response(outcome.body, status=outcome.status)
+        if outcome.replayed:
+            response[idempotency.REPLAYED_HEADER] = "true"
+        return response
+
+
+class EventView(ApiView):
+    """Base of the views about one event (`<uuid:event_id>` in the path)."""
+
+    def event(self, request: Any, event_id: uuid.UUID) -> EventLog:
+        """The organization's event, with deliveries; 404 for any other id (other tenants too)."""
+        event = selectors.event_with_deliveries(
+            organization_id=self.client(request).organization_id, event_id=event_id
+        )
+        if event is None:
+            raise NotFound("No such event in this organization.")
+        return event
+
+    def act(
+        self,
+        request: Any,
+        event_id: uuid.UUID,
+        *,
+        body: type[Serializer],
+        action: Callable[..., int],
+        nothing: Callable[[EventLog], str],
+    ) -> tuple[int, EventLog]:
+        """Run an operator service on the event (404 first); 409 `nothing(event)` if none moved.
+
+        Returns how many deliveries moved and the event as it is afterwards.
+        """
+        event = self.event(request, event_id)
+        data = self.validated(body, request.data)
+        client = self.client(request)
+        try:
+            moved = action(
+                organization_id=client.organization_id,
+                event_id=event_id,
+                consumer=data.get("consumer"),
+                actor=client.actor,
+                reason=data["reason"],
+            )
+        except services.UnknownConsumerError as exc:
+            raise serializers.ValidationError({"consumer": [str(exc)]}) from None
+        if not moved:
+            raise InvalidState(nothing(event))
+        return moved, self.event(request, event_id)
+
+
+class EventDetailView(EventView):
+    required_scopes = {"GET": scopes.EVENTS_READ}
+
+    @extend_schema(
+        operation_id="events_retrieve",
+        summary="One event with the state of each of its consumers",
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: EventDetailSerializer, **errors(403, 404)},
+    )
+    def get(self, request: Any, event_id: uuid.UUID) -> Response:
+        return Response(EventDetailSerializer(self.event(request, event_id)).data)
+
+
+class EventReprocessView(EventView):
+    required_scopes = {"POST": scopes.EVENTS_REPROCESS}
+
+    @extend_schema(
+        operation_id="events_reprocess",
+        summary="Re-run the event's dead deliveries, or one consumer's (dead or done)",
+        request=ReprocessSerializer,
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
+    )
+    def post(self, request: Any, event_id: uuid.UUID) -> Response:
+        moved, event = self.act(
+            request,
+            event_id,
+            body=ReprocessSerializer,
+            action=services.event_reprocess,
+            nothing=lambda _: "Nothing to reprocess: no dead delivery (or done, for a consumer).",
+        )
+        return Response(ActionResultSerializer({"moved": moved, "event": event}).data)
+
+
+class EventDiscardView(EventView):
+    required_scopes = {"POST": scopes.EVENTS_DISCARD}
+
+    @extend_schema(
+        operation_id="events_discard",
+        summary="Discard the event's dead deliveries (or one consumer's), with a reason",
+        request=DiscardSerializer,
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
+    )
+    def post(self, request: Any, event_id: uuid.UUID) -> Response:
+        moved, event = self.act(
+            request,
+            event_id,
+            body=DiscardSerializer,
+            action=services.event_discard,
+            nothing=lambda _: "Nothing to discard: the event has no dead delivery.",
+        )
+        return Response(ActionResultSerializer({"moved": moved, "event": event}).data)
+
+
+def _emit(request: Any, body: dict[str, Any]) -> EventLog:
+    actor = ApiView.client(request).actor
+    with context.bind(actor_id=actor, source="api"):
+        try:
+            return eventbus.emit(
+                body["event_type"],
+                organization=request.auth.organization,
+                entity_kind=body["entity_kind"],
+                entity_id=body["entity_id"],
+                payload=body["payload"],
+                metadata=body["metadata"],
+            )
+        except EventValidationError as exc:
+            raise emit_error(exc) from None
+
+
+def events_page_response(
+    request: Any,
+    query: dict[str, Any],
+    filters: selectors.EventFilters,
+    render: Callable[[Sequence[EventLog]], list[Any]],
+) -> Response:
+    """One page of the organization's events (`limit` and `cursor` from the query)."""
+    limit = query.get("limit") or int(api_settings.PAGE_SIZE)
+    cursor: Position | None = query.get("cursor")
+    rows = selectors.events_page(
+        organization_id=ApiView.client(request).organization_id,
+        filters=filters,
+        before=(cursor.created_at, cursor.id) if cursor else None,
+        limit=limit + 1,
+    )
+    return Response(page(request, rows, limit=limit, position_of=_position, render=render))
+
+
+def _position(event: EventLog) -> Position:
+    return Position(event.created_at, event.id)
+
+
+def _events(events: Any) -> list[Any]:
+    return list(EventSerializer(events, many=True).data)

@@ -1,0 +1,27 @@
+"""Gunicorn settings for the web process (`gunicorn deskcomm.wsgi`, read from the working dir).
+
+Sized for a small host (2 cores): threaded workers, because an API request spends much of its time
+waiting on PostgreSQL (the GIL is released then), so a few processes with several threads each
+keep both cores busy with fewer database connections than many single-threaded processes.
+Each thread keeps one database connection (DB_CONN_MAX_AGE): workers x threads connections.
+All knobs come from the environment (see .env.example).
+"""
+
+from __future__ import annotations
+
+import os
+
+bind = os.environ.get("GUNICORN_BIND", f"0.0.0.0:{os.environ.get('PORT', '8000')}")
+workers = int(os.environ.get("WEB_CONCURRENCY", "3"))
+worker_class = "gthread"
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+# Keep-alive lets an integrator reuse its connection; gthread workers support it.
+keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
+graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
+# Recycle workers now and then (jittered so they do not restart together).
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "10000"))
+max_requests_jitter = max_requests // 10
+accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None  # "-" for stdout
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")

@@ -1,0 +1,69 @@
+"""Helpers for API tests: issue keys, build authenticated clients, read the error shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.test import APIClient
+
+from deskcomm import scopes, services
+from deskcomm.models import Organization
+
+JSON = "application/json"
+
+
+def all_scopes() -> list[str]:
+    return list(scopes.declared())
+
+
+def issue_key(organization: Organization, *granted: str, name: str = "test key") -> str:
+    """A new API key's full value (all declared scopes when none are named)."""
+    _, full = services.api_key_create(
+        organization=organization,
+        name=name,
+        scopes_granted=list(granted) or all_scopes(),
+        actor="test",
+    )
+    return full
+
+
+def client_for(token: str | None = None, **headers: str) -> APIClient:
+    client = APIClient()
+    if token is not None:
+        headers["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    client.credentials(**headers)
+    return client
+
+
+def api_client(organization: Organization, *granted: str) -> APIClient:
+    return client_for(issue_key(organization, *granted))
+
+
+def error_of(response: Any, status: int, code: str) -> dict[str, Any]:
+    """Assert the response is the API error shape with this status and code; return `error`."""
+    assert response.status_code == status, (response.status_code, response.content[:500])
+    assert response["Content-Type"].startswith(JSON)
+    body = response.json()
+    assert set(body) == {"error"}
+    error = body["error"]
+    assert set(error) == {"code", "message", "fields", "request_id"}
+    assert error["code"] == code, error
+    assert error["message"]
+    assert error["request_id"] == response["X-Request-ID"]
+    return dict(error)
+
+
+def lead_stage_changed(**extra: Any) -> dict[str, Any]:
+    """A valid POST /api/v1/events body."""
+    body: dict[str, Any] = {
+        "event_type": "lead.stage_changed",
+        "entity_kind": "lead",
+        "payload": {"from_stage_id": "new", "to_stage_id": "qualified"},
+    }
+    body.update(extra)
+    return body
+
+
+def prefix_of(token: str) -> str:
+    """The key's public part, `dck_<12 hex>` (how audit rows and metadata name the caller)."""
+    return token[:16]
