@@ -5,10 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
+from deskcomm.views import cron_run
+
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
 admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
 ]
