@@ -25,7 +25,7 @@ from deskcomm.db import conninfo
 
 # The library's enqueue without its tenacity wrapper (10 tries, up to 30 s apart): the relay
 # owns retries and backoff, in the database.
-_enqueue_once = dramatiq_postgres.PostgresBroker.enqueue.__wrapped__  # type: ignore[attr-defined]
+_enqueue_once = dramatiq_postgres.PostgresBroker.enqueue.__wrapped__
 
 
 class PostgresBroker(dramatiq_postgres.PostgresBroker):
@@ -59,7 +59,12 @@ class PostgresBroker(dramatiq_postgres.PostgresBroker):
         if delay:
             message = message.copy(queue_name=dq_name(message.queue_name))
             message.options["eta"] = current_millis() + delay
-        params = (message.queue_name, message.message_id, Json(tidy4json(message)), delay or 0)
+        params: list[Any] = [
+            message.queue_name,
+            message.message_id,
+            Json(tidy4json(message)),
+            delay or 0,
+        ]
         with connections[self.database_alias].cursor() as cursor:
             # NOTIFY inside the statement is delivered when the caller commits.
             cursor.execute(QUERIES.ENQUEUE if self.notify else QUERIES.ENQUEUE_QUIET, params)
@@ -71,5 +76,5 @@ def _django_pool(alias: str) -> ConnectionPool:
     # The conninfo is resolved at each connect, so it follows Django's settings (the test
     # database under pytest) rather than freezing them when the broker is built at start-up.
     pool = make_pool("")
-    pool.conninfo = functools.partial(conninfo, alias)  # type: ignore[assignment]
+    pool.conninfo = functools.partial(conninfo, alias)
     return pool

@@ -207,7 +207,7 @@ def _failed(
 
 
 def _start_run(name: str, trigger: str, slot: str | None) -> uuid.UUID | None:
-    params = {"id": uuid.uuid4(), "job": name, "slot": slot, "trigger": trigger}
+    params: dict[str, Any] = {"id": uuid.uuid4(), "job": name, "slot": slot, "trigger": trigger}
     with connection.cursor() as cursor:
         cursor.execute(START_RUN_SQL, {**params, "now": timezone.now()})
         row = cursor.fetchone()
@@ -215,7 +215,12 @@ def _start_run(name: str, trigger: str, slot: str | None) -> uuid.UUID | None:
 
 
 def _finish_run(run_id: uuid.UUID, status: str, rows: int, duration_ms: int, error: str) -> None:
-    params = {"id": run_id, "status": status, "rows": rows, "duration_ms": duration_ms}
+    params: dict[str, Any] = {
+        "id": run_id,
+        "status": status,
+        "rows": rows,
+        "duration_ms": duration_ms,
+    }
     with connection.cursor() as cursor:
         cursor.execute(FINISH_RUN_SQL, {**params, "error": error, "now": timezone.now()})
 
@@ -245,7 +250,7 @@ def declare_actor(name: str, fn: Callable[..., None], **options: Any) -> dramati
 
     run.__name__ = run.__qualname__ = name.replace("-", "_")
     run.__module__ = fn.__module__
-    return dramatiq.actor(run, actor_name=name, queue_name=name, **options)
+    return dramatiq.actor(actor_name=name, queue_name=name, **options)(run)
 
 
 def run_scheduled(name: str, slot: str | None = None, trigger: str = "schedule") -> None:

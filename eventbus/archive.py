@@ -99,7 +99,8 @@ INSERT INTO event_log SELECT * FROM jsonb_populate_record(NULL::event_log, %s::j
 ON CONFLICT DO NOTHING
 """
 RESTORE_DELIVERY_SQL = """
-INSERT INTO eventbus_delivery SELECT * FROM jsonb_populate_record(NULL::eventbus_delivery, %s::jsonb)
+INSERT INTO eventbus_delivery
+SELECT * FROM jsonb_populate_record(NULL::eventbus_delivery, %s::jsonb)
 ON CONFLICT DO NOTHING
 """
 RESTORE_ATTEMPT_SQL = """
@@ -225,7 +226,9 @@ def _replay(event_ids: list[uuid.UUID], consumer: str) -> int:
     from eventbus.registry import registry
 
     target = registry.get(consumer)
-    return len(claims.replay(event_ids, consumer=target.name, max_attempts=target.effective_max_attempts()))
+    return len(
+        claims.replay(event_ids, consumer=target.name, max_attempts=target.effective_max_attempts())
+    )
 
 
 def _write_day(
@@ -260,7 +263,9 @@ def _write_day(
     return manifest
 
 
-def _export(out: IO[bytes], organization_id: uuid.UUID, start: dt.datetime, end: dt.datetime) -> dict[str, int]:
+def _export(
+    out: IO[bytes], organization_id: uuid.UUID, start: dt.datetime, end: dt.datetime
+) -> dict[str, int]:
     counts = {"events": 0, "deliveries": 0, "attempts": 0}
     after: tuple[dt.datetime, uuid.UUID] = (start - dt.timedelta(microseconds=1), uuid.UUID(int=0))
     # mtime=0: the same rows always give the same bytes (and the same SHA-256).
@@ -276,9 +281,17 @@ def _export(out: IO[bytes], organization_id: uuid.UUID, start: dt.datetime, end:
 
 
 def _export_chunk(
-    organization_id: uuid.UUID, start: dt.datetime, end: dt.datetime, after: tuple[dt.datetime, uuid.UUID]
+    organization_id: uuid.UUID,
+    start: dt.datetime,
+    end: dt.datetime,
+    after: tuple[dt.datetime, uuid.UUID],
 ) -> list[tuple[dt.datetime, uuid.UUID, str]]:
-    params = {"org": organization_id, "start": start, "end": end, "limit": EXPORT_CHUNK}
+    params: dict[str, Any] = {
+        "org": organization_id,
+        "start": start,
+        "end": end,
+        "limit": EXPORT_CHUNK,
+    }
     with connection.cursor() as cursor:
         cursor.execute(EXPORT_SQL, {**params, "after_at": after[0], "after_id": after[1]})
         return list(cursor.fetchall())
@@ -335,7 +348,8 @@ def _delete_day(organization_id: uuid.UUID, start: dt.datetime, end: dt.datetime
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
-                DELETE_BATCH_SQL, {"org": organization_id, "start": start, "end": end, "limit": batch}
+                DELETE_BATCH_SQL,
+                {"org": organization_id, "start": start, "end": end, "limit": batch},
             )
             count = cursor.rowcount
         deleted += count

@@ -29,8 +29,9 @@ logger = logging.getLogger(__name__)
 RELAY_WORKER_PREFIX = "relay:"
 
 # What a claimed delivery returns: the delivery's own columns, then its event (see Event).
-_EVENT_RETURNING = """RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id, e.organization_id,
-          e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at"""
+_EVENT_RETURNING = """RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id,
+          e.organization_id, e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata,
+          e.created_at"""
 
 # CLAIM. Fair across tenants and consumers: list the organizations with pending work (a loose
 # index scan over delivery_claim_idx, starting at a random organization so no tenant is always
@@ -39,7 +40,7 @@ _EVENT_RETURNING = """RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.
 # LOCKED. The picked ids are materialised (one pass, never more than the batch), and the UPDATE
 # re-checks eligibility itself so a row rescheduled or claimed by another drain since the
 # subquery's snapshot is never claimed twice.
-CLAIM_SQL = """
+CLAIM_SQL = f"""
 WITH RECURSIVE after_start(org) AS (
     (SELECT organization_id FROM eventbus_delivery
       WHERE status = 'pending' AND organization_id >= %(start)s
@@ -97,20 +98,20 @@ UPDATE eventbus_delivery d
  WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
    AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
    AND e.id = d.event_id
-{returning}
-""".format(returning=_EVENT_RETURNING)
+{_EVENT_RETURNING}
+"""
 
 # ADOPT. The jobs process takes over a delivery the relay claimed and published: still leased
 # with the token the message carries, the lease is renewed for the run; 0 rows means the lease
 # was lost (expired and reaped, or the delivery was reprocessed) and the message is stale.
-ADOPT_SQL = """
+ADOPT_SQL = f"""
 UPDATE eventbus_delivery d
    SET locked_until = %(lease_until)s, locked_by = %(worker)s, updated_at = %(now)s
   FROM event_log e
  WHERE d.id = %(id)s AND d.lease_token = %(token)s AND d.status = 'processing'
    AND e.id = d.event_id
-{returning}
-""".format(returning=_EVENT_RETURNING)
+{_EVENT_RETURNING}
+"""
 
 # ACK. Mark the batch done (fenced by the lease token), then fold the consumers into the events'
 # summary. Event rows are locked in id order first, so two workers acking overlapping events
@@ -565,7 +566,11 @@ def replay(
     if not event_ids:
         return []
     now = now or timezone.now()
-    params = {"ids": list(event_ids), "consumer": consumer, "max_attempts": max_attempts}
+    params: dict[str, Any] = {
+        "ids": list(event_ids),
+        "consumer": consumer,
+        "max_attempts": max_attempts,
+    }
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(REPLAY_SQL, {**params, "now": now})
         moved = [Moved(*row) for row in cursor.fetchall()]

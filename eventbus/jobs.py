@@ -94,7 +94,9 @@ def dlq_alert() -> int:
     return total
 
 
-def _bounded(limit: int, *, consumers: list[str] | None = None, relay: bool = False) -> WorkerOptions:
+def _bounded(
+    limit: int, *, consumers: list[str] | None = None, relay: bool = False
+) -> WorkerOptions:
     return WorkerOptions(
         consumers=consumers,
         batch_size=max(1, min(100, limit)),

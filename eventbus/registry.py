@@ -148,7 +148,9 @@ def make_consumer(
     if delay is not None and delay < dt.timedelta(0):
         raise ConsumerRegistrationError(f"{name}: delay must not be negative")
     if runs_on not in RUNS_ON:
-        raise ConsumerRegistrationError(f"{name}: runs_on must be one of {RUNS_ON}, got {runs_on!r}")
+        raise ConsumerRegistrationError(
+            f"{name}: runs_on must be one of {RUNS_ON}, got {runs_on!r}"
+        )
     return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on)
 
 

@@ -70,14 +70,14 @@ class Relay:
             batch_size=int(bus_settings.RELAY_BATCH_SIZE),
             worker_id=self.worker_id,
         )
-        published = 0
-        for event in batch.events:
+        for index, event in enumerate(batch.events):
             try:
-                self.broker.enqueue(delivery_message(event.consumer, event.delivery_id, batch.token))
+                self.broker.enqueue(
+                    delivery_message(event.consumer, event.delivery_id, batch.token)
+                )
             except Exception as exc:  # any broker error: the rest of the batch waits too
-                self._publish_failed(batch.token, batch.events[published:], exc)
+                self._publish_failed(batch.token, batch.events[index:], exc)
                 break
-            published += 1
         return len(batch.events)
 
     def _publish_failed(self, token: uuid.UUID, events: Sequence[Event], exc: Exception) -> None:

@@ -262,7 +262,7 @@ class Worker:
             close_old_connections()
 
     def _relay_loop(self) -> None:
-        """The outbox relay: a full batch goes again at once, a short one waits the poll interval."""
+        """a full batch goes again at once; a short one waits the poll interval."""
         assert self.relay is not None
         failures = 0
         try:

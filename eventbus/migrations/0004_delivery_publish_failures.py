@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('eventbus', '0003_delivery_discarded_status'),
+        ("eventbus", "0003_delivery_discarded_status"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='delivery',
-            name='publish_failures',
+            model_name="delivery",
+            name="publish_failures",
             field=models.SmallIntegerField(db_default=0, default=0),
         ),
     ]
