@@ -1,10 +1,11 @@
 """The Postgres dramatiq broker (dramatiq-postgres), made transactional and fail-fast.
 
 `dramatiq_postgres.PostgresBroker` enqueues through its own connection pool and retries a failed
-enqueue for minutes. Ours, when it uses the project's database (no `url`), writes the message
-through Django's connection whenever the caller is inside `transaction.atomic()`, so the job
-commits or rolls back with the caller's rows; outside a transaction it uses the pool, and a broker
-that cannot be reached fails within `pool_timeout` seconds instead of blocking the relay.
+enqueue (and each connection attempt) for minutes. Ours, when it uses the project's database (no
+`url`), writes the message through Django's connection whenever the caller is inside
+`transaction.atomic()`, so the job commits or rolls back with the caller's rows; outside a
+transaction it uses the pool, and a broker that cannot be reached fails within `pool_timeout`
+seconds instead of blocking the relay.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from deskcomm.db import conninfo
-
-# The library's enqueue without its tenacity wrapper (10 tries, up to 30 s apart): the relay
-# owns retries and backoff, in the database.
-_enqueue_once = dramatiq_postgres.PostgresBroker.enqueue.__wrapped__
 
 
 class PostgresBroker(dramatiq_postgres.PostgresBroker):
@@ -48,26 +45,28 @@ class PostgresBroker(dramatiq_postgres.PostgresBroker):
         self._owns_pool = True
 
     def enqueue(self, message: Message[Any], *, delay: int | None = None) -> Message[Any]:
-        connection = connections[self.database_alias]
-        if self.transactional and connection.in_atomic_block:
-            return self._enqueue_in_transaction(message, delay)
-        enqueued: Message[Any] = _enqueue_once(self, message, delay=delay)
-        return enqueued
-
-    def _enqueue_in_transaction(self, message: Message[Any], delay: int | None) -> Message[Any]:
+        """Insert the message: in the caller's transaction when there is one on our database,
+        else through the pool, failing after `pool_timeout` (the library retries for minutes;
+        the relay owns retries and backoff, in the database)."""
         self.emit_before("enqueue", message, delay)
         if delay:
             message = message.copy(queue_name=dq_name(message.queue_name))
             message.options["eta"] = current_millis() + delay
+        sql = QUERIES.ENQUEUE if self.notify else QUERIES.ENQUEUE_QUIET
         params: list[Any] = [
             message.queue_name,
             message.message_id,
             Json(tidy4json(message)),
             delay or 0,
         ]
-        with connections[self.database_alias].cursor() as cursor:
+        connection = connections[self.database_alias]
+        if self.transactional and connection.in_atomic_block:
             # NOTIFY inside the statement is delivered when the caller commits.
-            cursor.execute(QUERIES.ENQUEUE if self.notify else QUERIES.ENQUEUE_QUIET, params)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+        else:
+            with self.pool.connection() as conn, conn.transaction():
+                conn.execute(sql, params)
         self.emit_after("enqueue", message, delay)
         return message
 
