@@ -6,6 +6,9 @@ enqueue (and each connection attempt) for minutes. Ours, when it uses the projec
 `transaction.atomic()`, so the job commits or rolls back with the caller's rows; outside a
 transaction it uses the pool, and a broker that cannot be reached fails within `pool_timeout`
 seconds instead of blocking the relay.
+
+Connections: each queue (and its delay queue) holds one while consuming, each worker thread takes
+one to ack, plus one LISTEN connection; the pool allows 32 (`?maxconn=` in a `url` changes it).
 """
 
 from __future__ import annotations
@@ -33,12 +36,12 @@ class PostgresBroker(dramatiq_postgres.PostgresBroker):
         *,
         url: str = "",
         database_alias: str = "default",
-        pool_timeout: float = 5.0,
+        pool_timeout: float = 5.0,  # seconds to wait for a connection before failing
         **kwargs: Any,
     ) -> None:
         self.database_alias = database_alias
         self.transactional = not url
-        pool = make_pool(url) if url else _django_pool(database_alias)
+        pool = make_pool(url, maxconn=32) if url else _django_pool(database_alias)
         pool.timeout = pool_timeout
         kwargs.setdefault("results", False)  # jobs record their outcome themselves
         super().__init__(pool=pool, **kwargs)
@@ -74,6 +77,6 @@ class PostgresBroker(dramatiq_postgres.PostgresBroker):
 def _django_pool(alias: str) -> ConnectionPool:
     # The conninfo is resolved at each connect, so it follows Django's settings (the test
     # database under pytest) rather than freezing them when the broker is built at start-up.
-    pool = make_pool("")
+    pool = make_pool("", maxconn=32)
     pool.conninfo = functools.partial(conninfo, alias)
     return pool

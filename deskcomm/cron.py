@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 JobFunction = Callable[[], int]
 
+# Every job's actor consumes this queue (few queues: each holds a broker connection per process).
+JOBS_QUEUE = "jobs"
+
 # Claim a slot: a new run, or a retry of a failed one; nothing when the slot already ran or is
 # running (a second firing of the same slot). Runs without a slot (HTTP, by hand) always start.
 START_RUN_SQL = """
@@ -181,7 +184,7 @@ def job_enqueue(*, name: str, slot: str | None, trigger: str = "schedule") -> Me
     """Hand a run of job `name` to the job broker (its dramatiq actor; attempts at call time)."""
     jobs.get(name)
     message: Message[Any] = Message(
-        queue_name=name,
+        queue_name=JOBS_QUEUE,
         actor_name=name,
         args=(),
         kwargs={"slot": slot, "trigger": trigger},
@@ -241,8 +244,10 @@ def _elapsed_ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def declare_actor(name: str, fn: Callable[..., None], **options: Any) -> dramatiq.Actor[Any, Any]:
-    """Declare `fn` as the dramatiq actor `name` on queue `name`, within the job's concurrency."""
+def declare_actor(
+    name: str, fn: Callable[..., None], *, queue_name: str, **options: Any
+) -> dramatiq.Actor[Any, Any]:
+    """Declare `fn` as the dramatiq actor `name`, run within the job's concurrency limit."""
 
     def run(*args: Any, **kwargs: Any) -> None:
         with concurrency_slot(name):
@@ -250,7 +255,7 @@ def declare_actor(name: str, fn: Callable[..., None], **options: Any) -> dramati
 
     run.__name__ = run.__qualname__ = name.replace("-", "_")
     run.__module__ = fn.__module__
-    return dramatiq.actor(actor_name=name, queue_name=name, **options)(run)
+    return dramatiq.actor(actor_name=name, queue_name=queue_name, **options)(run)
 
 
 def run_scheduled(name: str, slot: str | None = None, trigger: str = "schedule") -> None:

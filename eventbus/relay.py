@@ -33,6 +33,10 @@ from eventbus.retry import judge_publish_failure
 
 logger = logging.getLogger(__name__)
 
+# Every broker-run consumer's actor consumes this queue (per-consumer concurrency is a limit in
+# the jobs process; fewer queues keep the broker's connections per process low).
+BROKER_QUEUE = "eventbus"
+
 
 def message_id_for(delivery_id: int) -> str:
     """Message id = delivery id, as the UUID dramatiq and its brokers require (reversible)."""
@@ -42,7 +46,7 @@ def message_id_for(delivery_id: int) -> str:
 def delivery_message(consumer: str, delivery_id: int, token: uuid.UUID) -> Message[None]:
     """The message for one published delivery: the actor named after the consumer, ids only."""
     return Message(
-        queue_name=consumer,
+        queue_name=BROKER_QUEUE,
         actor_name=consumer,
         args=(delivery_id, str(token)),
         kwargs={},

@@ -159,12 +159,15 @@ def managed() -> Iterator[list[Managed]]:
         process.close()
 
 
-def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
-    """Poll with a deadline (no blind sleeps)."""
+def wait_for(
+    condition: Callable[[], bool], *, timeout: float, what: str | Callable[[], str]
+) -> None:
+    """Poll with a deadline (no blind sleeps). `what` may be a callable (e.g. process logs)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {described}")
         time.sleep(0.05)
 
 

@@ -31,7 +31,8 @@ CLOSED_BROKER_URL = "postgresql://postgres@127.0.0.1:1/nowhere"
 def queued_messages(queue: str) -> list[dict[str, object]]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT message_id::text, message FROM dramatiq.queue WHERE queue_name = %s", [queue]
+            "SELECT message_id::text, message FROM dramatiq.queue WHERE message->>'actor_name' = %s",
+            [queue],
         )
         return [{"id": mid, **json.loads(body)} for mid, body in cursor.fetchall()]
 
