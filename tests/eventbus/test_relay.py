@@ -28,11 +28,12 @@ pytestmark = pytest.mark.django_db
 CLOSED_BROKER_URL = "postgresql://postgres@127.0.0.1:1/nowhere"
 
 
-def queued_messages(queue: str) -> list[dict[str, object]]:
+def queued_messages(actor: str) -> list[dict[str, object]]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT message_id::text, message FROM dramatiq.queue WHERE message->>'actor_name' = %s",
-            [queue],
+            "SELECT message_id::text, message FROM dramatiq.queue"
+            " WHERE message->>'actor_name' = %s",
+            [actor],
         )
         return [{"id": mid, **json.loads(body)} for mid, body in cursor.fetchall()]
 
