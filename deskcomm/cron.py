@@ -96,6 +96,17 @@ class JobRegistry:
     def all(self) -> list[Job]:
         return [self._jobs[name] for name in self.names()]
 
+    @contextmanager
+    def temporarily(self, *extra: Job) -> Iterator[None]:
+        """Register (or replace) jobs for the duration of a block (tests, one-off scripts)."""
+        saved = dict(self._jobs)
+        try:
+            for job_ in extra:
+                self.register(job_)
+            yield
+        finally:
+            self._jobs = saved
+
 
 jobs = JobRegistry()
 

@@ -194,6 +194,8 @@ INTERNAL_CRON_SECRET = env.str("INTERNAL_CRON_SECRET", default="")
 
 # --- Scheduler: django-celery-beat tables, fired into dramatiq (Celery never sends a message) ---
 CELERY_BROKER_URL = "memory://"
+# No Celery results, so beat installs no `celery.backend_cleanup` schedule of its own.
+CELERY_RESULT_EXPIRES = None
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "deskcomm.scheduler:LeaderDatabaseScheduler"
 # Persist last_run_at after every firing, so a standby taking over knows what already fired.
