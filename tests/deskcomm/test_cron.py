@@ -67,9 +67,11 @@ def test_a_failed_run_is_recorded_and_alerted(
         "ALERT_HOOKS": ["tests.deskcomm.test_cron.record_alert"],
     }
     ALERTS.clear()
-    with jobs.temporarily(Job("test-fail", failing, every=dt.timedelta(minutes=1))):
-        with caplog.at_level(logging.ERROR):
-            result = job_run(name="test-fail", trigger="schedule", slot="s1")
+    with (
+        jobs.temporarily(Job("test-fail", failing, every=dt.timedelta(minutes=1))),
+        caplog.at_level(logging.ERROR),
+    ):
+        result = job_run(name="test-fail", trigger="schedule", slot="s1")
     assert result.status == "failed"
     failed = cron_events(result.run_id)["cron.failed"]
     assert failed["error"] == "RuntimeError: disk full"
@@ -94,9 +96,11 @@ def test_a_slot_runs_once_and_a_failed_slot_may_run_again() -> None:
 
 
 def test_the_actor_raises_on_failure_so_dramatiq_retries() -> None:
-    with jobs.temporarily(Job("test-fail", failing, every=dt.timedelta(minutes=1))):
-        with pytest.raises(JobFailed, match="disk full"):
-            run_scheduled("test-fail", slot="x")
+    with (
+        jobs.temporarily(Job("test-fail", failing, every=dt.timedelta(minutes=1))),
+        pytest.raises(JobFailed, match="disk full"),
+    ):
+        run_scheduled("test-fail", slot="x")
 
 
 def test_enqueue_hands_the_named_actor_the_slot_and_the_attempts(settings: object) -> None:

@@ -148,7 +148,7 @@ def test_two_schedulers_fire_each_slot_once_and_the_standby_takes_over(
 ) -> None:
     every_second()
     managed.extend([start_scheduler(), start_scheduler()])
-    wait_for(lambda: len(fired_slots()) >= 3, timeout=30, what=lambda: managed[0].output())
+    wait_for(lambda: len(fired_slots()) >= 3, timeout=30, what=managed[0].output)
     [leader] = leaders(managed)
     [standby] = [p for p in managed if p is not leader]
 
@@ -172,7 +172,7 @@ def test_an_admin_edit_takes_effect_on_the_next_tick(
 ) -> None:
     task = every_second()
     managed.append(start_scheduler())
-    wait_for(lambda: len(fired_slots()) >= 2, timeout=30, what=lambda: managed[0].output())
+    wait_for(lambda: len(fired_slots()) >= 2, timeout=30, what=managed[0].output)
 
     task.enabled = False  # what saving the admin's change form does
     task.save()
