@@ -3,7 +3,7 @@
 One file per organization and UTC day, `<organization>/<YYYY>/<MM>/<DD>.ndjson.gz` in the
 `archive` storage (`STORAGES["archive"]`: the filesystem by default, S3-compatible via
 django-storages when configured). Each line is one event as PostgreSQL renders the row
-(`to_jsonb`), with its deliveries, each with its failed attempts. Next to it,
+(`to_jsonb`), with its deliveries, each with its failed attempts (`attempt_log`). Next to it,
 `<DD>.manifest.json` holds the counts and the SHA-256 of the file; it is written only once the
 file has been read back and verified, and its presence is what "already archived" means: a later
 run never rewrites that day, it only removes hot rows still there (say, after a restore). Rows are
@@ -65,7 +65,7 @@ EXPORT_SQL = """
 SELECT e.created_at, e.id, jsonb_build_object(
     'event', to_jsonb(e),
     'deliveries', coalesce((
-        SELECT jsonb_agg(to_jsonb(d) || jsonb_build_object('attempts', coalesce((
+        SELECT jsonb_agg(to_jsonb(d) || jsonb_build_object('attempt_log', coalesce((
                    SELECT jsonb_agg(to_jsonb(a) ORDER BY a.attempt, a.id)
                      FROM eventbus_deliveryattempt a WHERE a.delivery_id = d.id), '[]'::jsonb))
                ORDER BY d.id)
@@ -206,20 +206,21 @@ def restore_day(
         for line in lines:
             record = json.loads(line)
             event_ids.append(uuid.UUID(record["event"]["id"]))
-            for index, (sql, row) in enumerate(_rows_of(record)):
+            for kind, sql, row in _rows_of(record):
                 cursor.execute(sql, [json.dumps(row)])
-                counts[index] += cursor.rowcount
+                counts[kind] += cursor.rowcount
         replayed = _replay(event_ids, replay_to) if replay_to else 0
     return RestoreReport(counts[0], counts[1], counts[2], replayed)
 
 
-def _rows_of(record: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    yield RESTORE_EVENT_SQL, record["event"]
+def _rows_of(record: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(kind: 0 event, 1 delivery, 2 attempt; statement; row) in foreign-key order."""
+    yield 0, RESTORE_EVENT_SQL, record["event"]
     for delivery in record["deliveries"]:
-        yield RESTORE_DELIVERY_SQL, delivery
+        yield 1, RESTORE_DELIVERY_SQL, delivery
     for delivery in record["deliveries"]:
-        for attempt in delivery.get("attempts", []):
-            yield RESTORE_ATTEMPT_SQL, attempt
+        for attempt in delivery.get("attempt_log", []):
+            yield 2, RESTORE_ATTEMPT_SQL, attempt
 
 
 def _replay(event_ids: list[uuid.UUID], consumer: str) -> int:
@@ -300,7 +301,7 @@ def _export_chunk(
 def _count(counts: dict[str, int], record: dict[str, Any]) -> None:
     counts["events"] += 1
     counts["deliveries"] += len(record["deliveries"])
-    counts["attempts"] += sum(len(d["attempts"]) for d in record["deliveries"])
+    counts["attempts"] += sum(len(d["attempt_log"]) for d in record["deliveries"])
 
 
 def _verify(storage: Storage, name: str, manifest: dict[str, Any]) -> list[str]:
