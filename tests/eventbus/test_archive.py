@@ -1,4 +1,4 @@
-"""Retention (R-E6) with controlled time: archive files and manifests, deletion, re-runs, restore."""
+"""Retention (R-E6) with controlled time: files and manifests, deletion, re-runs, restore."""
 
 from __future__ import annotations
 
