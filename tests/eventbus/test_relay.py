@@ -118,7 +118,7 @@ def test_a_lost_lease_makes_the_message_stale(org: Organization, side_effects: N
 def test_a_failing_broker_consumer_is_retried_and_dead_lettered_by_the_database(
     org: Organization,
 ) -> None:
-    [delivery_id] = emit_broker(org, event_type="test.flaky")
+    [delivery_id] = emit_broker(org, event_type="test.broker_flaky")
     now = timezone.now()
     for attempt in (1, 2):
         with time_machine.travel(now + dt.timedelta(hours=attempt * 3)):

@@ -75,6 +75,7 @@ def notify_probe(event: eventbus.Event) -> None:
 
 
 catalog.declare("test.broker", required=["n"], description="tests: broker-run consumers")
+catalog.declare("test.broker_flaky", required=["n"], description="tests: a failing broker consumer")
 BROKER_CONSUMERS = ("broker-effect-worker", "broker-order-effect-worker")
 
 
@@ -89,6 +90,8 @@ def broker_order_effect(event: eventbus.Event) -> None:
     record_run(event)
 
 
-@eventbus.consumer("broker-flaky-worker", events=["test.flaky"], runs_on="broker", max_attempts=2)
+@eventbus.consumer(
+    "broker-flaky-worker", events=["test.broker_flaky"], runs_on="broker", max_attempts=2
+)
 def broker_flaky(event: eventbus.Event) -> None:
     raise RuntimeError(f"broker-flaky-worker always fails (n={event.payload['n']})")
