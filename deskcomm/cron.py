@@ -229,14 +229,18 @@ def _start_run(name: str, trigger: str, slot: str | None) -> uuid.UUID | None:
 
 
 def _finish_run(run_id: uuid.UUID, status: str, rows: int, duration_ms: int, error: str) -> None:
-    params: dict[str, Any] = {
-        "id": run_id,
-        "status": status,
-        "rows": rows,
-        "duration_ms": duration_ms,
-    }
     with connection.cursor() as cursor:
-        cursor.execute(FINISH_RUN_SQL, {**params, "error": error, "now": timezone.now()})
+        cursor.execute(
+            FINISH_RUN_SQL,
+            {
+                "id": run_id,
+                "status": status,
+                "rows": rows,
+                "duration_ms": duration_ms,
+                "error": error,
+                "now": timezone.now(),
+            },
+        )
 
 
 def _record(event_type: str, run_id: uuid.UUID, payload: dict[str, Any]) -> None:

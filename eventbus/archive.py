@@ -287,14 +287,18 @@ def _export_chunk(
     end: dt.datetime,
     after: tuple[dt.datetime, uuid.UUID],
 ) -> list[tuple[dt.datetime, uuid.UUID, str]]:
-    params: dict[str, Any] = {
-        "org": organization_id,
-        "start": start,
-        "end": end,
-        "limit": EXPORT_CHUNK,
-    }
     with connection.cursor() as cursor:
-        cursor.execute(EXPORT_SQL, {**params, "after_at": after[0], "after_id": after[1]})
+        cursor.execute(
+            EXPORT_SQL,
+            {
+                "org": organization_id,
+                "start": start,
+                "end": end,
+                "after_at": after[0],
+                "after_id": after[1],
+                "limit": EXPORT_CHUNK,
+            },
+        )
         return list(cursor.fetchall())
 
 
