@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
 from django.conf import settings
@@ -26,3 +27,19 @@ def check_postgres_only(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 )
             )
     return errors
+
+
+@register()
+def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E002: S3 archive storage configured but boto3 (needed by django-storages) absent."""
+    if not getattr(settings, "ARCHIVE_S3_BUCKET", ""):
+        return []
+    if find_spec("boto3") is not None:
+        return []
+    return [
+        Error(
+            "ARCHIVE_S3_BUCKET is set but boto3 is not installed (django-storages needs it).",
+            hint="pip install boto3, or unset ARCHIVE_S3_BUCKET to archive to ARCHIVE_ROOT.",
+            id="deskcomm.E002",
+        )
+    ]
