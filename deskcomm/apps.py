@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.apps import AppConfig
+from importlib import import_module
+from importlib.util import find_spec
+
+from django.apps import AppConfig, apps
 
 
 class DeskcommConfig(AppConfig):
@@ -12,3 +15,8 @@ class DeskcommConfig(AppConfig):
     def ready(self) -> None:
         from deskcomm import checks  # noqa: F401  (registers the system checks)
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+
+        # Scheduled jobs are declared in each app's `jobs` module (see deskcomm.cron).
+        for config in apps.get_app_configs():
+            if find_spec(f"{config.name}.jobs") is not None:
+                import_module(f"{config.name}.jobs")

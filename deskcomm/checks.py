@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
 from django.conf import settings
@@ -53,3 +54,19 @@ _KEY_HINT = (
     "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets): "
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
+
+
+@register()
+def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E004: S3 archive storage configured but boto3 (needed by django-storages) absent."""
+    if not getattr(settings, "ARCHIVE_S3_BUCKET", ""):
+        return []
+    if find_spec("boto3") is not None:
+        return []
+    return [
+        Error(
+            "ARCHIVE_S3_BUCKET is set but boto3 is not installed (django-storages needs it).",
+            hint="pip install boto3, or unset ARCHIVE_S3_BUCKET to archive to ARCHIVE_ROOT.",
+            id="deskcomm.E004",
+        )
+    ]

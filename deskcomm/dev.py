@@ -3,7 +3,7 @@
 Usage, from the repository root, on a machine with nothing but Python 3.11+::
 
     python3 -m deskcomm.dev test [pytest args...]   # venv + database, then pytest
-    python3 -m deskcomm.dev run                     # migrate, demo data, web + worker
+    python3 -m deskcomm.dev run                     # migrate, schedules, demo data, processes
     python3 -m deskcomm.dev manage ARGS...          # manage.py ARGS with DATABASE_URL set
     python3 -m deskcomm.dev db                      # ensure the database, print DATABASE_URL=...
     python3 -m deskcomm.dev stop-db                 # stop the embedded PostgreSQL server
@@ -45,14 +45,27 @@ from typing import IO
 #: executed from the repository root.  ``{port}`` is replaced by $PORT (default 8000).
 PROCESSES: dict[str, list[str]] = {
     "web": ["manage.py", "runserver", "127.0.0.1:{port}", "--noreload"],
+    # Drain consumers, plus the outbox relay of broker-run consumers (OUTBOX_RELAY_ENABLED).
     "worker": ["manage.py", "drain_events"],
     "webhooks": ["manage.py", "deliver_webhooks"],
+    # dramatiq actors: broker-run consumers and scheduled jobs (one process, a few threads).
+    "jobs": ["manage.py", "rundramatiq", "--processes", "1", "--threads", "4"],
+    # Fires the schedules (django-celery-beat tables) into dramatiq; one leader among many.
+    "scheduler": ["manage.py", "run_scheduler"],
 }
+
+#: manage.py steps ``run`` performs before starting PROCESSES.
+SETUP_STEPS: list[list[str]] = [
+    ["migrate", "--noinput"],
+    ["install_schedules"],  # default job schedules; operator edits are kept
+    ["bootstrap_demo"],
+]
 
 USAGE = """usage: python3 -m deskcomm.dev COMMAND [ARGS...]
 
     test [pytest args...]   create/refresh .venv, ensure a database, run pytest
-    run                     migrate, create demo data, run web (PORT, default 8000) + worker
+    run                     migrate, install schedules, create demo data, run web (PORT,
+                            default 8000) + worker + jobs + scheduler
     manage ARGS...          run manage.py ARGS with DATABASE_URL set
     db                      ensure the database and print DATABASE_URL=...
     stop-db                 stop the embedded PostgreSQL server"""
@@ -713,7 +726,7 @@ def cmd_run(args: list[str]) -> int:
         env["PORT"] = port
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
-        for step in (["migrate", "--noinput"], ["bootstrap_demo"]):
+        for step in SETUP_STEPS:
             say(f"manage.py {' '.join(step)} ...")
             code = run_foreground([*manage_py(), *step], env)
             if code != 0:

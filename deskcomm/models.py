@@ -6,6 +6,22 @@ import uuid
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import Q
+
+# The tenant of the platform's own events (cron runs): created by a data migration, and again on
+# demand (`Organization.objects.system()`) since test flushes and restores may remove it.
+SYSTEM_ORGANIZATION_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
+SYSTEM_ORGANIZATION_SLUG = "system"
+
+
+class OrganizationManager(models.Manager["Organization"]):
+    def system(self) -> Organization:
+        """The system organization that owns platform events (created if missing)."""
+        org, _ = self.get_or_create(
+            pk=SYSTEM_ORGANIZATION_ID,
+            defaults={"name": "System (platform jobs)", "slug": SYSTEM_ORGANIZATION_SLUG},
+        )
+        return org
 
 
 class Organization(models.Model):
@@ -15,6 +31,8 @@ class Organization(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OrganizationManager()
 
     class Meta:
         ordering = ["name"]
@@ -183,3 +201,83 @@ class ThrottleState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} until {self.tat:%Y-%m-%d %H:%M:%S}"
+
+
+class Order(models.Model):
+    """A customer order (seed 004, minimal): confirming it emits `order.confirmed` in the same
+    transaction, and the broker-run `order-post-worker` does the post-processing."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        CONFIRMED = "confirmed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="orders")
+    contact = models.ForeignKey(
+        Contact, on_delete=models.SET_NULL, null=True, blank=True, related_name="orders"
+    )
+    number = models.CharField(max_length=64)
+    total_cents = models.BigIntegerField()
+    currency = models.CharField(max_length=3, default="BRL")
+    status = models.TextField(choices=Status.choices, default=Status.DRAFT)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # Set once by order-post-worker (the `order.post` phase); never undoes the confirmation.
+    post_processed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "number"], name="order_number_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return self.number
+
+
+class JobRun(models.Model):
+    """One run of a scheduled job: its slot makes a second firing of the same slot a no-op.
+
+    Written only by `deskcomm.cron`; the event log also records each run (`cron.*` events).
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    job = models.TextField()
+    # Schedule slot (e.g. "2026-01-01T03:00:00+00:00"); null for runs by HTTP or by hand.
+    slot = models.TextField(null=True, blank=True)
+    trigger = models.TextField()  # schedule | http | manual
+    status = models.TextField(choices=Status.choices)
+    attempt = models.SmallIntegerField(default=1)
+    rows_processed = models.BigIntegerField(null=True, blank=True)
+    duration_ms = models.IntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # A slot runs once (a failed slot may be retried; see deskcomm.cron.START_RUN_SQL).
+            models.UniqueConstraint(
+                fields=["job", "slot"], condition=Q(slot__isnull=False), name="jobrun_slot_uniq"
+            )
+        ]
+        indexes = [models.Index(fields=["job", "-started_at"], name="jobrun_job_started_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.job} {self.slot or self.trigger} {self.status}"
+
+
+class DefaultSchedule(models.Model):
+    """The default schedule last installed under a name (a fingerprint of the periodic task as
+    installed), so `install_schedules` can update defaults without wiping operator edits."""
+
+    name = models.TextField(primary_key=True)
+    fingerprint = models.TextField()
+    installed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name

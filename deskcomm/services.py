@@ -1,4 +1,4 @@
-"""Core write services: API keys (create, revoke, mark used) and the idempotency-key purge."""
+"""Core write services: API keys (create, revoke, mark used), the idempotency-key purge, orders."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+import eventbus
 from deskcomm import api_keys, audit, scopes
-from deskcomm.models import ApiKey, IdempotencyKey, Organization
+from deskcomm.models import ApiKey, IdempotencyKey, Order, Organization
 
 KEY_GENERATION_TRIES = 3
 
@@ -102,3 +103,43 @@ def idempotency_keys_purge(*, older_than: dt.datetime) -> int:
     """Delete stored idempotent responses created before `older_than`; returns how many."""
     deleted, _ = IdempotencyKey.objects.filter(created_at__lt=older_than).delete()
     return deleted
+
+
+def order_confirm(
+    *, organization: Organization, number: str, total_cents: int, currency: str = "BRL"
+) -> Order:
+    """Confirm order `number` and emit `order.confirmed` in the same transaction (seed 004).
+
+    Either the order and its event commit together or neither does. Confirming an order that is
+    already confirmed returns it unchanged (no second event).
+    """
+    if not number or not number.strip():
+        raise ValueError("an order number is required")
+    if total_cents < 0:
+        raise ValueError(f"total_cents must not be negative, got {total_cents}")
+    with transaction.atomic():
+        order, _ = Order.objects.select_for_update().get_or_create(
+            organization=organization,
+            number=number.strip(),
+            defaults={"total_cents": total_cents, "currency": currency},
+        )
+        if order.status == Order.Status.CONFIRMED:
+            return order
+        order.status = Order.Status.CONFIRMED
+        order.confirmed_at = timezone.now()
+        order.save(update_fields=["status", "confirmed_at"])
+        eventbus.emit(
+            "order.confirmed",
+            organization=organization,
+            entity_kind="order",
+            entity_id=order.id,
+            payload={
+                "order_id": str(order.id),
+                "number": order.number,
+                "total_cents": order.total_cents,
+                "currency": order.currency,
+                "confirmed_at": order.confirmed_at.isoformat(),
+            },
+            idempotency_key=f"order.confirmed:{order.id}",
+        )
+    return order

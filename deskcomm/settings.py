@@ -6,6 +6,8 @@ from pathlib import Path
 
 import environ
 
+from deskcomm.broker_config import choose_backend, dramatiq_broker
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -28,6 +30,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served as our own static files (no CDN)
+    "django_dramatiq",
+    "django_celery_beat",
     "deskcomm",
     "eventbus",
     "webhooks",
@@ -184,6 +188,110 @@ EVENTBUS = {
     "HANDLER_MODULES": env.list("EVENTBUS_HANDLER_MODULES", default=[]),
     # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log line).
     "DEAD_LETTER_HOOKS": env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
+    # Per-consumer attempts an operator sets (seed 004 §5: ORDER_POST_ATTEMPTS).
+    "CONSUMER_MAX_ATTEMPTS": {
+        "order-post-worker": env.int("ORDER_POST_ATTEMPTS", default=5),
+    },
+    # Seed 004 §5, the outbox relay of broker-run consumers (names and defaults as the seed).
+    "RELAY_ENABLED": env.bool("OUTBOX_RELAY_ENABLED", default=True),
+    "WORKER_ENABLED": env.bool("WORKER_ENABLED", default=True),
+    "RELAY_POLL_INTERVAL_MS": env.int("OUTBOX_POLL_INTERVAL_MS", default=2000),
+    "RELAY_BATCH_SIZE": env.int("OUTBOX_BATCH_SIZE", default=50),
+    "RELAY_MAX_ATTEMPTS": env.int("OUTBOX_MAX_ATTEMPTS", default=10),
+    # Dotted paths of callables `fn(subject, details)` called for operational alerts (failed cron
+    # runs, a DLQ past its threshold), after the ERROR log line.
+    "ALERT_HOOKS": env.list("EVENTBUS_ALERT_HOOKS", default=[]),
+    # dlq-alert: alert when this many deliveries are dead.
+    "DLQ_ALERT_THRESHOLD": env.int("DLQ_ALERT_THRESHOLD", default=1),
+    # Retention (R-E6): events older than this many days are archived, then deleted.
+    "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=90),
+    # Rows deleted per statement after a day is archived and verified.
+    "ARCHIVE_DELETE_BATCH": env.int("EVENT_ARCHIVE_DELETE_BATCH", default=5000),
+}
+
+# --- Jobs: dramatiq (django-dramatiq), broker chosen by environment -------------------------
+# Postgres (same database, transactional enqueue) unless REDIS_URL or RABBITMQ_URL is set;
+# JOBS_BROKER=postgres|redis|rabbitmq chooses explicitly (REDIS_URL then defaults to the seed's
+# redis://localhost:6379).
+REDIS_URL = env.str("REDIS_URL", default="")
+RABBITMQ_URL = env.str("RABBITMQ_URL", default="")
+JOBS_BROKER = choose_backend(
+    explicit=env.str("JOBS_BROKER", default=""), redis_url=REDIS_URL, rabbitmq_url=RABBITMQ_URL
+)
+DRAMATIQ_BROKER = dramatiq_broker(
+    backend=JOBS_BROKER,
+    redis_url=REDIS_URL,
+    rabbitmq_url=RABBITMQ_URL,
+    # Another PostgreSQL for the job queue (enqueue is then no longer transactional).
+    postgres_url=env.str("JOBS_BROKER_DATABASE_URL", default=""),
+)
+DRAMATIQ_AUTODISCOVER_MODULES = ["actors"]
+# Job knobs (seed 004 §5 per-job attempts/concurrency), read at call time via deskcomm.cron.
+JOBS = {
+    "order-post-worker": {"CONCURRENCY": env.int("ORDER_POST_CONCURRENCY", default=4)},
+    "event-log-reaper": {
+        "ATTEMPTS": env.int("EVENT_LOG_REAPER_ATTEMPTS", default=1),
+        "CONCURRENCY": env.int("EVENT_LOG_REAPER_CONCURRENCY", default=1),
+    },
+    "event-log-drain": {
+        "ATTEMPTS": env.int("EVENT_LOG_DRAIN_ATTEMPTS", default=1),
+        "CONCURRENCY": env.int("EVENT_LOG_DRAIN_CONCURRENCY", default=1),
+        "LIMIT": env.int("EVENT_LOG_DRAIN_LIMIT", default=1000),
+    },
+    "process-pending-webhooks": {
+        "ATTEMPTS": env.int("PROCESS_PENDING_WEBHOOKS_ATTEMPTS", default=1),
+        "CONCURRENCY": env.int("PROCESS_PENDING_WEBHOOKS_CONCURRENCY", default=1),
+        "LIMIT": env.int("PROCESS_PENDING_WEBHOOKS_LIMIT", default=500),
+    },
+    "event-log-archive": {
+        "ATTEMPTS": env.int("EVENT_LOG_ARCHIVE_ATTEMPTS", default=3),
+        "CONCURRENCY": env.int("EVENT_LOG_ARCHIVE_CONCURRENCY", default=1),
+    },
+    "dlq-alert": {
+        "ATTEMPTS": env.int("DLQ_ALERT_ATTEMPTS", default=1),
+        "CONCURRENCY": env.int("DLQ_ALERT_CONCURRENCY", default=1),
+    },
+}
+# POST /api/v1/cron/<job> requires it (Bearer or x-cron-secret); unset, the endpoints refuse all.
+INTERNAL_CRON_SECRET = env.str("INTERNAL_CRON_SECRET", default="")
+
+# --- Scheduler: django-celery-beat tables, fired into dramatiq (Celery never sends a message) ---
+CELERY_BROKER_URL = "memory://"
+# No Celery results, so beat installs no `celery.backend_cleanup` schedule of its own.
+CELERY_RESULT_EXPIRES = None
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULER = "deskcomm.scheduler:LeaderDatabaseScheduler"
+# Persist last_run_at after every firing, so a standby taking over knows what already fired.
+CELERY_BEAT_SYNC_EVERY = 1
+# Longest sleep between scheduler ticks: an admin edit takes effect within this many seconds.
+CELERY_BEAT_MAX_LOOP_INTERVAL = env.float("SCHEDULER_MAX_INTERVAL", default=5.0)
+DJANGO_CELERY_BEAT_TZ_AWARE = True
+
+# --- Storage: archives of old events (filesystem by default; S3-compatible when configured) ---
+ARCHIVE_S3_BUCKET = env.str("ARCHIVE_S3_BUCKET", default="")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "archive": (
+        {
+            # django-storages (needs `pip install boto3`); credentials from AWS_* variables.
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": ARCHIVE_S3_BUCKET,
+                "endpoint_url": env.str("ARCHIVE_S3_ENDPOINT_URL", default="") or None,
+                "location": env.str("ARCHIVE_S3_PREFIX", default="event-archive"),
+                "default_acl": "private",
+                "file_overwrite": False,
+            },
+        }
+        if ARCHIVE_S3_BUCKET
+        else {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {
+                "location": env.path("ARCHIVE_ROOT", default=BASE_DIR / "var" / "archive"),
+            },
+        }
+    ),
 }
 
 # Encryption keys per context (deskcomm.crypto): comma-separated Fernet keys, current key first;

@@ -5,12 +5,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from deskcomm.views import cron_run
+
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
 admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("api/v1/webhooks/", include("webhooks.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]

@@ -4,7 +4,8 @@ Public API (pinned):
     eventbus.emit(event_type, *, organization, entity_kind, entity_id=None, payload=None,
                   metadata=None, idempotency_key=None) -> EventLog
     eventbus.emit_many(items, *, organization) -> list[uuid.UUID]
-    @eventbus.consumer("name-worker", events=[...], max_attempts=8, delay=None)
+    @eventbus.consumer("name-worker", events=[...], max_attempts=8, delay=None, atomic=False,
+                       runs_on="drain")  # or "broker": run by the jobs process (rundramatiq)
     eventbus.PermanentError, eventbus.EventValidationError, eventbus.Event
 
 Importing `eventbus` is safe while Django loads: no module here touches models at import time.

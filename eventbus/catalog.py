@@ -201,4 +201,29 @@ def _declare_seed_catalog() -> None:
         declare(name, required=required, description="seed 000 §3")
 
 
+def _declare_platform_catalog() -> None:
+    """Types the platform itself emits: cron runs (system organization) and seed 004's order."""
+    declare(
+        "cron.started",
+        required=("job", "run_id", "trigger"),
+        description="a scheduled job run started (system organization)",
+    )
+    declare(
+        "cron.completed",
+        required=("job", "run_id", "trigger", "duration_ms", "rows_processed"),
+        description="a scheduled job run completed",
+    )
+    declare(
+        "cron.failed",
+        required=("job", "run_id", "trigger", "duration_ms", "rows_processed", "error"),
+        description="a scheduled job run failed (alerted)",
+    )
+    declare(
+        "order.confirmed",
+        required=("order_id", "number", "total_cents", "currency", "confirmed_at"),
+        description="seed 004: an order was confirmed (fat event: the order summary)",
+    )
+
+
 _declare_seed_catalog()
+_declare_platform_catalog()

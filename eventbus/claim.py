@@ -25,6 +25,14 @@ from eventbus.retry import Verdict
 
 logger = logging.getLogger(__name__)
 
+# `locked_by` of deliveries claimed by the outbox relay (published, not yet run).
+RELAY_WORKER_PREFIX = "relay:"
+
+# What a claimed delivery returns: the delivery's own columns, then its event (see Event).
+_EVENT_RETURNING = """RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id,
+          e.organization_id, e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata,
+          e.created_at"""
+
 # CLAIM. Fair across tenants and consumers: list the organizations with pending work (a loose
 # index scan over delivery_claim_idx, starting at a random organization so no tenant is always
 # last), keep the (organization, consumer) pairs that have due work (one index probe each), give
@@ -61,7 +69,7 @@ WITH RECURSIVE after_start(org) AS (
 )"""
 
 # `active` (org, consumer, cap) -> each pair's share (at most its cap), picked and claimed.
-_PICK_AND_CLAIM = """
+_PICK_AND_CLAIM = f"""
 , share AS MATERIALIZED (
     SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*))))::int AS n FROM active
 ), picked AS MATERIALIZED (
@@ -84,8 +92,19 @@ UPDATE eventbus_delivery d
  WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
    AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
    AND e.id = d.event_id
-RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id, e.organization_id, e.event_type,
-          e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at
+{_EVENT_RETURNING}
+"""
+
+# ADOPT. The jobs process takes over a delivery the relay claimed and published: still leased
+# with the token the message carries, the lease is renewed for the run; 0 rows means the lease
+# was lost (expired and reaped, or the delivery was reprocessed) and the message is stale.
+ADOPT_SQL = f"""
+UPDATE eventbus_delivery d
+   SET locked_until = %(lease_until)s, locked_by = %(worker)s, updated_at = %(now)s
+  FROM event_log e
+ WHERE d.id = %(id)s AND d.lease_token = %(token)s AND d.status = 'processing'
+   AND e.id = d.event_id
+{_EVENT_RETURNING}
 """
 
 # The due probe: ORDER BY + LIMIT 1 is an index probe (EXISTS may become a scan).
@@ -182,26 +201,32 @@ SELECT id FROM acked
 
 # NACK. Per-row verdicts (retry at a time, or dead) from parallel arrays; failed attempts are
 # recorded in the attempt log; the events' summary gets the error, and `dead` when one died.
+# A publish failure (the relay could not hand the delivery to the broker) gives the claimed
+# attempt back, since the consumer never ran, and counts towards OUTBOX_MAX_ATTEMPTS instead.
 NACK_SQL = """
 WITH v AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(dead)s::bool[], %(next_at)s::timestamptz[],
-                         %(errors)s::text[], %(classes)s::text[], %(durations)s::int[])
-           AS v(id, dead, next_at, error, error_class, duration_ms)
+                         %(errors)s::text[], %(classes)s::text[], %(durations)s::int[],
+                         %(publish)s::bool[])
+           AS v(id, dead, next_at, error, error_class, duration_ms, publish)
 ), nacked AS (
     UPDATE eventbus_delivery d
        SET status = CASE WHEN v.dead THEN 'dead' ELSE 'pending' END,
            next_attempt_at = CASE WHEN v.dead THEN d.next_attempt_at ELSE v.next_at END,
+           attempts = d.attempts - v.publish::int,
+           publish_failures = d.publish_failures + v.publish::int,
            locked_until = NULL, lease_token = NULL, last_error = v.error,
            error_class = v.error_class, updated_at = %(now)s,
            finished_at = CASE WHEN v.dead THEN %(now)s::timestamptz END
       FROM v
      WHERE d.id = v.id AND d.lease_token = %(token)s AND d.status = 'processing'
-    RETURNING d.id, d.event_id, d.organization_id, d.consumer, d.attempts, v.dead, v.next_at,
-              v.error, v.error_class, v.duration_ms
+    RETURNING d.id, d.event_id, d.organization_id, d.consumer,
+              d.attempts + v.publish::int AS attempt,
+              v.dead, v.next_at, v.error, v.error_class, v.duration_ms
 ), history AS (
     INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
                                           duration_ms, worker, created_at)
-    SELECT id, attempts, CASE WHEN dead THEN 'dead' ELSE 'retry' END, error_class, error,
+    SELECT id, attempt, CASE WHEN dead THEN 'dead' ELSE 'retry' END, error_class, error,
            duration_ms, %(worker)s, %(now)s
       FROM nacked
 ), locked AS MATERIALIZED (
@@ -221,7 +246,7 @@ WITH v AS (
       FROM by_event p JOIN locked l ON l.id = p.event_id
      WHERE e.id = p.event_id
 )
-SELECT id, event_id, organization_id, consumer, attempts, dead, error FROM nacked
+SELECT id, event_id, organization_id, consumer, attempt, dead, error FROM nacked
 """
 
 # RELEASE. Claimed but never started (the worker is stopping): pending again at once, and the
@@ -262,9 +287,9 @@ RETURNING d.id, d.attempts, d.max_attempts, d.locked_by
 REPROCESS_SQL = """
 WITH target AS (
     UPDATE eventbus_delivery d
-       SET status = 'pending', attempts = 0, next_attempt_at = %(now)s, last_error = NULL,
-           error_class = NULL, locked_until = NULL, lease_token = NULL, locked_by = NULL,
-           finished_at = NULL, updated_at = %(now)s
+       SET status = 'pending', attempts = 0, publish_failures = 0, next_attempt_at = %(now)s,
+           last_error = NULL, error_class = NULL, locked_until = NULL, lease_token = NULL,
+           locked_by = NULL, finished_at = NULL, updated_at = %(now)s
      WHERE d.id = ANY(%(ids)s::bigint[]) AND d.status IN ('dead', 'done')
     RETURNING d.id, d.event_id, d.organization_id, d.consumer
 ), locked AS MATERIALIZED (
@@ -321,6 +346,44 @@ WITH target AS (
 SELECT id, event_id, organization_id, consumer FROM target
 """
 
+# REPLAY (step 1). Deliver events (again) to one consumer: a new pending delivery, or the existing
+# one back to pending when it is finished (done, dead, discarded); running ones are left alone.
+REPLAY_SQL = """
+INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts, max_attempts,
+                               next_attempt_at, created_at, updated_at)
+SELECT e.id, e.organization_id, %(consumer)s, 'pending', 0, %(max_attempts)s, %(now)s, %(now)s,
+       %(now)s
+  FROM event_log e
+ WHERE e.id = ANY(%(ids)s::uuid[])
+ON CONFLICT (event_id, consumer) DO UPDATE
+   SET status = 'pending', attempts = 0, publish_failures = 0, next_attempt_at = %(now)s,
+       last_error = NULL, error_class = NULL, locked_until = NULL, lease_token = NULL,
+       locked_by = NULL, finished_at = NULL, updated_at = %(now)s
+ WHERE eventbus_delivery.status IN ('done', 'dead', 'discarded')
+RETURNING id, event_id, organization_id, consumer
+"""
+
+# REPLAY (step 2). Recompute the replayed events' summary from their deliveries (a separate
+# statement: a data-modifying CTE's changes are invisible to its siblings). Event rows are locked
+# in id order first, like the ack.
+RESUMMARISE_SQL = """
+WITH locked AS MATERIALIZED (
+    SELECT id FROM event_log WHERE id = ANY(%(ids)s::uuid[]) ORDER BY id FOR UPDATE
+)
+UPDATE event_log e
+   SET fanout = (SELECT count(*) FROM eventbus_delivery d
+                  WHERE d.event_id = e.id AND d.status <> 'discarded'),
+       consumed_by = ARRAY(SELECT d.consumer FROM eventbus_delivery d
+                            WHERE d.event_id = e.id AND d.status = 'done' ORDER BY 1),
+       status = CASE
+           WHEN EXISTS (SELECT 1 FROM eventbus_delivery d
+                         WHERE d.event_id = e.id AND d.status = 'dead') THEN 'dead'
+           ELSE 'processing' END,
+       updated_at = %(now)s
+  FROM locked
+ WHERE e.id = locked.id
+"""
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -341,6 +404,7 @@ class Failure:
     delivery_id: int
     verdict: Verdict
     duration_ms: int | None = None
+    publish: bool = False  # the relay could not publish it: the consumer never ran
 
 
 @dataclass(frozen=True)
@@ -453,6 +517,7 @@ def nack(
                 "errors": [f.verdict.error for f in failures],
                 "classes": [f.verdict.error_class for f in failures],
                 "durations": [f.duration_ms for f in failures],
+                "publish": [f.publish for f in failures],
                 "token": token,
                 "now": now,
                 "worker": worker_id,
@@ -461,6 +526,40 @@ def nack(
         rows = cursor.fetchall()
     _log_lost("nack", token, len(failures), len(rows))
     return [DeadLetter(r[0], r[1], r[2], r[3], r[4], r[6]) for r in rows if r[5]]
+
+
+def adopt(
+    delivery_id: int,
+    token: uuid.UUID,
+    *,
+    worker_id: str,
+    now: dt.datetime | None = None,
+) -> Event | None:
+    """Take over a delivery the relay published; None when its lease is no longer `token`'s."""
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            ADOPT_SQL,
+            {
+                "id": delivery_id,
+                "token": token,
+                "worker": worker_id,
+                "now": now,
+                "lease_until": _lease_until(now),
+            },
+        )
+        row = cursor.fetchone()
+    return _event_from_row(row) if row is not None else None
+
+
+def publish_failure_counts(ids: Sequence[int]) -> dict[int, int]:
+    """How many times publishing each delivery to the broker has failed so far."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, publish_failures FROM eventbus_delivery WHERE id = ANY(%s::bigint[])",
+            [list(ids)],
+        )
+        return dict(cursor.fetchall())
 
 
 def release(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
@@ -505,6 +604,9 @@ def reap(
                 {"now": now, "limit": limit, "token": token, "lease_until": _lease_until(now)},
             )
             rows = cursor.fetchall()
+        # Published by the relay but never picked up by the jobs process (broker or jobs process
+        # down): the consumer never ran, so the delivery goes back without costing an attempt.
+        unstarted = [row[0] for row in rows if (row[3] or "").startswith(RELAY_WORKER_PREFIX)]
         failures = [
             Failure(
                 row[0],
@@ -517,7 +619,9 @@ def reap(
                 ),
             )
             for row in rows
+            if row[0] not in unstarted
         ]
+        release(token, unstarted, now=now)
         dead = nack(token, failures, worker_id=worker_id, now=now)
     if rows:
         logger.warning("reaped %d expired deliveries (%d dead)", len(rows), len(dead))
@@ -537,6 +641,30 @@ class Moved:
 def reprocess(ids: Sequence[int], *, now: dt.datetime | None = None) -> list[Moved]:
     """Dead or done deliveries back to pending, attempts 0, due now; returns those moved."""
     return _operator_move(REPROCESS_SQL, ids, now)
+
+
+def replay(
+    event_ids: Sequence[uuid.UUID],
+    *,
+    consumer: str,
+    max_attempts: int,
+    now: dt.datetime | None = None,
+) -> list[Moved]:
+    """Deliver events to `consumer` again (restored archives, operator replays); returns the
+    deliveries now pending. Deliveries still running are left alone."""
+    if not event_ids:
+        return []
+    now = now or timezone.now()
+    params: dict[str, Any] = {
+        "ids": list(event_ids),
+        "consumer": consumer,
+        "max_attempts": max_attempts,
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(REPLAY_SQL, {**params, "now": now})
+        moved = [Moved(*row) for row in cursor.fetchall()]
+        cursor.execute(RESUMMARISE_SQL, {"ids": list(event_ids), "now": now})
+    return moved
 
 
 def discard(ids: Sequence[int], *, now: dt.datetime | None = None) -> list[Moved]:

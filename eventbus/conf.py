@@ -15,6 +15,18 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
     "HANDLER_MODULES": [],
     "DEAD_LETTER_HOOKS": [],
+    # Per-consumer max attempts set by operators (name -> attempts), e.g. ORDER_POST_ATTEMPTS.
+    "CONSUMER_MAX_ATTEMPTS": {},
+    # Seed 004 §5: the outbox relay (publishes deliveries of broker-run consumers to dramatiq).
+    "RELAY_ENABLED": True,  # OUTBOX_RELAY_ENABLED: drain_events also runs the relay
+    "WORKER_ENABLED": True,  # WORKER_ENABLED: drain_events runs the drain consumers
+    "RELAY_POLL_INTERVAL_MS": 2000,  # OUTBOX_POLL_INTERVAL_MS
+    "RELAY_BATCH_SIZE": 50,  # OUTBOX_BATCH_SIZE
+    "RELAY_MAX_ATTEMPTS": 10,  # OUTBOX_MAX_ATTEMPTS: publish failures before the delivery dies
+    "ALERT_HOOKS": [],  # callables fn(subject, details) for operational alerts
+    "DLQ_ALERT_THRESHOLD": 1,  # dlq-alert: alert when this many deliveries are dead
+    "ARCHIVE_HOT_DAYS": 90,  # R-E6: events older than this are archived, then deleted
+    "ARCHIVE_DELETE_BATCH": 5000,  # rows per DELETE after an archive is verified
 }
 
 

@@ -124,6 +124,9 @@ class Delivery(models.Model):
     status = models.TextField(choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     attempts = models.SmallIntegerField(default=0)  # attempts started (claims)
     max_attempts = models.SmallIntegerField(default=8)
+    # Broker-run consumers: times the relay failed to hand this delivery to the broker
+    # (OUTBOX_MAX_ATTEMPTS of them and it is dead; reprocess resets it).
+    publish_failures = models.SmallIntegerField(default=0, db_default=0)
     next_attempt_at = models.DateTimeField()  # due time; set at emit (initial delay) and on nack
     locked_until = models.DateTimeField(null=True, blank=True)  # lease end while processing
     lease_token = models.UUIDField(null=True, blank=True)  # fences ack/nack to the claimer

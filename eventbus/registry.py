@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from eventbus.catalog import validate_event_type
 from eventbus.errors import ConsumerRegistrationError, EventValidationError
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from eventbus.event import Event
 
 Handler = Callable[["Event"], None]
+# Where a consumer runs: claimed by `drain_events` itself, or published by the relay to the
+# dramatiq broker and run by the jobs process (`rundramatiq`); the database owns retries either way.
+RunsOn = Literal["drain", "broker"]
+RUNS_ON: tuple[str, ...] = get_args(RunsOn)
 CONSUMER_NAME_PATTERN = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*-worker$"
 _NAME_RE = re.compile(CONSUMER_NAME_PATTERN)
 
@@ -35,6 +39,7 @@ class Consumer:
     max_attempts: int | None = None  # None: settings.EVENTBUS["MAX_ATTEMPTS"]
     delay: dt.timedelta | None = None  # initial delay before the first attempt
     atomic: bool = False  # run the handler and the ack in one transaction
+    runs_on: RunsOn = "drain"
 
     @property
     def delay_seconds(self) -> float:
@@ -43,7 +48,9 @@ class Consumer:
     def effective_max_attempts(self) -> int:
         from eventbus.conf import bus_settings
 
-        return self.max_attempts or int(bus_settings.MAX_ATTEMPTS)
+        # An operator's per-consumer setting (e.g. ORDER_POST_ATTEMPTS) wins over the declaration.
+        configured = bus_settings.CONSUMER_MAX_ATTEMPTS.get(self.name)
+        return int(configured or self.max_attempts or bus_settings.MAX_ATTEMPTS)
 
     @property
     def label(self) -> str:
@@ -92,6 +99,10 @@ class Registry:
     def all(self) -> list[Consumer]:
         return sorted(self._consumers.values(), key=lambda c: c.name)
 
+    def running_on(self, runs_on: RunsOn) -> list[Consumer]:
+        """The consumers the drain runs itself, or those the relay publishes to the broker."""
+        return [c for c in self.all() if c.runs_on == runs_on]
+
     @contextmanager
     def temporarily(self, *consumers: Consumer) -> Iterator[None]:
         """Register (or replace) consumers for the duration of a block (tests, one-off scripts)."""
@@ -116,6 +127,7 @@ def make_consumer(
     max_attempts: int | None = None,
     delay: dt.timedelta | None = None,
     atomic: bool = False,
+    runs_on: RunsOn = "drain",
 ) -> Consumer:
     """Validate a declaration and build the Consumer (does not register it)."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -135,7 +147,11 @@ def make_consumer(
         raise ConsumerRegistrationError(f"{name}: max_attempts must be between 1 and 100")
     if delay is not None and delay < dt.timedelta(0):
         raise ConsumerRegistrationError(f"{name}: delay must not be negative")
-    return Consumer(name, handler, event_list, max_attempts, delay, atomic)
+    if runs_on not in RUNS_ON:
+        raise ConsumerRegistrationError(
+            f"{name}: runs_on must be one of {RUNS_ON}, got {runs_on!r}"
+        )
+    return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on)
 
 
 def consumer(
@@ -145,19 +161,28 @@ def consumer(
     max_attempts: int | None = None,
     delay: dt.timedelta | None = None,
     atomic: bool = False,
+    runs_on: RunsOn = "drain",
 ) -> Callable[[Handler], Handler]:
     """Register `fn(event) -> None` as consumer `name` of `events`.
 
     Raising `eventbus.PermanentError` dead-letters the delivery at once; any other exception is
     transient and retried with backoff up to `max_attempts`. `delay` postpones the first attempt
     (LGPD export: D+7). `atomic=True` commits the handler's database writes together with the ack,
-    so a killed worker can never leave them half-applied or applied twice.
+    so a killed worker can never leave them half-applied or applied twice. `runs_on="broker"`
+    hands the consumer to the jobs process: the relay publishes each due delivery to the dramatiq
+    broker and the actor runs it and acks/nacks the same delivery row.
     """
 
     def decorate(fn: Handler) -> Handler:
         registry.register(
             make_consumer(
-                name, fn, events=events, max_attempts=max_attempts, delay=delay, atomic=atomic
+                name,
+                fn,
+                events=events,
+                max_attempts=max_attempts,
+                delay=delay,
+                atomic=atomic,
+                runs_on=runs_on,
             )
         )
         return fn
@@ -181,5 +206,6 @@ def describe(consumer_: Consumer) -> dict[str, Any]:
         "max_attempts": consumer_.effective_max_attempts(),
         "delay_seconds": consumer_.delay_seconds,
         "atomic": consumer_.atomic,
+        "runs_on": consumer_.runs_on,
         "handler": consumer_.label,
     }

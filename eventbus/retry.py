@@ -66,3 +66,29 @@ def judge_failure(
         return Verdict(dead=True, delay=0.0, error_class=error_class, error=error)
     delay = backoff_seconds(attempt, schedule=schedule, jitter=jitter, rand=rand)
     return Verdict(dead=False, delay=delay, error_class=error_class, error=error)
+
+
+def judge_publish_failure(
+    exc: BaseException,
+    *,
+    failures: int,
+    max_failures: int,
+    schedule: Sequence[float],
+    jitter: float,
+    rand: Callable[[], float] = random.random,
+) -> Verdict:
+    """The relay could not hand a delivery to the broker for the `failures`-th time.
+
+    Back off like any failed attempt; at `max_failures` (OUTBOX_MAX_ATTEMPTS) the delivery is dead
+    with an error that says why, so an operator can reprocess it once the broker is back.
+    """
+    cause = f"{type(exc).__name__}: {exc}"[:2000]
+    if failures >= max_failures:
+        error = (
+            f"PublishFailed: could not publish to the job broker {failures} times "
+            f"(OUTBOX_MAX_ATTEMPTS={max_failures}); last error: {cause}"
+        )
+        return Verdict(dead=True, delay=0.0, error_class="PublishFailed", error=error)
+    delay = backoff_seconds(failures, schedule=schedule, jitter=jitter, rand=rand)
+    error = f"PublishFailed: job broker unreachable (failure {failures}/{max_failures}): {cause}"
+    return Verdict(dead=False, delay=delay, error_class="PublishFailed", error=error)

@@ -4,6 +4,9 @@ Loop hygiene: claim again at once while there was work, wait only when a claim c
 (woken early by LISTEN/NOTIFY or a stop request), back off with a cap when the database goes away,
 reap expired leases now and then. First SIGTERM/SIGINT: stop claiming, finish what started,
 release what did not, exit 0. Second: exit at once (leases expire and the reaper recovers).
+
+Consumers declared `runs_on="broker"` are not run here: the outbox relay (a thread of the same
+process, `OUTBOX_RELAY_ENABLED`) publishes their deliveries to the job broker instead.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from typing import Any
 import psycopg
 from django.db import DatabaseError, close_old_connections, connection, connections
 
+from deskcomm.db import conninfo
 from eventbus import claim as claims
 from eventbus.alerts import notify_dead
 from eventbus.conf import bus_settings
 from eventbus.dispatch import Dispatcher, Outcome
 from eventbus.emitter import WAKEUP_CHANNEL
+from eventbus.errors import ConsumerRegistrationError
 from eventbus.registry import Consumer, registry
+from eventbus.relay import Relay
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +53,8 @@ class WorkerOptions:
     max_events: int | None = None  # exit after processing this many deliveries
     listen: bool = True
     startup_jitter: float = 0.25
+    drain: bool = True  # run the drain consumers (WORKER_ENABLED)
+    relay: bool = False  # also publish broker-run deliveries (OUTBOX_RELAY_ENABLED)
 
 
 class Worker:
@@ -54,12 +62,14 @@ class Worker:
 
     def __init__(self, options: WorkerOptions | None = None) -> None:
         self.options = options or WorkerOptions()
-        self.consumers = _select_consumers(self.options.consumers)
+        self.consumers = _select_consumers(self.options.consumers) if self.options.drain else []
         self.names = [c.name for c in self.consumers]
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}"
         self.processed = 0
         self._stop = threading.Event()
         self._wakeup = threading.Event()
+        self._relay_wakeup = threading.Event()
+        self.relay = Relay(worker_id=self.worker_id) if self.options.relay else None
         self._inflight: dict[uuid.UUID, list[int]] = {}
         self._inflight_lock = threading.Lock()
         self._unsettled: list[tuple[uuid.UUID, Outcome]] = []
@@ -78,6 +88,7 @@ class Worker:
         """Stop claiming; the batch in progress finishes (unstarted deliveries are released)."""
         self._stop.set()
         self._wakeup.set()
+        self._relay_wakeup.set()
 
     def run(self) -> int:
         """Work until stopped (or `once`/`max_events` says so). Returns the exit code."""
@@ -85,15 +96,21 @@ class Worker:
         threads = [self._start(self._heartbeat_loop, "eventbus-heartbeat")]
         if self.options.listen:
             threads.append(self._start(self._listen_loop, "eventbus-listen"))
+        relaying = self.relay is not None and bool(self.relay.names)
+        if relaying and not self.options.once:
+            threads.append(self._start(self._relay_loop, "eventbus-relay"))
         logger.info(
-            "worker %s started: consumers=%s batch=%d concurrency=%d",
+            "worker %s started: consumers=%s batch=%d concurrency=%d relay=%s",
             self.worker_id,
             ",".join(self.names),
             self.options.batch_size,
             self.options.concurrency,
+            ",".join(self.relay.names) if relaying and self.relay else "off",
         )
         try:
             self._stop.wait(random.uniform(0, self.options.startup_jitter))
+            if relaying and self.options.once:
+                self.relay_due()
             self._loop()
         finally:
             self._stop.set()
@@ -125,6 +142,17 @@ class Worker:
         self._settle(batch.token, outcome)
         self.processed += outcome.processed
         return len(batch.events)
+
+    def relay_due(self) -> int:
+        """Publish every due broker-run delivery (one relay batch after another)."""
+        published = 0
+        batch_size = int(bus_settings.RELAY_BATCH_SIZE)
+        while self.relay is not None:
+            claimed = self.relay.run_once()
+            published += claimed
+            if claimed < batch_size:
+                break
+        return published
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -233,17 +261,38 @@ class Worker:
             logger.warning("could not extend the lease of %d deliveries", len(ids), exc_info=True)
             close_old_connections()
 
+    def _relay_loop(self) -> None:
+        """a full batch goes again at once; a short one waits the poll interval."""
+        assert self.relay is not None
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                try:
+                    close_old_connections()
+                    claimed = self.relay.run_once()
+                    failures = 0
+                except DatabaseError as exc:
+                    failures += 1
+                    self._back_off(exc, failures)
+                    continue
+                if claimed < int(bus_settings.RELAY_BATCH_SIZE):
+                    self._relay_wakeup.wait(float(bus_settings.RELAY_POLL_INTERVAL_MS) / 1000)
+                    self._relay_wakeup.clear()
+        finally:
+            connections.close_all()
+
     def _listen_loop(self) -> None:
         """LISTEN for wake-up hints; polling stays the fallback when this connection is down."""
         delay = 1.0
         while not self._stop.is_set():
             try:
-                with psycopg.connect(_conninfo(), autocommit=True) as conn:
+                with psycopg.connect(conninfo(), autocommit=True) as conn:
                     conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
                     delay = 1.0
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=0.5, stop_after=1):
                             self._wakeup.set()
+                            self._relay_wakeup.set()
             except psycopg.Error as exc:
                 logger.warning("LISTEN connection failed (%s); polling meanwhile", exc)
                 self._stop.wait(delay)
@@ -274,17 +323,12 @@ class Worker:
 
 def _select_consumers(names: Sequence[str] | None) -> list[Consumer]:
     if not names:
-        return registry.all()
-    return [registry.get(name) for name in dict.fromkeys(names)]
-
-
-def _conninfo() -> str:
-    settings_dict = connection.settings_dict
-    params = {
-        "dbname": settings_dict["NAME"],
-        "user": settings_dict.get("USER") or None,
-        "password": settings_dict.get("PASSWORD") or None,
-        "host": settings_dict.get("HOST") or None,
-        "port": settings_dict.get("PORT") or None,
-    }
-    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v})
+        return registry.running_on("drain")
+    selected = [registry.get(name) for name in dict.fromkeys(names)]
+    on_broker = [c.name for c in selected if c.runs_on == "broker"]
+    if on_broker:
+        raise ConsumerRegistrationError(
+            f"consumer(s) {', '.join(on_broker)} run on the job broker (runs_on='broker'): the "
+            "outbox relay publishes them and `manage.py rundramatiq` runs them"
+        )
+    return selected

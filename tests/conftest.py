@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -28,6 +31,15 @@ CREATE TABLE IF NOT EXISTS test_side_effect (
     PRIMARY KEY (event_id, consumer)
 )
 """
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_broker_pool(django_db_setup: None) -> Iterator[None]:
+    """Close the job broker's connection pool before the test database is dropped."""
+    yield
+    import dramatiq
+
+    dramatiq.get_broker().close()
 
 
 @pytest.fixture
@@ -103,6 +115,70 @@ class Drain(subprocess.Popen[bytes]):
 def start_drain(*args: str, **env: str) -> Drain:
     """Start `manage.py drain_events ARGS` as a real subprocess on the test database."""
     return Drain(*args, **env)
+
+
+class Managed(subprocess.Popen[bytes]):
+    """Any `manage.py COMMAND` in its own process group (rundramatiq forks worker processes)."""
+
+    def __init__(self, *args: str, **env: str) -> None:
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  (closed in close())
+        super().__init__(
+            [sys.executable, str(REPO / "manage.py"), *args],
+            env=subprocess_env(**env),
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def signal_group(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signum)
+
+    def close(self) -> None:
+        if self.poll() is None:
+            self.signal_group(signal.SIGKILL)
+            self.wait()
+        self.log.close()
+
+
+def start_jobs(**env: str) -> Managed:
+    """The jobs process: `manage.py rundramatiq`, one process, a few threads."""
+    return Managed(
+        "rundramatiq",
+        "--processes",
+        "1",
+        "--threads",
+        "4",
+        "--worker-shutdown-timeout",
+        "5000",
+        **env,
+    )
+
+
+@pytest.fixture
+def managed() -> Iterator[list[Managed]]:
+    """Collects subprocesses started by a test and kills what is left at the end."""
+    started: list[Managed] = []
+    yield started
+    for process in started:
+        process.close()
+
+
+def wait_for(
+    condition: Callable[[], bool], *, timeout: float, what: str | Callable[[], str]
+) -> None:
+    """Poll with a deadline (no blind sleeps). `what` may be a callable (e.g. process logs)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            described = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {described}")
+        time.sleep(0.05)
 
 
 def raw_connection() -> psycopg.Connection:

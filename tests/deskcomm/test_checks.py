@@ -31,3 +31,15 @@ def test_consumer_of_an_undeclared_event_type_is_reported() -> None:
         errors = check_consumers()
     assert [e.id for e in errors] == ["eventbus.E001"]
     assert "lead.creatd" in errors[0].msg
+
+
+def test_s3_archive_without_boto3_is_reported() -> None:
+    from importlib.util import find_spec
+
+    from deskcomm.checks import check_archive_storage
+
+    assert check_archive_storage() == []
+    with override_settings(ARCHIVE_S3_BUCKET="archive-bucket"):
+        errors = check_archive_storage()
+    expected = [] if find_spec("boto3") else ["deskcomm.E004"]
+    assert [e.id for e in errors] == expected

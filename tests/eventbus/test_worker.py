@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import time_machine
@@ -17,21 +17,12 @@ from deskcomm.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
-from tests.conftest import Drain, raw_connection, side_effect_rows, start_drain
+from tests.conftest import Drain, raw_connection, side_effect_rows, start_drain, wait_for
 from tests.support.consumers import EFFECT_CONSUMERS
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 EFFECT_ARGS = [arg for name in EFFECT_CONSUMERS for arg in ("--consumer", name)]
-
-
-def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
-    """Poll with a deadline (no blind sleeps)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture

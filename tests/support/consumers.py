@@ -72,3 +72,26 @@ def flaky(event: eventbus.Event) -> None:
 @eventbus.consumer("notify-probe-worker", events=["message.received"])
 def notify_probe(event: eventbus.Event) -> None:
     record_run(event)
+
+
+catalog.declare("test.broker", required=["n"], description="tests: broker-run consumers")
+catalog.declare("test.broker_flaky", required=["n"], description="tests: a failing broker consumer")
+BROKER_CONSUMERS = ("broker-effect-worker", "broker-order-effect-worker")
+
+
+@eventbus.consumer("broker-effect-worker", events=["test.broker"], runs_on="broker")
+def broker_effect(event: eventbus.Event) -> None:
+    record_run(event)
+
+
+@eventbus.consumer("broker-order-effect-worker", events=["order.confirmed"], runs_on="broker")
+def broker_order_effect(event: eventbus.Event) -> None:
+    """Counts runs per order.confirmed event next to seed 004's order-post-worker."""
+    record_run(event)
+
+
+@eventbus.consumer(
+    "broker-flaky-worker", events=["test.broker_flaky"], runs_on="broker", max_attempts=2
+)
+def broker_flaky(event: eventbus.Event) -> None:
+    raise RuntimeError(f"broker-flaky-worker always fails (n={event.payload['n']})")

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django.utils import timezone
 
 from deskcomm import services
-from deskcomm.api.conf import api_settings
+from deskcomm.jobs import expiry_cutoff
 
 
 class Command(BaseCommand):
     help = "Delete Idempotency-Key records older than API_IDEMPOTENCY_TTL_SECONDS (run daily)."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        ttl = dt.timedelta(seconds=float(api_settings.IDEMPOTENCY_TTL_SECONDS))
-        deleted = services.idempotency_keys_purge(older_than=timezone.now() - ttl)
+        deleted = services.idempotency_keys_purge(older_than=expiry_cutoff())
         self.stdout.write(f"Deleted {deleted} expired idempotency key(s).")

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.routes import sync_routes
 from eventbus.worker import Worker, WorkerOptions
@@ -82,14 +83,17 @@ class Command(BaseCommand):
                     once=options["once"],
                     max_events=options["max_events"],
                     listen=not options["no_listen"],
+                    drain=bool(bus_settings.WORKER_ENABLED),
+                    relay=bool(bus_settings.RELAY_ENABLED),
                 )
             )
         except ConsumerRegistrationError as exc:
             raise CommandError(str(exc)) from None
-        if not worker.consumers:
+        if not worker.consumers and not (worker.relay and worker.relay.names):
             self.stderr.write(
                 self.style.WARNING(
-                    "no consumers are registered: this worker only reaps expired leases"
+                    "no drain consumers to run (none registered or WORKER_ENABLED=false) and no "
+                    "relay: this worker only reaps expired leases"
                 )
             )
         sync_routes()

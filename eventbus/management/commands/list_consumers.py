@@ -40,5 +40,6 @@ class Command(BaseCommand):
             self.stdout.write(f"  events:       {', '.join(row['events'])}")
             self.stdout.write(
                 f"  max_attempts: {row['max_attempts']}   delay: {delay}   atomic: {row['atomic']}"
+                f"   runs_on: {row['runs_on']}"
             )
             self.stdout.write(f"  handler:      {row['handler']}")

@@ -1,0 +1,110 @@
+"""The event bus's scheduled jobs (seed 000 §7, §11.4; R-C1). Each returns the rows it processed.
+
+Declared with `deskcomm.cron.job`, so each is also a dramatiq actor and `POST /api/v1/cron/<name>`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.db import connection
+
+from deskcomm.cron import job, job_setting
+from eventbus import archive
+from eventbus import claim as claims
+from eventbus.alerts import alert, notify_dead
+from eventbus.conf import bus_settings
+from eventbus.emitter import WAKEUP_CHANNEL
+from eventbus.worker import Worker, WorkerOptions
+
+logger = logging.getLogger(__name__)
+
+# Dead deliveries per consumer, counted up to a cap on the partial `delivery_dead_idx` (the DLQ
+# can be large; the alert needs "past the threshold", not an exact total).
+DEAD_BY_CONSUMER_SQL = """
+SELECT consumer, count(*) FROM (
+    SELECT consumer FROM eventbus_delivery WHERE status = 'dead' LIMIT %(cap)s
+) dead GROUP BY consumer ORDER BY count(*) DESC
+"""
+DEAD_COUNT_CAP = 10_000
+
+
+@job("event-log-reaper", every=dt.timedelta(minutes=1))
+def reap_expired_leases() -> int:
+    """Return deliveries of dead workers (expired leases) to pending (seed 000 §11.4)."""
+    reaped, dead = claims.reap(worker_id="cron:event-log-reaper")
+    notify_dead(dead)
+    return reaped
+
+
+@job("event-log-drain", every=dt.timedelta(minutes=1))
+def drain_fallback() -> int:
+    """Fallback drain: run a bounded batch of due deliveries (and relay due broker deliveries)."""
+    limit = int(job_setting("event-log-drain", "LIMIT", 1000))
+    worker = Worker(_bounded(limit, relay=bool(bus_settings.RELAY_ENABLED)))
+    published = worker.relay_due()
+    return _drain(worker, limit) + published
+
+
+@job("process-pending-webhooks", every=dt.timedelta(minutes=1))
+def wake_webhooks() -> int:
+    """Wake idle senders (NOTIFY) and send a bounded batch of due webhooks (seed 000 §7.3).
+
+    The fallback for when no `deliver_webhooks` process is running: the same worker class, run
+    until nothing is due or the limit is reached.
+    """
+    from webhooks.worker import WebhookWorker, WebhookWorkerOptions
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, 'process-pending-webhooks')", [WAKEUP_CHANNEL])
+    limit = int(job_setting("process-pending-webhooks", "LIMIT", 500))
+    worker = WebhookWorker(
+        WebhookWorkerOptions(once=True, max_events=limit, listen=False, startup_jitter=0)
+    )
+    worker.run()
+    return worker.processed
+
+
+@job("event-log-archive", crontab="30 3 * * *")
+def archive_old_events() -> int:
+    """Archive events older than the hot window (gzip NDJSON per organization and day), then
+    delete them (R-E6)."""
+    return archive.archive_due().events
+
+
+@job("dlq-alert", every=dt.timedelta(minutes=5))
+def dlq_alert() -> int:
+    """Alert when the dead-letter queue holds DLQ_ALERT_THRESHOLD deliveries or more."""
+    with connection.cursor() as cursor:
+        cursor.execute(DEAD_BY_CONSUMER_SQL, {"cap": DEAD_COUNT_CAP})
+        by_consumer = dict(cursor.fetchall())
+    total = sum(by_consumer.values())
+    threshold = int(bus_settings.DLQ_ALERT_THRESHOLD)
+    if total >= threshold:
+        shown = f"{total}+" if total >= DEAD_COUNT_CAP else str(total)
+        alert(
+            f"dead-letter queue holds {shown} deliveries (threshold {threshold})",
+            dead=total,
+            by_consumer=by_consumer,
+        )
+    return total
+
+
+def _bounded(
+    limit: int, *, consumers: list[str] | None = None, relay: bool = False
+) -> WorkerOptions:
+    return WorkerOptions(
+        consumers=consumers,
+        batch_size=max(1, min(100, limit)),
+        max_events=limit,
+        listen=False,
+        startup_jitter=0,
+        relay=relay,
+    )
+
+
+def _drain(worker: Worker, limit: int) -> int:
+    while worker.processed < limit and worker.run_once():
+        continue
+    return worker.processed

@@ -1,0 +1,35 @@
+"""The `process-pending-webhooks` job: the fallback sender when no `deliver_webhooks` runs."""
+
+from __future__ import annotations
+
+import pytest
+
+import eventbus
+from deskcomm.cron import job_run
+from deskcomm.models import Organization
+from eventbus.models import Delivery, EventLog
+from tests.support.receiver import Receiver
+from tests.webhooks.conftest import Subscribe
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def completed_rows(run_id: object) -> int:
+    event = EventLog.objects.get(event_type="cron.completed", entity_id=run_id)
+    return int(event.payload["rows_processed"])
+
+
+def test_job_sends_due_webhooks(
+    org: Organization, subscribe: Subscribe, receiver: Receiver
+) -> None:
+    assert completed_rows(job_run(name="process-pending-webhooks", trigger="manual").run_id) == 0
+    subscription, _ = subscribe(receiver.url(), ["test.job"])
+    for n in range(3):
+        eventbus.emit("test.job", organization=org, entity_kind="t", payload={"n": n})
+    result = job_run(name="process-pending-webhooks", trigger="manual")
+    assert completed_rows(result.run_id) == 3
+    assert len(receiver.requests) == 3
+    statuses = Delivery.objects.filter(consumer=f"webhook:{subscription.pk}").values_list(
+        "status", flat=True
+    )
+    assert set(statuses) == {"done"}
