@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "django.contrib.postgres",
     "rest_framework",
     "deskcomm",
@@ -37,6 +38,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "deskcomm.middleware.RequestIdMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -88,6 +90,20 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
 }
 
+# Who gets operator mail (DLQ growth alerts): comma-separated e-mail addresses.
+ADMINS = [(address, address) for address in env.list("ADMINS", default=[])]
+# How mail leaves: smtp://user:password@host:587 (+tls), consolemail:// (default: stdout).
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+vars().update(EMAIL_CONFIG)
+SERVER_EMAIL = env.str("SERVER_EMAIL", default="deskcomm@localhost")
+DEFAULT_FROM_EMAIL = SERVER_EMAIL
+EMAIL_SUBJECT_PREFIX = "[Deskcomm] "
+
+# Outbound HTTP to URLs users or operators configure (deskcomm.http.guarded_client): private and
+# loopback targets are refused unless this is on (development only; a deploy check warns).
+OUTBOUND_HTTP_ALLOW_PRIVATE = env.bool("OUTBOUND_HTTP_ALLOW_PRIVATE", default=False)
+OUTBOUND_HTTP_TIMEOUT = env.float("OUTBOUND_HTTP_TIMEOUT", default=10.0)
+
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
@@ -121,4 +137,10 @@ EVENTBUS = {
     "HANDLER_MODULES": env.list("EVENTBUS_HANDLER_MODULES", default=[]),
     # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log line).
     "DEAD_LETTER_HOOKS": env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
+    # DLQ growth alert: this many deliveries of one consumer dying within the interval alerts
+    # ADMINS (and the webhook, when set), at most once per interval per consumer.
+    "DLQ_ALERT_THRESHOLD": env.int("EVENTBUS_DLQ_ALERT_THRESHOLD", default=10),
+    "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=3600.0),
+    # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
+    "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=""),
 }

@@ -15,6 +15,9 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
     "HANDLER_MODULES": [],
     "DEAD_LETTER_HOOKS": [],
+    "DLQ_ALERT_THRESHOLD": 10,
+    "DLQ_ALERT_INTERVAL": 3600.0,
+    "DLQ_ALERT_WEBHOOK_URL": "",
 }
 
 

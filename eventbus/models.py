@@ -11,6 +11,7 @@ import uuid
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
 
 from eventbus.catalog import EVENT_TYPE_PATTERN
 
@@ -97,6 +98,13 @@ class EventLog(models.Model):
             ),
             # Archive/retention scans by age.
             models.Index(fields=["created_at"], name="event_log_created_idx"),
+            # Correlation view and admin search: the events one request caused (R-O5). Partial:
+            # events emitted outside a request (workers, cron) carry no request id.
+            models.Index(
+                KeyTextTransform("request_id", "metadata"),
+                condition=Q(metadata__has_key="request_id"),
+                name="event_log_request_idx",
+            ),
         ]
         # The seed's GIN index on consumed_by ("which events did consumer X process") is served by
         # eventbus_delivery (consumer, status) instead: a GIN index would make every ack costlier.
@@ -160,12 +168,39 @@ class Delivery(models.Model):
                 condition=Q(status="dead"),
                 name="delivery_dead_idx",
             ),
-            # "Which events did consumer X process / what is stuck for X" (replaces seed GIN).
-            models.Index(fields=["consumer", "status"], name="delivery_consumer_status_idx"),
+            # The DLQ screen without a consumer filter: newest deaths first, "died at" periods.
+            # Only dead rows are in it, so it costs nothing on the hot path.
+            models.Index(
+                fields=["-finished_at", "-id"], condition=Q(status="dead"), name="delivery_dlq_idx"
+            ),
+            # "Which events did consumer X process / what is stuck for X" (replaces seed GIN), and
+            # the status page's throughput: done per consumer since a time. A status change is
+            # never a HOT update, so every transition writes an entry here anyway; finished_at
+            # only makes the entry wider.
+            models.Index(
+                fields=["consumer", "status", "finished_at"],
+                name="delivery_consumer_finished_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.consumer} <- {self.event_id}"
+
+
+class DeadLetter(Delivery):
+    """The DLQ as the admin sees it: deliveries with status `dead` (a proxy, no table).
+
+    Its custom permissions gate the operator actions, so support staff need not be superusers.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead letter"
+        verbose_name_plural = "dead letters (DLQ)"
+        permissions = [
+            ("reprocess_deadletter", "Can reprocess dead letters"),
+            ("discard_deadletter", "Can discard dead letters"),
+        ]
 
 
 class DeliveryAttempt(models.Model):
@@ -216,3 +251,11 @@ class EventTypeSchema(models.Model):
     version = models.IntegerField()
     required = ArrayField(models.TextField(), default=list)
     notify = models.BooleanField(default=False)  # emit_event sends the LISTEN/NOTIFY wake-up
+
+
+class DlqAlertState(models.Model):
+    """When each consumer's DLQ growth alert last went out: at most one per interval."""
+
+    consumer = models.TextField(primary_key=True)
+    last_sent_at = models.DateTimeField()
+    dead_in_window = models.IntegerField(default=0)  # what the last alert reported
