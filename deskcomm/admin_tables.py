@@ -31,8 +31,9 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        # COUNT(*) over a LIMIT: the cost is bounded by the cap, not by the table.
-        return self.object_list.order_by()[: self.cap].count()
+        # COUNT(*) over a LIMIT, in the list's own order: the same index walk as the page, so
+        # the cost is bounded by the cap, never by the table (or by dead tuples at its start).
+        return self.object_list[: self.cap].count()
 
     @property
     def is_capped(self) -> bool:

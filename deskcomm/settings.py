@@ -82,6 +82,8 @@ LANGUAGE_CODE = "en-us"
 USE_I18N = True
 USE_TZ = True
 TIME_ZONE = "UTC"
+# Operators read ISO dates and 24-hour times (deskcomm/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["deskcomm.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")

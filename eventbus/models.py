@@ -86,6 +86,9 @@ class EventLog(models.Model):
             models.Index(
                 fields=["organization", "event_type", "-created_at"], name="event_log_org_type_idx"
             ),
+            # Admin event browser: one type across organizations, newest first (without it a
+            # rare type walks the whole created_at index).
+            models.Index(fields=["event_type", "-created_at"], name="event_log_type_created_idx"),
             # Everything that happened to one entity (debug, audit, LGPD; seed index 4).
             models.Index(
                 fields=["entity_kind", "entity_id", "-created_at"], name="event_log_entity_idx"

@@ -17,35 +17,53 @@ from django.db.models import Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform
 
 from deskcomm.models import AuditLog, Organization
+from eventbus import catalog
 from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
+from eventbus.registry import registry
 
 CORRELATION_LIMIT = 500
 CHOICES_LIMIT = 200
 
 # DISTINCT over the leading column of an index by a loose index scan: one index probe per
-# distinct value instead of reading every row. Table and column come from DISTINCT_COLUMNS only.
+# distinct value instead of reading every row. Table, column and condition come from
+# DISTINCT_COLUMNS only (never from input); the condition matches the index's partial predicate.
 LOOSE_SCAN_SQL = """
 WITH RECURSIVE found(value) AS (
-    (SELECT {column} FROM {table} ORDER BY {column} LIMIT 1)
+    (SELECT {column} FROM {table} WHERE {condition} ORDER BY {column} LIMIT 1)
     UNION ALL
-    SELECT (SELECT t.{column} FROM {table} t WHERE t.{column} > f.value
+    SELECT (SELECT t.{column} FROM {table} t WHERE {condition} AND t.{column} > f.value
              ORDER BY t.{column} LIMIT 1)
       FROM found f WHERE f.value IS NOT NULL
 )
 SELECT value FROM found WHERE value IS NOT NULL LIMIT %(limit)s
 """
 DISTINCT_COLUMNS = {
-    "entity_kind": ("event_log", "entity_kind"),  # event_log_entity_idx
-    "consumer": ("eventbus_delivery", "consumer"),  # delivery_consumer_finished_idx
+    "entity_kind": ("event_log", "entity_kind", "TRUE"),  # event_log_entity_idx
+    "consumer": ("eventbus_delivery", "consumer", "TRUE"),  # delivery_consumer_finished_idx
+    "dead_consumer": ("eventbus_delivery", "consumer", "status = 'dead'"),  # delivery_dead_idx
 }
 
 
 def distinct_values(name: str, *, limit: int = CHOICES_LIMIT) -> list[str]:
-    """Distinct entity kinds or consumers, by a loose index scan (cheap on any table size)."""
-    table, column = DISTINCT_COLUMNS[name]
+    """Distinct entity kinds, consumers or dead consumers, by a loose index scan (any size)."""
+    table, column, condition = DISTINCT_COLUMNS[name]
+    sql = LOOSE_SCAN_SQL.format(table=table, column=column, condition=condition)
     with connection.cursor() as cursor:
-        cursor.execute(LOOSE_SCAN_SQL.format(table=table, column=column), {"limit": limit})
+        cursor.execute(sql, {"limit": limit})
         return [row[0] for row in cursor.fetchall()]
+
+
+def dead_event_type_choices() -> list[str]:
+    """Event types the consumers with dead letters subscribe to (no scan of the DLQ itself).
+
+    A consumer unknown to the registry (removed from the code) offers every declared type.
+    """
+    known = {c.name: c.events for c in registry.all()}
+    declared = tuple(catalog.declared_types())
+    types: set[str] = set()
+    for name in distinct_values("dead_consumer"):
+        types.update(known.get(name, declared))
+    return sorted(types)
 
 
 def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:

@@ -112,7 +112,7 @@ class DeadLetterAdmin(LargeTableAdmin):
     )
     list_filter = (
         filters.DlqEventTypeFilter,
-        filters.ConsumerFilter,
+        filters.DlqConsumerFilter,
         filters.OrganizationFilter,
         filters.ErrorClassFilter,
         filters.DlqEntityKindFilter,
@@ -246,6 +246,7 @@ class DeadLetterAdmin(LargeTableAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         extra = {
+            "title": "Dead letters (DLQ)",
             "can_reprocess": self.has_reprocess_permission(request),
             "can_discard": self.has_discard_permission(request),
             "filters_query": request.GET.urlencode(),

@@ -106,6 +106,14 @@ class DeliveryStatusFilter(ChoiceFilter):
 class DlqEventTypeFilter(EventTypeFilter):
     lookup = "event__event_type"
 
+    def choice_values(self) -> list[tuple[str, str]]:
+        return [(name, name) for name in selectors.dead_event_type_choices()]
+
+
+class DlqConsumerFilter(ConsumerFilter):
+    def choice_values(self) -> list[tuple[str, str]]:
+        return [(name, name) for name in selectors.distinct_values("dead_consumer")]
+
 
 class DlqEntityKindFilter(EntityKindFilter):
     lookup = "event__entity_kind"

@@ -77,15 +77,17 @@ def correlation_view(request: HttpRequest) -> TemplateResponse:
     _require(request, "eventbus.view_eventlog")
     form = CorrelationForm(request.GET if "request_id" in request.GET else None)
     result = None
+    audit_hidden = not request.user.has_perm("deskcomm.view_auditlog")
     if form.is_valid():
         result = selectors.correlation(form.cleaned_data["request_id"])
-        if not request.user.has_perm("deskcomm.view_auditlog"):
+        if audit_hidden:
             result = selectors.without_audit(result)
     context = {
         **admin.site.each_context(request),
         "title": "Correlation: what did one request cause?",
         "form": form,
         "result": result,
+        "audit_hidden": audit_hidden,
     }
     return TemplateResponse(request, "admin/eventbus/correlation.html", context)
 

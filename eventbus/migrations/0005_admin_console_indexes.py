@@ -4,6 +4,7 @@
 - delivery_consumer_finished_idx replaces delivery_consumer_status_idx (same prefix) and adds
   finished_at for the status page's "done in the last hour per consumer".
 - event_log_request_idx: the correlation view and search by request id.
+- event_log_type_created_idx: the event browser filtered by type across organizations.
 """
 
 import django.db.models.fields.json
@@ -19,6 +20,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        AddIndexConcurrently(
+            model_name="eventlog",
+            index=models.Index(fields=["event_type", "-created_at"], name="event_log_type_created_idx"),
+        ),
         AddIndexConcurrently(
             model_name="delivery",
             index=models.Index(
