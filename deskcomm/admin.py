@@ -21,7 +21,7 @@ def _filtered(viewname: str, **params: object) -> str:
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class OrganizationAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "created_at", "bus_links")
     search_fields = ("name", "slug")
     readonly_fields = ("id", "created_at", "bus_links")
@@ -41,7 +41,9 @@ class AuditOrganizationFilter(admin.SimpleListFilter):
     parameter_name = "organization"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(str(pk), name) for pk, name in Organization.objects.values_list("pk", "name")[:200]]
+        return [
+            (str(pk), name) for pk, name in Organization.objects.values_list("pk", "name")[:200]
+        ]
 
     def queryset(self, request: HttpRequest, queryset: Any) -> Any:
         value = self.value()
@@ -52,7 +54,15 @@ class AuditOrganizationFilter(admin.SimpleListFilter):
 class AuditLogAdmin(LargeTableAdmin):
     """Append-only: operators read it; only services write it."""
 
-    list_display = ("created_at", "actor", "action", "target", "short_reason", "organization", "request")
+    list_display = (
+        "created_at",
+        "actor",
+        "action",
+        "target",
+        "short_reason",
+        "organization",
+        "request",
+    )
     list_filter = ("action", "target_type", AuditOrganizationFilter, "created_at")
     search_fields = ("request_id",)  # exact matching: see get_search_results
     search_help_text = "Exact request id, target id or actor (user:name)."

@@ -27,13 +27,14 @@ class CappedPaginator(Paginator):
 
     def __init__(self, object_list: QuerySet[Any], per_page: int, *, cap: int) -> None:
         super().__init__(object_list, per_page)
+        self.queryset = object_list
         self.cap = cap
 
     @cached_property
     def count(self) -> int:
         # COUNT(*) over a LIMIT, in the list's own order: the same index walk as the page, so
         # the cost is bounded by the cap, never by the table (or by dead tuples at its start).
-        return self.object_list[: self.cap].count()
+        return self.queryset[: self.cap].count()
 
     @property
     def is_capped(self) -> bool:
@@ -41,7 +42,7 @@ class CappedPaginator(Paginator):
         return self.count >= self.cap
 
 
-class LargeTableAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class LargeTableAdmin(admin.ModelAdmin):
     """ModelAdmin base for tables too big to count: capped pagination, declared filters only."""
 
     show_full_result_count = False

@@ -34,7 +34,9 @@ class UnsafeDestinationError(httpx.ConnectError):
     """The URL's scheme or resolved address is not allowed; nothing was sent."""
 
 
-def guarded_client(*, timeout: float | None = None, allow_private: bool | None = None) -> httpx.Client:
+def guarded_client(
+    *, timeout: float | None = None, allow_private: bool | None = None
+) -> httpx.Client:
     """An httpx client for untrusted URLs: vetted addresses, no redirects, no env proxies.
 
     `timeout` defaults to OUTBOUND_HTTP_TIMEOUT (connect at most 3 s); `allow_private` to

@@ -92,9 +92,7 @@ def on_dead_letters(dead: Sequence[DeadLetter]) -> None:
 def _growth(now: dt.datetime, interval: float, threshold: int) -> list[DlqGrowth]:
     since = now - dt.timedelta(seconds=interval)
     with connection.cursor() as cursor:
-        cursor.execute(
-            GROWTH_SQL, {"since": since, "now": now, "threshold": max(threshold, 1)}
-        )
+        cursor.execute(GROWTH_SQL, {"since": since, "now": now, "threshold": max(threshold, 1)})
         return [DlqGrowth(*row) for row in cursor.fetchall()]
 
 

@@ -189,13 +189,14 @@ def ids_of(queryset: QuerySet[Delivery]) -> Sequence[int]:
 
 def dead_error_classes(*, limit: int = CHOICES_LIMIT) -> list[str]:
     """Error classes present in the DLQ (reads dead rows only, through delivery_dlq_idx)."""
-    return list(
+    classes = (
         dead_letters()
         .exclude(error_class=None)
         .order_by("error_class")
         .values_list("error_class", flat=True)
         .distinct()[:limit]
     )
+    return [name for name in classes if name]
 
 
 def without_audit(found: Correlation) -> Correlation:

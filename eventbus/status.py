@@ -13,6 +13,7 @@ import datetime as dt
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -158,7 +159,7 @@ def _read_throughput(
     consumers = distinct_values("consumer")
     if not consumers:
         return
-    params = {
+    params: dict[str, Any] = {
         "now": now,
         "since": now - WINDOW,
         "window": WINDOW.total_seconds(),

@@ -86,9 +86,10 @@ def actor_of(request: HttpRequest) -> str:
 
 def describe_filters(changelist: ChangeList) -> list[tuple[str, str]]:
     """(title, chosen value) of each active filter, and the search term, for the operator."""
-    described = []
+    described: list[tuple[str, str]] = []
     for spec in changelist.filter_specs:
-        unfiltered = changelist.get_query_string(remove=list(spec.expected_parameters()))
+        parameters = [p for p in spec.expected_parameters() if p]
+        unfiltered = changelist.get_query_string(remove=parameters)
         described.extend(
             (str(spec.title), str(choice["display"]))
             for choice in spec.choices(changelist)
@@ -165,9 +166,7 @@ class DeadLetterAdmin(LargeTableAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
         return (
-            selectors.dead_letters()
-            .select_related("event", "organization")
-            .defer("event__payload")
+            selectors.dead_letters().select_related("event", "organization").defer("event__payload")
         )
 
     def get_search_results(
@@ -377,12 +376,16 @@ class DeadLetterAdmin(LargeTableAdmin):
 
     # -- messages --------------------------------------------------------------------------
 
-    def report(self, request: HttpRequest, operation: OperatorAction, moved: int, asked: int) -> None:
+    def report(
+        self, request: HttpRequest, operation: OperatorAction, moved: int, asked: int
+    ) -> None:
         text = f"{operation.done} {moved} of {asked} dead letter(s)."
         if moved < asked:
             text += f" {asked - moved} were no longer dead (already reprocessed or discarded)."
         request_id = context.current().get("request_id")
         message: str | SafeString = text
         if request_id:
-            message = format_html("{} Audit trail: {}", text, rendering.correlation_link(request_id))
+            message = format_html(
+                "{} Audit trail: {}", text, rendering.correlation_link(request_id)
+            )
         self.message_user(request, message, messages.SUCCESS if moved else messages.WARNING)

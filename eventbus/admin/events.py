@@ -144,7 +144,7 @@ class EventLogAdmin(ReadOnlyAdmin):
         return rendering.pretty_json(obj.metadata)
 
 
-class AttemptInline(admin.TabularInline):  # type: ignore[type-arg]
+class AttemptInline(admin.TabularInline):
     model = DeliveryAttempt
     fields = ("attempt", "outcome", "created_at", "duration_ms", "error_class", "error", "worker")
     readonly_fields = fields

@@ -38,7 +38,9 @@ def status_view(request: HttpRequest) -> TemplateResponse:
         "totals_lag": rendering.age(status.totals.oldest_due_at, status.now),
         "totals_spark": rendering.sparkline(status.totals.throughput, height=40, column_width=18),
         "dlq_by_type": rendering.bar_chart(_dead_by_type(status)),
-        "dlq_by_org": rendering.bar_chart([(r.key[1], r.counts.dead) for r in status.by_organization]),
+        "dlq_by_org": rendering.bar_chart(
+            [(r.key[1], r.counts.dead) for r in status.by_organization]
+        ),
         "pending_by_consumer": rendering.bar_chart(_pending_by_consumer(status)),
     }
     return TemplateResponse(request, "admin/eventbus/status.html", context)
@@ -46,7 +48,9 @@ def status_view(request: HttpRequest) -> TemplateResponse:
 
 def _line(row: Row, status: BusStatus) -> StatusLine:
     return StatusLine(
-        row, rendering.age(row.counts.oldest_due_at, status.now), rendering.sparkline(row.counts.throughput)
+        row,
+        rendering.age(row.counts.oldest_due_at, status.now),
+        rendering.sparkline(row.counts.throughput),
     )
 
 

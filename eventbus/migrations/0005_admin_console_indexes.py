@@ -22,7 +22,9 @@ class Migration(migrations.Migration):
     operations = [
         AddIndexConcurrently(
             model_name="eventlog",
-            index=models.Index(fields=["event_type", "-created_at"], name="event_log_type_created_idx"),
+            index=models.Index(
+                fields=["event_type", "-created_at"], name="event_log_type_created_idx"
+            ),
         ),
         AddIndexConcurrently(
             model_name="delivery",

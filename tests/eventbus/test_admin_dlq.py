@@ -134,9 +134,7 @@ def test_period_filters_on_created_and_died(client_ops: Client, org: Organizatio
     assert "By created" in html and "By died" in html
 
 
-def test_search_by_event_id_entity_id_and_request_id(
-    client_ops: Client, org: Organization
-) -> None:
+def test_search_by_event_id_entity_id_and_request_id(client_ops: Client, org: Organization) -> None:
     entity = uuid.uuid4()
     by_entity = make_dead(org, 1, entity_id=entity)
     by_request = make_dead(org, 2, request_id="req-search-1")
@@ -209,7 +207,7 @@ def test_reprocess_all_matching_acts_beyond_the_visible_page(
     query = f"organization={org.pk}"
     page = client_ops.get(f"{CHANGELIST}?{query}")
     assert len(page.context["cl"].result_list) == 50
-    assert f'{matching_url("reprocess")}?{query}' in page.content.decode()
+    assert f"{matching_url('reprocess')}?{query}" in page.content.decode()
 
     confirm = client_ops.get(f"{matching_url('reprocess')}?{query}")
     assert confirm.status_code == 200
@@ -247,8 +245,12 @@ def test_discard_all_matching_needs_a_reason_and_respects_search(
         matching_url("discard"),
         {"filters": "q=req-bulk-7", "as_of": as_of, "reason": "test data"},
     )
-    assert set(Delivery.objects.filter(pk__in=[d.pk for d in hit]).values_list("status", flat=True)) == {"discarded"}
-    assert set(Delivery.objects.filter(pk__in=[d.pk for d in miss]).values_list("status", flat=True)) == {"dead"}
+    assert set(
+        Delivery.objects.filter(pk__in=[d.pk for d in hit]).values_list("status", flat=True)
+    ) == {"discarded"}
+    assert set(
+        Delivery.objects.filter(pk__in=[d.pk for d in miss]).values_list("status", flat=True)
+    ) == {"dead"}
     assert set(AuditLog.objects.values_list("reason", flat=True)) == {"test data"}
 
 
@@ -281,9 +283,7 @@ def test_bad_filter_values_and_lookups_are_clear_errors(
     assert Delivery.objects.filter(status="dead").count() == 1
 
 
-def test_staff_without_the_custom_permissions_cannot_act(
-    client: Client, org: Organization
-) -> None:
+def test_staff_without_the_custom_permissions_cannot_act(client: Client, org: Organization) -> None:
     dead = make_dead(org, 1)
     viewer = staff("viewer", "eventbus.view_deadletter")
     client.force_login(viewer)
@@ -297,7 +297,12 @@ def test_staff_without_the_custom_permissions_cannot_act(
     )
     assert posted.status_code == 200  # "No action selected": the action is not offered
     assert client.get(matching_url("reprocess")).status_code == 403
-    assert client.post(matching_url("discard"), {"filters": "", "as_of": "x", "reason": "r"}).status_code == 403
+    assert (
+        client.post(
+            matching_url("discard"), {"filters": "", "as_of": "x", "reason": "r"}
+        ).status_code
+        == 403
+    )
     assert Delivery.objects.get(pk=dead[0].pk).status == "dead"
     assert not AuditLog.objects.exists()
 
@@ -312,7 +317,12 @@ def test_reprocess_permission_alone_does_not_allow_discard(
     assert client.get(matching_url("discard")).status_code == 403
     client.post(
         CHANGELIST,
-        {"action": "discard_selected", "_selected_action": [dead[0].pk], "post": "yes", "reason": "r"},
+        {
+            "action": "discard_selected",
+            "_selected_action": [dead[0].pk],
+            "post": "yes",
+            "reason": "r",
+        },
     )
     assert Delivery.objects.get(pk=dead[0].pk).status == "dead"
 

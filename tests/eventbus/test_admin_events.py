@@ -33,9 +33,14 @@ def viewer(client: Client) -> Client:
     return client
 
 
-def emit(org: Organization, n: int, event_type: str = "test.effect", **item: object) -> list[uuid.UUID]:
+def emit(
+    org: Organization, n: int, event_type: str = "test.effect", **item: object
+) -> list[uuid.UUID]:
     return eventbus.emit_many(
-        [{"event_type": event_type, "entity_kind": "thing", "payload": {"n": i}, **item} for i in range(n)],
+        [
+            {"event_type": event_type, "entity_kind": "thing", "payload": {"n": i}, **item}
+            for i in range(n)
+        ],
         organization=org,
     )
 
@@ -103,7 +108,9 @@ def test_browsers_are_read_only(viewer: Client, org: Organization) -> None:
     assert viewer.post(change, {"event_type": "test.slow"}).status_code == 403
     assert viewer.get(reverse("admin:eventbus_eventlog_add")).status_code == 403
     assert viewer.get(reverse("admin:eventbus_eventlog_delete", args=[event_id])).status_code == 403
-    assert viewer.get(reverse("admin:eventbus_delivery_change", args=[delivery.pk])).status_code == 200
+    assert (
+        viewer.get(reverse("admin:eventbus_delivery_change", args=[delivery.pk])).status_code == 200
+    )
     assert EventLog.objects.get(pk=event_id).event_type == "test.effect"
 
 
@@ -136,7 +143,7 @@ def test_pagination_says_more_than_when_the_cap_is_reached(
     emit(org, 260)  # cap on page 1: (1 + 4) * 50 + 1 = 251
     html = viewer.get(EVENTS).content.decode()
     assert "more than 250 events" in html
-    assert f'href="?p=6"' in html
+    assert 'href="?p=6"' in html
     page_six = viewer.get(f"{EVENTS}?p=6")
     assert len(page_six.context["cl"].result_list) == 10
 

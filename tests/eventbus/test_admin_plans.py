@@ -35,10 +35,15 @@ def seed_rare(org: Organization, org_b: Organization) -> dict[str, str]:
     """A few old, rare rows every filter below looks for (bulk rows are all newer)."""
     with time_machine.travel(T0 - dt.timedelta(days=2), tick=False):
         rare = eventbus.emit_many(
-            [{"event_type": "test.slow", "entity_kind": "lead", "payload": {"n": i}} for i in range(5)],
+            [
+                {"event_type": "test.slow", "entity_kind": "lead", "payload": {"n": i}}
+                for i in range(5)
+            ],
             organization=org_b,
         )
-        eventbus.emit("test.job", organization=org, entity_kind="lead", entity_id=ENTITY, payload={"n": 1})
+        eventbus.emit(
+            "test.job", organization=org, entity_kind="lead", entity_id=ENTITY, payload={"n": 1}
+        )
         make_dead(org, 3, request_id="req-plan-1")
     return {"org": str(org.pk), "org_b": str(org_b.pk), "rare_event": str(rare[0])}
 
@@ -47,7 +52,10 @@ def seed_bulk(org: Organization, batches: range) -> None:
     for batch in batches:
         with time_machine.travel(T0 + dt.timedelta(seconds=batch), tick=False):
             eventbus.emit_many(
-                [{"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": i}} for i in range(BATCH)],
+                [
+                    {"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": i}}
+                    for i in range(BATCH)
+                ],
                 organization=org,
             )
     with connection.cursor() as cursor:
