@@ -45,9 +45,9 @@ WITH ev AS (
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
 ), deliveries AS (
-    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
-                                   max_attempts, next_attempt_at, created_at, updated_at)
-    SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
+    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
+                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT ev.id, %(org)s, r.consumer, %(event_type)s, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
       FROM ev, unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
            AS r(consumer, max_attempts, delay)
@@ -76,9 +76,9 @@ WITH ev AS (
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, event_type
 ), deliveries AS (
-    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
-                                   max_attempts, next_attempt_at, created_at, updated_at)
-    SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
+    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
+                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT ev.id, %(org)s, r.consumer, ev.event_type, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
       FROM ev JOIN unnest(%(r_types)s::text[], %(r_consumers)s::text[], %(r_max)s::int[],
                           %(r_delays)s::float8[]) AS r(event_type, consumer, max_attempts, delay)

@@ -128,6 +128,9 @@ class Delivery(models.Model):
         "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     consumer = models.TextField()
+    # Denormalised from the event (set by every emit path): the status page and the DLQ count and
+    # filter per event type from the delivery rows and their indexes, never joining the log.
+    event_type = models.TextField()
     status = models.TextField(choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     attempts = models.SmallIntegerField(default=0)  # attempts started (claims)
     max_attempts = models.SmallIntegerField(default=8)
@@ -175,6 +178,10 @@ class Delivery(models.Model):
             # Only dead rows are in it, so it costs nothing on the hot path.
             models.Index(
                 fields=["-finished_at", "-id"], condition=Q(status="dead"), name="delivery_dlq_idx"
+            ),
+            # The DLQ's error-class filter choices (a loose scan of dead rows only).
+            models.Index(
+                fields=["error_class"], condition=Q(status="dead"), name="delivery_dead_error_idx"
             ),
             # "Which events did consumer X process / what is stuck for X" (replaces seed GIN), and
             # the status page's throughput: done per consumer since a time. A status change is

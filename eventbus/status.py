@@ -1,10 +1,10 @@
 """Status page aggregates: backlog, lag, DLQ and throughput per event type, consumer and tenant.
 
-Two statements, neither reads the finished history: the backlog comes from the three partial
-indexes (pending, processing, dead rows only) and the throughput from an index range over the
-last hour's finished rows (`delivery_consumer_finished_idx`). Each is joined to `event_log` by
-primary key for the event type, and grouped twice in one pass (GROUPING SETS): per (event type,
-consumer) and per organization.
+Two statements over `eventbus_delivery` alone (deliveries carry their event's type), neither
+reading the finished history: the backlog comes from the three partial indexes (pending,
+processing, dead rows only) and the throughput from an index range over the last hour's finished
+rows (`delivery_consumer_finished_idx`). Each is grouped twice in one pass (GROUPING SETS): per
+(event type, consumer) and per organization.
 """
 
 from __future__ import annotations
@@ -29,34 +29,34 @@ TOP_ORGANIZATIONS = 50
 # (delivery_claim_idx, delivery_lease_idx, delivery_dlq_idx).
 BACKLOG_SQL = """
 WITH backlog AS (
-    SELECT event_id, organization_id, consumer, status, next_attempt_at
+    SELECT event_type, organization_id, consumer, status, next_attempt_at
       FROM eventbus_delivery WHERE status = 'pending'
     UNION ALL
-    SELECT event_id, organization_id, consumer, status, next_attempt_at
+    SELECT event_type, organization_id, consumer, status, next_attempt_at
       FROM eventbus_delivery WHERE status = 'processing'
     UNION ALL
-    SELECT event_id, organization_id, consumer, status, next_attempt_at
+    SELECT event_type, organization_id, consumer, status, next_attempt_at
       FROM eventbus_delivery WHERE status = 'dead'
 )
-SELECT e.event_type, b.consumer, b.organization_id,
+SELECT b.event_type, b.consumer, b.organization_id,
        count(*) FILTER (WHERE b.status = 'pending'),
        count(*) FILTER (WHERE b.status = 'pending' AND b.next_attempt_at <= %(now)s),
        count(*) FILTER (WHERE b.status = 'processing'),
        count(*) FILTER (WHERE b.status = 'dead'),
        min(b.next_attempt_at) FILTER (WHERE b.status = 'pending'
                                         AND b.next_attempt_at <= %(now)s)
-  FROM backlog b JOIN event_log e ON e.id = b.event_id
- GROUP BY GROUPING SETS ((e.event_type, b.consumer), (b.organization_id))
+  FROM backlog b
+ GROUP BY GROUPING SETS ((b.event_type, b.consumer), (b.organization_id))
 """
 
 # THROUGHPUT. Deliveries done in the window, per five-minute bucket: an index range scan of
 # delivery_consumer_finished_idx per consumer (consumer = ANY(...) AND status AND finished_at).
 THROUGHPUT_SQL = """
 WITH done AS (
-    SELECT e.event_type, d.consumer, d.organization_id,
+    SELECT d.event_type, d.consumer, d.organization_id,
            width_bucket(extract(epoch FROM d.finished_at - %(since)s),
                         0, %(window)s, %(buckets)s) AS bucket
-      FROM eventbus_delivery d JOIN event_log e ON e.id = d.event_id
+      FROM eventbus_delivery d
      WHERE d.consumer = ANY(%(consumers)s) AND d.status = 'done'
        AND d.finished_at >= %(since)s AND d.finished_at < %(now)s
 )

@@ -165,9 +165,8 @@ class DeadLetterAdmin(LargeTableAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
-        return (
-            selectors.dead_letters().select_related("event", "organization").defer("event__payload")
-        )
+        # The list reads deliveries (+ organization names) only; the detail page loads the event.
+        return selectors.dead_letters().select_related("organization")
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Delivery], search_term: str
@@ -199,7 +198,7 @@ class DeadLetterAdmin(LargeTableAdmin):
 
     @admin.display(description="event type")
     def event_type(self, obj: Delivery) -> str:
-        return obj.event.event_type
+        return obj.event_type
 
     @admin.display(description="organization")
     def organization_name(self, obj: Delivery) -> SafeString:

@@ -104,7 +104,7 @@ class DeliveryStatusFilter(ChoiceFilter):
 
 
 class DlqEventTypeFilter(EventTypeFilter):
-    lookup = "event__event_type"
+    lookup = "event_type"  # the delivery's own copy: no join to the log
 
     def choice_values(self) -> list[tuple[str, str]]:
         return [(name, name) for name in selectors.dead_event_type_choices()]

@@ -5,6 +5,7 @@
   finished_at for the status page's "done in the last hour per consumer".
 - event_log_request_idx: the correlation view and search by request id.
 - event_log_type_created_idx: the event browser filtered by type across organizations.
+- delivery_dead_error_idx: the DLQ's error-class filter choices, dead rows only.
 """
 
 import django.db.models.fields.json
@@ -39,6 +40,14 @@ class Migration(migrations.Migration):
             index=models.Index(
                 fields=["consumer", "status", "finished_at"],
                 name="delivery_consumer_finished_idx",
+            ),
+        ),
+        AddIndexConcurrently(
+            model_name="delivery",
+            index=models.Index(
+                condition=models.Q(("status", "dead")),
+                fields=["error_class"],
+                name="delivery_dead_error_idx",
             ),
         ),
         RemoveIndexConcurrently(

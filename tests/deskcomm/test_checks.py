@@ -31,3 +31,15 @@ def test_consumer_of_an_undeclared_event_type_is_reported() -> None:
         errors = check_consumers()
     assert [e.id for e in errors] == ["eventbus.E001"]
     assert "lead.creatd" in errors[0].msg
+
+
+def test_private_outbound_targets_are_flagged_for_deploys(settings: object) -> None:
+    from deskcomm.checks import check_outbound_http
+
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False  # type: ignore[attr-defined]
+    assert check_outbound_http() == []
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
+    assert [w.id for w in check_outbound_http()] == ["deskcomm.W002"]
+    settings.DEBUG = True  # type: ignore[attr-defined]
+    assert check_outbound_http() == []

@@ -79,6 +79,7 @@ def test_a_done_delivery_of_the_same_event_type_is_not_listed(
         event_id=dead.event_id,
         organization=org,
         consumer="other-worker",
+        event_type="test.job",
         status="done",
         next_attempt_at=T0,
         created_at=T0,

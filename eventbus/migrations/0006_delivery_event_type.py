@@ -1,0 +1,40 @@
+"""Deliveries carry their event's type, so per-type metrics and DLQ filters never join the log.
+
+Adds `eventbus_delivery.event_type`, fills it for existing rows, makes it NOT NULL (a writer that
+forgets it fails loudly), and teaches the `emit_event` SQL function to set it.
+"""
+
+from importlib import import_module
+
+from django.db import migrations, models
+
+ORIGINAL_EMIT_EVENT_SQL: str = import_module(
+    "eventbus.migrations.0002_emit_event_function"
+).EMIT_EVENT_SQL
+ORIGINAL_INSERT = """    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
+                                   max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT v_event_id, p_organization_id, r.consumer, 'pending', 0, r.max_attempts,"""
+INSERT_WITH_TYPE = """    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
+                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT v_event_id, p_organization_id, r.consumer, p_event_type, 'pending', 0, r.max_attempts,"""
+assert ORIGINAL_INSERT in ORIGINAL_EMIT_EVENT_SQL
+EMIT_EVENT_SQL = ORIGINAL_EMIT_EVENT_SQL.replace(ORIGINAL_INSERT, INSERT_WITH_TYPE)
+
+BACKFILL_SQL = """
+UPDATE eventbus_delivery d SET event_type = e.event_type
+  FROM event_log e
+ WHERE e.id = d.event_id AND d.event_type IS NULL
+"""
+
+
+class Migration(migrations.Migration):
+    dependencies = [("eventbus", "0005_admin_console_indexes")]
+
+    operations = [
+        migrations.AddField(
+            model_name="delivery", name="event_type", field=models.TextField(null=True)
+        ),
+        migrations.RunSQL(BACKFILL_SQL, migrations.RunSQL.noop),
+        migrations.AlterField(model_name="delivery", name="event_type", field=models.TextField()),
+        migrations.RunSQL(EMIT_EVENT_SQL, ORIGINAL_EMIT_EVENT_SQL),
+    ]
