@@ -6,6 +6,7 @@
 - event_log_request_idx: the correlation view and search by request id.
 - event_log_type_created_idx: the event browser filtered by type across organizations.
 - delivery_dead_error_idx: the DLQ's error-class filter choices, dead rows only.
+- event_log_dead_created_idx: the event browser's "dead" filter across organizations.
 """
 
 import django.db.models.fields.json
@@ -17,7 +18,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("eventbus", "0004_admin_console"),
+        ("eventbus", "0005_delivery_event_type"),
     ]
 
     operations = [
@@ -32,6 +33,7 @@ class Migration(migrations.Migration):
             index=models.Index(
                 condition=models.Q(("status", "dead")),
                 fields=["-finished_at", "-id"],
+                include=["event_type", "organization_id", "consumer"],
                 name="delivery_dlq_idx",
             ),
         ),
@@ -40,6 +42,14 @@ class Migration(migrations.Migration):
             index=models.Index(
                 fields=["consumer", "status", "finished_at"],
                 name="delivery_consumer_finished_idx",
+            ),
+        ),
+        AddIndexConcurrently(
+            model_name="eventlog",
+            index=models.Index(
+                condition=models.Q(("status", "dead")),
+                fields=["-created_at"],
+                name="event_log_dead_created_idx",
             ),
         ),
         AddIndexConcurrently(

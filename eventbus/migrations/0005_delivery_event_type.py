@@ -28,7 +28,7 @@ UPDATE eventbus_delivery d SET event_type = e.event_type
 
 
 class Migration(migrations.Migration):
-    dependencies = [("eventbus", "0005_admin_console_indexes")]
+    dependencies = [("eventbus", "0004_admin_console")]
 
     operations = [
         migrations.AddField(
