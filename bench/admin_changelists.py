@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -46,8 +45,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `eventbus`, ... importable
 
 from bench.admin_consumers import ROUTES  # noqa: E402
-from bench.drain import database_url, libpq_conninfo, say  # noqa: E402
+from bench.drain import (  # noqa: E402
+    database_url,
+    libpq_conninfo,
+    recreate_database,
+    say,
+    scratch_env,
+)
 
+HANDLER_MODULE = "bench.admin_consumers"
 TARGET_MS = 300.0
 SEED_CHUNK = 250_000
 ORGANIZATIONS = 20
@@ -202,36 +208,12 @@ def parse_args(argv: Sequence[str] | None) -> Config:
 
 
 def child_env(config: Config) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        {
-            "DATABASE_URL": config.scratch_url,
-            "EVENTBUS_HANDLER_MODULES": "bench.admin_consumers",
-            "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
-            "LOG_LEVEL": "WARNING",
-            "DEBUG": "false",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
-        }
-    )
-    return env
+    return {**scratch_env(config.scratch_url, HANDLER_MODULE), "DEBUG": "false"}
 
 
 def create_scratch(config: Config) -> None:
     say(f"re-creating scratch database {config.scratch_name}")
-    with psycopg.connect(config.admin_conninfo, autocommit=True) as conn:
-        name = sql.Identifier(config.scratch_name)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT,
-        env=child_env(config),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise SystemExit(f"migrate failed:\n{result.stdout}{result.stderr}")
+    recreate_database(config.admin_conninfo, config.scratch_name, child_env(config))
 
 
 def drop_scratch(config: Config) -> None:
@@ -363,6 +345,9 @@ def pages() -> list[Page]:
     event = EventLog.objects.filter(metadata__has_key="request_id").order_by("-created_at").first()
     assert dead is not None and event is not None
     request_id = event.metadata["request_id"]
+    # Deep pages that exist at any --events: page 10 of the DLQ, page 50 of the log at 1M.
+    dlq_page = max(1, min(10, Delivery.objects.filter(status="dead").count() // 50))
+    log_page = max(1, min(50, EventLog.objects.order_by()[:2500].count() // 50))
     month = dead.finished_at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     events, dlq = "/admin/eventbus/eventlog/", "/admin/eventbus/deadletter/"
 
@@ -382,7 +367,7 @@ def pages() -> list[Page]:
             dlq + q(error_class="TimeoutError", finished_at__gte=month),
         ),
         Page("DLQ, search by request id", dlq + q(q=request_id)),
-        Page("DLQ, page 10", dlq + q(p=10)),
+        Page(f"DLQ, page {dlq_page}", dlq + q(p=dlq_page)),
         Page("DLQ detail", f"{dlq}{dead.pk}/change/"),
         Page(
             "DLQ 'reprocess all matching' confirmation (counts the whole DLQ)",
@@ -399,7 +384,7 @@ def pages() -> list[Page]:
         Page("events, entity kind", events + q(entity_kind="contact")),
         Page("events, search entity id", events + q(q=event.entity_id)),
         Page("events, search request id", events + q(q=request_id)),
-        Page("events, page 50", events + q(p=50)),
+        Page(f"events, page {log_page}", events + q(p=log_page)),
         Page("event detail", f"{events}{dead.event_id}/change/"),
         Page("status page", "/admin/ops/status/"),
         Page("correlation by request id", "/admin/ops/correlation/" + q(request_id=request_id)),

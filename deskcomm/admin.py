@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from deskcomm.admin_tables import LargeTableAdmin
+from deskcomm.admin_tables import ReadOnlyAdmin
 from deskcomm.models import AuditLog, Organization
 
 
@@ -51,7 +51,7 @@ class AuditOrganizationFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditLog)
-class AuditLogAdmin(LargeTableAdmin):
+class AuditLogAdmin(ReadOnlyAdmin):
     """Append-only: operators read it; only services write it."""
 
     list_display = (
@@ -88,15 +88,6 @@ class AuditLogAdmin(LargeTableAdmin):
             return queryset, False
         # request_id: audit_request_idx; the others are rare searches on a modest table.
         return queryset.filter(Q(request_id=term) | Q(target_id=term) | Q(actor=term)), False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="target")
     def target(self, obj: AuditLog) -> SafeString | str:

@@ -77,6 +77,23 @@ class LargeTableAdmin(admin.ModelAdmin):
         return names
 
 
+class ReadOnlyMixin:
+    """Logs and history are written by services only: viewing is all the admin may do."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, LargeTableAdmin):
+    """A read-only changelist on a big table."""
+
+
 def _page_number(request: HttpRequest) -> int:
     try:
         return max(int(request.GET.get(PAGE_VAR, 1)), 1)

@@ -101,7 +101,9 @@ class EventLog(models.Model):
             ),
             # Event browser "dead" filter across organizations, newest first (dead events only).
             models.Index(
-                fields=["-created_at"], condition=Q(status="dead"), name="event_log_dead_created_idx"
+                fields=["-created_at"],
+                condition=Q(status="dead"),
+                name="event_log_dead_created_idx",
             ),
             # Archive/retention scans by age.
             models.Index(fields=["created_at"], name="event_log_created_idx"),

@@ -28,9 +28,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from deskcomm import context
-from deskcomm.admin_tables import LargeTableAdmin
+from deskcomm.admin_tables import ReadOnlyAdmin
 from eventbus import selectors, services
 from eventbus.admin import filters, rendering
+from eventbus.admin.rendering import OrganizationColumn
 from eventbus.models import DeadLetter, Delivery
 
 PREVIEW_ROWS = 20
@@ -101,7 +102,7 @@ def describe_filters(changelist: ChangeList) -> list[tuple[str, str]]:
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(LargeTableAdmin):
+class DeadLetterAdmin(OrganizationColumn, ReadOnlyAdmin):
     list_display = (
         "died_at",
         "event_type",
@@ -175,15 +176,6 @@ class DeadLetterAdmin(LargeTableAdmin):
             return queryset, False
         return selectors.deliveries_matching(queryset, search_term), False
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     def has_reprocess_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(REPROCESS.permission)
 
@@ -199,12 +191,6 @@ class DeadLetterAdmin(LargeTableAdmin):
     @admin.display(description="event type")
     def event_type(self, obj: Delivery) -> str:
         return obj.event_type
-
-    @admin.display(description="organization")
-    def organization_name(self, obj: Delivery) -> SafeString:
-        return rendering.admin_link(
-            "admin:deskcomm_organization_change", obj.organization_id, obj.organization
-        )
 
     @admin.display(description="attempts")
     def attempts_used(self, obj: Delivery) -> str:

@@ -15,27 +15,15 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from deskcomm.admin_tables import LargeTableAdmin
+from deskcomm.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from eventbus import selectors
 from eventbus.admin import filters, rendering
+from eventbus.admin.rendering import OrganizationColumn
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 
 
-class ReadOnlyAdmin(LargeTableAdmin):
-    """Logs are written by the bus only: viewing is all the admin may do."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
 @admin.register(EventLog)
-class EventLogAdmin(ReadOnlyAdmin):
+class EventLogAdmin(OrganizationColumn, ReadOnlyAdmin):
     list_display = (
         "created_at",
         "event_type",
@@ -117,12 +105,6 @@ class EventLogAdmin(ReadOnlyAdmin):
         }
         return super().change_view(request, object_id, form_url, extra)
 
-    @admin.display(description="organization")
-    def organization_name(self, obj: EventLog) -> SafeString:
-        return rendering.admin_link(
-            "admin:deskcomm_organization_change", obj.organization_id, obj.organization
-        )
-
     @admin.display(description="entity")
     def entity(self, obj: EventLog) -> str:
         return f"{obj.entity_kind} {obj.entity_id or ''}".strip()
@@ -144,7 +126,7 @@ class EventLogAdmin(ReadOnlyAdmin):
         return rendering.pretty_json(obj.metadata)
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(ReadOnlyMixin, admin.TabularInline):
     model = DeliveryAttempt
     fields = ("attempt", "outcome", "created_at", "duration_ms", "error_class", "error", "worker")
     readonly_fields = fields
@@ -152,15 +134,9 @@ class AttemptInline(admin.TabularInline):
     can_delete = False
     verbose_name_plural = "failed attempts"
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Delivery)
-class DeliveryAdmin(ReadOnlyAdmin):
+class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
     list_display = (
         "id",
         "consumer",
@@ -207,12 +183,6 @@ class DeliveryAdmin(ReadOnlyAdmin):
     @admin.display(description="event")
     def event_link(self, obj: Delivery) -> SafeString:
         return rendering.admin_link("admin:eventbus_eventlog_change", obj.event_id, obj.event_id)
-
-    @admin.display(description="organization")
-    def organization_name(self, obj: Delivery) -> SafeString:
-        return rendering.admin_link(
-            "admin:deskcomm_organization_change", obj.organization_id, obj.organization
-        )
 
     @admin.display(description="error")
     def error_full(self, obj: Delivery) -> SafeString | str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -38,6 +39,16 @@ def short(value: str | None, limit: int = SHORT_ERROR) -> str:
 
 def admin_link(viewname: str, pk: object, label: object) -> SafeString:
     return format_html('<a href="{}">{}</a>', reverse(viewname, args=[pk]), label)
+
+
+class OrganizationColumn:
+    """The `organization_name` column/field: the tenant's name, linking to it."""
+
+    @admin.display(description="organization")
+    def organization_name(self, obj: Any) -> SafeString:
+        return admin_link(
+            "admin:deskcomm_organization_change", obj.organization_id, obj.organization
+        )
 
 
 def correlation_link(request_id: str | None) -> SafeString | str:

@@ -72,13 +72,22 @@ class Console:
     """Small page helpers: navigate, wait, click, screenshot."""
 
     def __init__(self, driver: Any, base_url: str) -> None:
+        from selenium.common.exceptions import (
+            NoSuchElementException,
+            StaleElementReferenceException,
+        )
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import WebDriverWait
 
         self.driver = driver
         self.base = base_url
         self.by = By
-        self.wait = WebDriverWait(driver, WAIT)
+        # While a page is replaced, elements of the old one go stale: keep polling.
+        self.wait = WebDriverWait(
+            driver,
+            WAIT,
+            ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+        )
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
     def open(self, path: str) -> None:
