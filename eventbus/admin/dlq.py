@@ -17,6 +17,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -31,8 +32,8 @@ from deskcomm import context
 from deskcomm.admin_tables import ReadOnlyAdmin
 from eventbus import selectors, services
 from eventbus.admin import filters, rendering
-from eventbus.admin.rendering import OrganizationColumn
-from eventbus.models import DeadLetter, Delivery
+from eventbus.admin.rendering import EventColumns, OrganizationColumn
+from eventbus.models import DeadLetter, Delivery, EventLog
 
 PREVIEW_ROWS = 20
 CHANGELIST = "admin:eventbus_deadletter_changelist"
@@ -102,7 +103,7 @@ def describe_filters(changelist: ChangeList) -> list[tuple[str, str]]:
 
 
 @admin.register(DeadLetter)
-class DeadLetterAdmin(OrganizationColumn, ReadOnlyAdmin):
+class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     list_display = (
         "died_at",
         "event_type",
@@ -146,24 +147,10 @@ class DeadLetterAdmin(OrganizationColumn, ReadOnlyAdmin):
             "Event",
             {"fields": ("event_link", "event_type", "organization_name", "entity", "request_id")},
         ),
-        ("Payload", {"fields": ("payload",)}),
-        ("Metadata", {"fields": ("metadata",)}),
+        ("Payload", {"fields": ("payload_pretty",)}),
+        ("Metadata", {"fields": ("metadata_pretty",)}),
     )
-    readonly_fields = (
-        "consumer",
-        "attempts_used",
-        "created_at",
-        "died_at",
-        "error_class",
-        "error_full",
-        "event_link",
-        "event_type",
-        "organization_name",
-        "entity",
-        "request_id",
-        "payload",
-        "metadata",
-    )
+    readonly_fields = flatten_fieldsets(fieldsets)  # view-only: every field shown
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
         # The list reads deliveries (+ organization names) only; the detail page loads the event.
@@ -208,21 +195,8 @@ class DeadLetterAdmin(OrganizationColumn, ReadOnlyAdmin):
     def event_link(self, obj: Delivery) -> SafeString:
         return rendering.admin_link("admin:eventbus_eventlog_change", obj.event_id, "open event")
 
-    @admin.display(description="entity")
-    def entity(self, obj: Delivery) -> str:
-        return f"{obj.event.entity_kind} {obj.event.entity_id or ''}".strip()
-
-    @admin.display(description="request id")
-    def request_id(self, obj: Delivery) -> SafeString | str:
-        return rendering.correlation_link(obj.event.metadata.get("request_id"))
-
-    @admin.display(description="payload")
-    def payload(self, obj: Delivery) -> SafeString:
-        return rendering.pretty_json(obj.event.payload)
-
-    @admin.display(description="metadata")
-    def metadata(self, obj: Delivery) -> SafeString:
-        return rendering.pretty_json(obj.event.metadata)
+    def event_of(self, obj: Delivery) -> EventLog:
+        return obj.event
 
     # -- pages -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
@@ -18,12 +19,12 @@ from django.utils.safestring import SafeString
 from deskcomm.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from eventbus import selectors
 from eventbus.admin import filters, rendering
-from eventbus.admin.rendering import OrganizationColumn
+from eventbus.admin.rendering import EventColumns, OrganizationColumn
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 
 
 @admin.register(EventLog)
-class EventLogAdmin(OrganizationColumn, ReadOnlyAdmin):
+class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     list_display = (
         "created_at",
         "event_type",
@@ -65,20 +66,7 @@ class EventLogAdmin(OrganizationColumn, ReadOnlyAdmin):
         ("Payload", {"fields": ("payload_pretty",)}),
         ("Metadata", {"fields": ("metadata_pretty",)}),
     )
-    readonly_fields = (
-        "id",
-        "event_type",
-        "organization_name",
-        "entity",
-        "status",
-        "progress",
-        "created_at",
-        "updated_at",
-        "request_id",
-        "last_error",
-        "payload_pretty",
-        "metadata_pretty",
-    )
+    readonly_fields = flatten_fieldsets(fieldsets)  # view-only: every field shown
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[EventLog]:
         # The payload (up to 256 KiB) is loaded only by the detail page that shows it.
@@ -105,25 +93,9 @@ class EventLogAdmin(OrganizationColumn, ReadOnlyAdmin):
         }
         return super().change_view(request, object_id, form_url, extra)
 
-    @admin.display(description="entity")
-    def entity(self, obj: EventLog) -> str:
-        return f"{obj.entity_kind} {obj.entity_id or ''}".strip()
-
     @admin.display(description="consumers done")
     def progress(self, obj: EventLog) -> str:
         return f"{len(obj.consumed_by)} / {obj.fanout}"
-
-    @admin.display(description="request id")
-    def request_id(self, obj: EventLog) -> SafeString | str:
-        return rendering.correlation_link(obj.metadata.get("request_id"))
-
-    @admin.display(description="payload")
-    def payload_pretty(self, obj: EventLog) -> SafeString:
-        return rendering.pretty_json(obj.payload)
-
-    @admin.display(description="metadata")
-    def metadata_pretty(self, obj: EventLog) -> SafeString:
-        return rendering.pretty_json(obj.metadata)
 
 
 class AttemptInline(ReadOnlyMixin, admin.TabularInline):

@@ -51,6 +51,30 @@ class OrganizationColumn:
         )
 
 
+class EventColumns:
+    """Columns/fields of the row's event: entity, request id (linked), payload, metadata."""
+
+    def event_of(self, obj: Any) -> Any:
+        return obj  # the row is the event; admins of deliveries return obj.event
+
+    @admin.display(description="entity")
+    def entity(self, obj: Any) -> str:
+        event = self.event_of(obj)
+        return f"{event.entity_kind} {event.entity_id or ''}".strip()
+
+    @admin.display(description="request id")
+    def request_id(self, obj: Any) -> SafeString | str:
+        return correlation_link(self.event_of(obj).metadata.get("request_id"))
+
+    @admin.display(description="payload")
+    def payload_pretty(self, obj: Any) -> SafeString:
+        return pretty_json(self.event_of(obj).payload)
+
+    @admin.display(description="metadata")
+    def metadata_pretty(self, obj: Any) -> SafeString:
+        return pretty_json(self.event_of(obj).metadata)
+
+
 def correlation_link(request_id: str | None) -> SafeString | str:
     if not request_id:
         return "-"
