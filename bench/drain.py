@@ -182,13 +182,18 @@ def libpq_conninfo(url: str, *, dbname: str | None = None) -> str:
 
 def child_env(config: Config) -> dict[str, str]:
     """Environment for every process that touches the scratch database."""
+    return scratch_env(config.scratch_url, BENCH_MODULE)
+
+
+def scratch_env(scratch_url: str, handler_module: str) -> dict[str, str]:
+    """This environment pointed at a scratch database, with a benchmark's consumers loaded."""
     env = dict(os.environ)
     configured = env.get("EVENTBUS_HANDLER_MODULES", "").split(",")
-    extra = [m for m in configured if m and m != BENCH_MODULE]
+    extra = [m for m in configured if m and m != handler_module]
     env.update(
         {
-            "DATABASE_URL": config.scratch_url,
-            "EVENTBUS_HANDLER_MODULES": ",".join([BENCH_MODULE, *extra]),
+            "DATABASE_URL": scratch_url,
+            "EVENTBUS_HANDLER_MODULES": ",".join([handler_module, *extra]),
             "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
             "LOG_LEVEL": "WARNING",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
@@ -202,15 +207,20 @@ def child_env(config: Config) -> dict[str, str]:
 
 def recreate_scratch(config: Config) -> None:
     say(f"re-creating scratch database {config.scratch_name} (base {config.base_url})")
-    with psycopg.connect(config.admin_conninfo, autocommit=True) as conn:
-        name = sql.Identifier(config.scratch_name)
+    recreate_database(config.admin_conninfo, config.scratch_name, child_env(config))
+
+
+def recreate_database(admin_conninfo: str, scratch_name: str, env: dict[str, str]) -> None:
+    """Drop and create `scratch_name`, then `manage.py migrate` it (with `env`)."""
+    with psycopg.connect(admin_conninfo, autocommit=True) as conn:
+        name = sql.Identifier(scratch_name)
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
     say("migrating the scratch database (manage.py migrate)")
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
         cwd=REPO_ROOT,
-        env=child_env(config),
+        env=env,
         capture_output=True,
         text=True,
         check=False,

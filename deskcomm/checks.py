@@ -6,7 +6,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 POSTGRES_ENGINE = "django.db.backends.postgresql"
 
@@ -70,3 +70,18 @@ def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckM
             id="deskcomm.E004",
         )
     ]
+
+
+@register(Tags.security, deploy=True)
+def check_outbound_http(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Private and loopback targets for outbound HTTP are a development convenience only."""
+    if settings.OUTBOUND_HTTP_ALLOW_PRIVATE and not settings.DEBUG:
+        return [
+            Warning(
+                "OUTBOUND_HTTP_ALLOW_PRIVATE is on: webhooks and alert webhooks may reach "
+                "private and loopback addresses (SSRF).",
+                hint="Turn it off outside development (OUTBOUND_HTTP_ALLOW_PRIVATE=false).",
+                id="deskcomm.W002",
+            )
+        ]
+    return []

@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
@@ -89,6 +90,8 @@ LANGUAGE_CODE = "en-us"
 USE_I18N = True
 USE_TZ = True
 TIME_ZONE = "UTC"
+# Operators read ISO dates and 24-hour times (deskcomm/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["deskcomm.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")
@@ -144,6 +147,20 @@ SPECTACULAR_SETTINGS = {
         "deskcomm.api.schema.add_common_headers",
     ],
 }
+
+# Who gets operator mail (DLQ growth alerts): comma-separated e-mail addresses.
+ADMINS = [(address, address) for address in env.list("ADMINS", default=[])]
+# How mail leaves: smtp://user:password@host:587 (+tls), consolemail:// (default: stdout).
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+vars().update(EMAIL_CONFIG)
+SERVER_EMAIL = env.str("SERVER_EMAIL", default="deskcomm@localhost")
+DEFAULT_FROM_EMAIL = SERVER_EMAIL
+EMAIL_SUBJECT_PREFIX = "[Deskcomm] "
+
+# Outbound HTTP to URLs users or operators configure (deskcomm.http.guarded_client): private and
+# loopback targets are refused unless this is on (development only; a deploy check warns).
+OUTBOUND_HTTP_ALLOW_PRIVATE = env.bool("OUTBOUND_HTTP_ALLOW_PRIVATE", default=False)
+OUTBOUND_HTTP_TIMEOUT = env.float("OUTBOUND_HTTP_TIMEOUT", default=10.0)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
@@ -201,12 +218,16 @@ EVENTBUS = {
     # Dotted paths of callables `fn(subject, details)` called for operational alerts (failed cron
     # runs, a DLQ past its threshold), after the ERROR log line.
     "ALERT_HOOKS": env.list("EVENTBUS_ALERT_HOOKS", default=[]),
-    # dlq-alert: alert when this many deliveries are dead.
-    "DLQ_ALERT_THRESHOLD": env.int("DLQ_ALERT_THRESHOLD", default=1),
     # Retention (R-E6): events older than this many days are archived, then deleted.
     "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=90),
     # Rows deleted per statement after a day is archived and verified.
     "ARCHIVE_DELETE_BATCH": env.int("EVENT_ARCHIVE_DELETE_BATCH", default=5000),
+    # DLQ growth alert: this many deliveries of one consumer dying within the interval alerts
+    # ADMINS (and the webhook, when set), at most once per interval per consumer.
+    "DLQ_ALERT_THRESHOLD": env.int("EVENTBUS_DLQ_ALERT_THRESHOLD", default=10),
+    "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=3600.0),
+    # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
+    "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=""),
 }
 
 # --- Jobs: dramatiq (django-dramatiq), broker chosen by environment -------------------------

@@ -12,6 +12,7 @@ admin.site.site_title = "Deskcomm"
 admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
+    path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("api/v1/webhooks/", include("webhooks.urls")),

@@ -349,10 +349,10 @@ SELECT id, event_id, organization_id, consumer FROM target
 # REPLAY (step 1). Deliver events (again) to one consumer: a new pending delivery, or the existing
 # one back to pending when it is finished (done, dead, discarded); running ones are left alone.
 REPLAY_SQL = """
-INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts, max_attempts,
-                               next_attempt_at, created_at, updated_at)
-SELECT e.id, e.organization_id, %(consumer)s, 'pending', 0, %(max_attempts)s, %(now)s, %(now)s,
-       %(now)s
+INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status, attempts,
+                               max_attempts, next_attempt_at, created_at, updated_at)
+SELECT e.id, e.organization_id, %(consumer)s, e.event_type, 'pending', 0, %(max_attempts)s,
+       %(now)s, %(now)s, %(now)s
   FROM event_log e
  WHERE e.id = ANY(%(ids)s::uuid[])
 ON CONFLICT (event_id, consumer) DO UPDATE

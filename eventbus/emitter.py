@@ -55,9 +55,9 @@ WITH routes AS MATERIALIZED (
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, fanout
 ), deliveries AS (
-    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
-                                   max_attempts, next_attempt_at, created_at, updated_at)
-    SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
+    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
+                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT ev.id, %(org)s, r.consumer, %(event_type)s, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
       FROM ev, routes r
 )
@@ -98,11 +98,11 @@ WITH i AS MATERIALIZED (
       FROM i LEFT JOIN counts c ON c.event_id = i.id
      ORDER BY i.ord
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id
+    RETURNING id, event_type
 ), deliveries AS (
-    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, status, attempts,
-                                   max_attempts, next_attempt_at, created_at, updated_at)
-    SELECT ev.id, %(org)s, r.consumer, 'pending', 0, r.max_attempts,
+    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
+                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
+    SELECT ev.id, %(org)s, r.consumer, ev.event_type, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
       FROM ev JOIN routes r ON r.event_id = ev.id
 )

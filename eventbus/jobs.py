@@ -13,21 +13,13 @@ from django.db import connection
 from deskcomm.cron import job, job_setting
 from eventbus import archive
 from eventbus import claim as claims
-from eventbus.alerts import alert, notify_dead
+from eventbus.alerts import notify_dead
 from eventbus.conf import bus_settings
+from eventbus.dlq_alerts import dlq_alerts_check
 from eventbus.emitter import WAKEUP_CHANNEL
 from eventbus.worker import Worker, WorkerOptions
 
 logger = logging.getLogger(__name__)
-
-# Dead deliveries per consumer, counted up to a cap on the partial `delivery_dead_idx` (the DLQ
-# can be large; the alert needs "past the threshold", not an exact total).
-DEAD_BY_CONSUMER_SQL = """
-SELECT consumer, count(*) FROM (
-    SELECT consumer FROM eventbus_delivery WHERE status = 'dead' LIMIT %(cap)s
-) dead GROUP BY consumer ORDER BY count(*) DESC
-"""
-DEAD_COUNT_CAP = 10_000
 
 
 @job("event-log-reaper", every=dt.timedelta(minutes=1))
@@ -75,20 +67,9 @@ def archive_old_events() -> int:
 
 @job("dlq-alert", every=dt.timedelta(minutes=5))
 def dlq_alert() -> int:
-    """Alert when the dead-letter queue holds DLQ_ALERT_THRESHOLD deliveries or more."""
-    with connection.cursor() as cursor:
-        cursor.execute(DEAD_BY_CONSUMER_SQL, {"cap": DEAD_COUNT_CAP})
-        by_consumer = dict(cursor.fetchall())
-    total = sum(by_consumer.values())
-    threshold = int(bus_settings.DLQ_ALERT_THRESHOLD)
-    if total >= threshold:
-        shown = f"{total}+" if total >= DEAD_COUNT_CAP else str(total)
-        alert(
-            f"dead-letter queue holds {shown} deliveries (threshold {threshold})",
-            dead=total,
-            by_consumer=by_consumer,
-        )
-    return total
+    """Alert (ADMINS mail, optional Slack webhook, alert hooks) about consumers whose DLQ grew
+    past EVENTBUS_DLQ_ALERT_THRESHOLD within the interval, at most once per interval each."""
+    return len(dlq_alerts_check())
 
 
 def _bounded(

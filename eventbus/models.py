@@ -11,6 +11,7 @@ import uuid
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.fields.json import KeyTextTransform
 
 from eventbus.catalog import EVENT_TYPE_PATTERN
 
@@ -89,6 +90,9 @@ class EventLog(models.Model):
             models.Index(
                 fields=["organization", "event_type", "-created_at"], name="event_log_org_type_idx"
             ),
+            # Admin event browser: one type across organizations, newest first (without it a
+            # rare type walks the whole created_at index).
+            models.Index(fields=["event_type", "-created_at"], name="event_log_type_created_idx"),
             # Everything that happened to one entity (debug, audit, LGPD; seed index 4).
             models.Index(
                 fields=["entity_kind", "entity_id", "-created_at"], name="event_log_entity_idx"
@@ -99,8 +103,21 @@ class EventLog(models.Model):
                 condition=Q(status="dead"),
                 name="event_log_dead_idx",
             ),
+            # Event browser "dead" filter across organizations, newest first (dead events only).
+            models.Index(
+                fields=["-created_at"],
+                condition=Q(status="dead"),
+                name="event_log_dead_created_idx",
+            ),
             # Archive/retention scans by age.
             models.Index(fields=["created_at"], name="event_log_created_idx"),
+            # Correlation view and admin search: the events one request caused (R-O5). Partial:
+            # events emitted outside a request (workers, cron) carry no request id.
+            models.Index(
+                KeyTextTransform("request_id", "metadata"),
+                condition=Q(metadata__has_key="request_id"),
+                name="event_log_request_idx",
+            ),
         ]
         # The seed's GIN index on consumed_by ("which events did consumer X process") is served by
         # eventbus_delivery (consumer, status) instead: a GIN index would make every ack costlier.
@@ -121,6 +138,9 @@ class Delivery(models.Model):
         "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     consumer = models.TextField()
+    # Denormalised from the event (set by every emit path): the status page and the DLQ count and
+    # filter per event type from the delivery rows and their indexes, never joining the log.
+    event_type = models.TextField()
     status = models.TextField(choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING)
     attempts = models.SmallIntegerField(default=0)  # attempts started (claims)
     max_attempts = models.SmallIntegerField(default=8)
@@ -167,12 +187,47 @@ class Delivery(models.Model):
                 condition=Q(status="dead"),
                 name="delivery_dead_idx",
             ),
-            # "Which events did consumer X process / what is stuck for X" (replaces seed GIN).
-            models.Index(fields=["consumer", "status"], name="delivery_consumer_status_idx"),
+            # The DLQ screen without a consumer filter: newest deaths first, "died at" periods;
+            # covering for the status page's dead counts (index-only, no heap visit per letter).
+            # Only dead rows are in it, so it costs nothing on the hot path.
+            models.Index(
+                fields=["-finished_at", "-id"],
+                include=["event_type", "organization_id", "consumer"],
+                condition=Q(status="dead"),
+                name="delivery_dlq_idx",
+            ),
+            # The DLQ's error-class filter choices (a loose scan of dead rows only).
+            models.Index(
+                fields=["error_class"], condition=Q(status="dead"), name="delivery_dead_error_idx"
+            ),
+            # "Which events did consumer X process / what is stuck for X" (replaces seed GIN), and
+            # the status page's throughput: done per consumer since a time. A status change is
+            # never a HOT update, so every transition writes an entry here anyway; finished_at
+            # only makes the entry wider.
+            models.Index(
+                fields=["consumer", "status", "finished_at"],
+                name="delivery_consumer_finished_idx",
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.consumer} <- {self.event_id}"
+
+
+class DeadLetter(Delivery):
+    """The DLQ as the admin sees it: deliveries with status `dead` (a proxy, no table).
+
+    Its custom permissions gate the operator actions, so support staff need not be superusers.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead letter"
+        verbose_name_plural = "dead letters (DLQ)"
+        permissions = [
+            ("reprocess_deadletter", "Can reprocess dead letters"),
+            ("discard_deadletter", "Can discard dead letters"),
+        ]
 
 
 class DeliveryAttempt(models.Model):
@@ -223,3 +278,11 @@ class EventTypeSchema(models.Model):
     version = models.IntegerField()
     required = ArrayField(models.TextField(), default=list)
     notify = models.BooleanField(default=False)  # emit_event sends the LISTEN/NOTIFY wake-up
+
+
+class DlqAlertState(models.Model):
+    """When each consumer's DLQ growth alert last went out: at most one per interval."""
+
+    consumer = models.TextField(primary_key=True)
+    last_sent_at = models.DateTimeField()
+    dead_in_window = models.IntegerField(default=0)  # what the last alert reported

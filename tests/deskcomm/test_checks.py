@@ -43,3 +43,15 @@ def test_s3_archive_without_boto3_is_reported() -> None:
         errors = check_archive_storage()
     expected = [] if find_spec("boto3") else ["deskcomm.E004"]
     assert [e.id for e in errors] == expected
+
+
+def test_private_outbound_targets_are_flagged_for_deploys(settings: object) -> None:
+    from deskcomm.checks import check_outbound_http
+
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False  # type: ignore[attr-defined]
+    assert check_outbound_http() == []
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
+    assert [w.id for w in check_outbound_http()] == ["deskcomm.W002"]
+    settings.DEBUG = True  # type: ignore[attr-defined]
+    assert check_outbound_http() == []

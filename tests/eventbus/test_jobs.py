@@ -66,17 +66,19 @@ def test_event_log_drain_also_relays_broker_deliveries(org: Organization) -> Non
     assert Delivery.objects.get(consumer="broker-effect-worker").status == "processing"
 
 
-def test_dlq_alert_alerts_past_the_threshold(
+def test_dlq_alert_job_alerts_on_growth_once_per_interval(
     org: Organization, settings: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings.EVENTBUS = {**settings.EVENTBUS, "DLQ_ALERT_THRESHOLD": 2}  # type: ignore[attr-defined]
-    emit_effects(org, 1)
-    Delivery.objects.filter(consumer="effect-a-worker").update(status="dead")
+    emit_effects(org, 2)
+    died = {"status": "dead", "finished_at": timezone.now()}
+    first = Delivery.objects.filter(consumer="effect-a-worker").order_by("pk")[0]
+    Delivery.objects.filter(pk=first.pk).update(**died)
+    with caplog.at_level(logging.ERROR):
+        assert completed_rows(job_run(name="dlq-alert", trigger="manual").run_id) == 0
+    assert "DLQ growing" not in caplog.text
+    Delivery.objects.filter(consumer="effect-a-worker").update(**died)
     with caplog.at_level(logging.ERROR):
         assert completed_rows(job_run(name="dlq-alert", trigger="manual").run_id) == 1
-    assert not [r for r in caplog.records if "dead-letter queue" in r.getMessage()]
-    Delivery.objects.filter(consumer="effect-b-worker").update(status="dead")
-    with caplog.at_level(logging.ERROR):
-        assert completed_rows(job_run(name="dlq-alert", trigger="manual").run_id) == 2
-    [record] = [r for r in caplog.records if "dead-letter queue" in r.getMessage()]
-    assert "holds 2 deliveries (threshold 2)" in record.getMessage()
+        assert completed_rows(job_run(name="dlq-alert", trigger="manual").run_id) == 0
+    assert caplog.text.count("ALERT: DLQ growing: effect-a-worker") == 1

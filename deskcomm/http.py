@@ -1,0 +1,121 @@
+"""Outbound HTTP with SSRF protection: every request Deskcomm makes to a URL goes through here.
+
+`guarded_client()` returns an httpx client whose transport resolves the host itself, refuses
+private, loopback, link-local, cloud-metadata and other non-public addresses (private and
+loopback are allowed only with `OUTBOUND_HTTP_ALLOW_PRIVATE`, for development), and connects to
+the address it vetted, so a DNS answer that changes between the check and the connect (rebinding)
+cannot redirect the request. TLS still verifies the certificate against the host name (SNI).
+Redirects are never followed, proxies from the environment are ignored, timeouts are short.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[..., list[tuple[Any, ...]]]
+
+ALLOWED_SCHEMES = ("http", "https")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+CONNECT_TIMEOUT = 3.0
+# Cloud instance metadata endpoints: never reachable, not even with private targets allowed.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+)
+
+
+class UnsafeDestinationError(httpx.ConnectError):
+    """The URL's scheme or resolved address is not allowed; nothing was sent."""
+
+
+def guarded_client(
+    *, timeout: float | None = None, allow_private: bool | None = None
+) -> httpx.Client:
+    """An httpx client for untrusted URLs: vetted addresses, no redirects, no env proxies.
+
+    `timeout` defaults to OUTBOUND_HTTP_TIMEOUT (connect at most 3 s); `allow_private` to
+    OUTBOUND_HTTP_ALLOW_PRIVATE. Both are read now, not at import.
+    """
+    total = float(timeout if timeout is not None else settings.OUTBOUND_HTTP_TIMEOUT)
+    return httpx.Client(
+        transport=GuardedTransport(allow_private=allow_private),
+        timeout=httpx.Timeout(total, connect=min(total, CONNECT_TIMEOUT)),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """Resolve, vet, then connect to the vetted address (Host header and SNI keep the name)."""
+
+    def __init__(
+        self,
+        *,
+        allow_private: bool | None = None,
+        resolver: Resolver = socket.getaddrinfo,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._allow_private = allow_private
+        self._resolve = resolver
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        address = self.vet(request.url)
+        pinned = httpx.Request(
+            request.method,
+            request.url.copy_with(host=str(address)),
+            headers=request.headers,  # carries Host: <original name>
+            stream=request.stream,
+            extensions={**request.extensions, "sni_hostname": request.url.host},
+        )
+        return super().handle_request(pinned)
+
+    def vet(self, url: httpx.URL) -> IPAddress:
+        """The address to connect to, or UnsafeDestinationError."""
+        if url.scheme not in ALLOWED_SCHEMES:
+            raise UnsafeDestinationError(f"scheme {url.scheme!r} is not allowed (http/https only)")
+        if not url.host:
+            raise UnsafeDestinationError("the URL has no host")
+        addresses = self._addresses(url.host, url.port or DEFAULT_PORTS[url.scheme])
+        allow_private = (
+            settings.OUTBOUND_HTTP_ALLOW_PRIVATE
+            if self._allow_private is None
+            else self._allow_private
+        )
+        # Every answer must pass: a name resolving to one public and one private address is refused.
+        for address in addresses:
+            refusal = refusal_reason(address, allow_private=allow_private)
+            if refusal:
+                raise UnsafeDestinationError(f"{url.host} resolves to {address}: {refusal}")
+        return addresses[0]
+
+    def _addresses(self, host: str, port: int) -> list[IPAddress]:
+        try:
+            answers = self._resolve(host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as exc:
+            raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from exc
+        addresses = [ipaddress.ip_address(str(answer[4][0]).split("%", 1)[0]) for answer in answers]
+        if not addresses:
+            raise httpx.ConnectError(f"cannot resolve {host}: no address")
+        return addresses
+
+
+def refusal_reason(address: IPAddress, *, allow_private: bool) -> str:
+    """Why `address` must not be contacted ("" when it may be)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if address.is_link_local or address.is_unspecified or address.is_multicast:
+        return "a link-local, unspecified or multicast address"
+    if address.is_global:
+        return ""
+    if allow_private and (address.is_private or address.is_loopback):
+        return ""
+    return "a private, loopback or reserved address (OUTBOUND_HTTP_ALLOW_PRIVATE is off)"

@@ -1,0 +1,162 @@
+"""Read-only event and delivery browsers: large-table friendly lists, detail pages with links.
+
+Lists never count the table (capped pagination) and offer only filters an index serves; detail
+pages show the payload and metadata pretty-printed and escaped, each consumer's delivery state and
+the attempt history, with links event <-> deliveries <-> organization <-> correlation view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from deskcomm.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
+from eventbus.admin import filters, rendering, selectors
+from eventbus.admin.rendering import EventColumns, OrganizationColumn
+from eventbus.models import Delivery, DeliveryAttempt, EventLog
+
+
+@admin.register(EventLog)
+class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
+    list_display = (
+        "created_at",
+        "event_type",
+        "organization_name",
+        "entity",
+        "status",
+        "progress",
+        "request_id",
+    )
+    list_filter = (
+        filters.OrganizationFilter,
+        filters.EventTypeFilter,
+        filters.EntityKindFilter,
+        filters.DeadEventFilter,
+        ("created_at", filters.CreatedFilter),
+    )
+    search_fields = ("id",)  # exact and indexed: see get_search_results
+    search_help_text = "Exact event id, entity id or request id."
+    ordering = ("-created_at",)  # event_log_created_idx / event_log_org_created_idx
+    change_form_template = "admin/eventbus/eventlog/change_form.html"
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "event_type",
+                    "organization_name",
+                    "entity",
+                    "status",
+                    "progress",
+                    "created_at",
+                    "updated_at",
+                    "request_id",
+                    "last_error",
+                )
+            },
+        ),
+        ("Payload", {"fields": ("payload_pretty",)}),
+        ("Metadata", {"fields": ("metadata_pretty",)}),
+    )
+    readonly_fields = flatten_fieldsets(fieldsets)  # view-only: every field shown
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[EventLog]:
+        # The payload (up to 256 KiB) is loaded only by the detail page that shows it.
+        return selectors.event_queryset().select_related("organization").defer("payload")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[EventLog], search_term: str
+    ) -> tuple[QuerySet[EventLog], bool]:
+        if not search_term.strip():
+            return queryset, False
+        return queryset.filter(pk__in=selectors.events_matching(search_term).values("pk")), False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        event_id = selectors.parse_uuid(object_id)
+        extra = {
+            "deliveries": selectors.event_deliveries(event_id) if event_id else [],
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+    @admin.display(description="consumers done")
+    def progress(self, obj: EventLog) -> str:
+        return f"{len(obj.consumed_by)} / {obj.fanout}"
+
+
+class AttemptInline(ReadOnlyMixin, admin.TabularInline):
+    model = DeliveryAttempt
+    fields = ("attempt", "outcome", "created_at", "duration_ms", "error_class", "error", "worker")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "failed attempts"
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "consumer",
+        "status",
+        "attempts",
+        "event_link",
+        "organization_name",
+        "next_attempt_at",
+        "finished_at",
+    )
+    list_filter = (filters.DeliveryStatusFilter, filters.ConsumerFilter)
+    search_fields = ("event__id",)
+    search_help_text = "Exact event id, entity id or request id."
+    ordering = ("-id",)
+    inlines = (AttemptInline,)
+    fields = (
+        "consumer",
+        "status",
+        "attempts",
+        "max_attempts",
+        "event_link",
+        "organization_name",
+        "created_at",
+        "updated_at",
+        "next_attempt_at",
+        "locked_until",
+        "locked_by",
+        "finished_at",
+        "error_class",
+        "error_full",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
+        return Delivery.objects.select_related("organization")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Delivery], search_term: str
+    ) -> tuple[QuerySet[Delivery], bool]:
+        if not search_term.strip():
+            return queryset, False
+        return selectors.deliveries_matching(queryset, search_term), False
+
+    @admin.display(description="event")
+    def event_link(self, obj: Delivery) -> SafeString:
+        return rendering.admin_link("admin:eventbus_eventlog_change", obj.event_id, obj.event_id)
+
+    @admin.display(description="error")
+    def error_full(self, obj: Delivery) -> SafeString | str:
+        if not obj.last_error:
+            return "-"
+        return format_html("{}{}", obj.error_class or "", rendering.pretty_text(obj.last_error))

@@ -1,0 +1,153 @@
+"""Small presentation helpers for the console: escaped JSON, short errors, links, SVG geometry.
+
+Everything that comes from data is escaped: `format_html` for fragments, Django templates (with
+autoescape) for the rest; the charts are computed here and drawn by templates as inline SVG.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+SHORT_ERROR = 120
+
+
+def pretty_json(value: Any) -> SafeString:
+    """Indented JSON in a <pre>, escaped (a `<script>` in a payload shows as text)."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    return format_html('<pre class="dc-json">{}</pre>', text)
+
+
+def pretty_text(value: str | None) -> SafeString:
+    """Multi-line text (errors, tracebacks) in a <pre>, escaped."""
+    return format_html('<pre class="dc-error">{}</pre>', value or "")
+
+
+def short(value: str | None, limit: int = SHORT_ERROR) -> str:
+    """First line of `value`, at most `limit` characters (escaped later by the admin)."""
+    line = (value or "").strip().splitlines()[0] if (value or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def admin_link(viewname: str, pk: object, label: object) -> SafeString:
+    return format_html('<a href="{}">{}</a>', reverse(viewname, args=[pk]), label)
+
+
+class OrganizationColumn:
+    """The `organization_name` column/field: the tenant's name, linking to it."""
+
+    @admin.display(description="organization")
+    def organization_name(self, obj: Any) -> SafeString:
+        return admin_link(
+            "admin:deskcomm_organization_change", obj.organization_id, obj.organization
+        )
+
+
+class EventColumns:
+    """Columns/fields of the row's event: entity, request id (linked), payload, metadata."""
+
+    def event_of(self, obj: Any) -> Any:
+        return obj  # the row is the event; admins of deliveries return obj.event
+
+    @admin.display(description="entity")
+    def entity(self, obj: Any) -> str:
+        event = self.event_of(obj)
+        return f"{event.entity_kind} {event.entity_id or ''}".strip()
+
+    @admin.display(description="request id")
+    def request_id(self, obj: Any) -> SafeString | str:
+        return correlation_link(self.event_of(obj).metadata.get("request_id"))
+
+    @admin.display(description="payload")
+    def payload_pretty(self, obj: Any) -> SafeString:
+        return pretty_json(self.event_of(obj).payload)
+
+    @admin.display(description="metadata")
+    def metadata_pretty(self, obj: Any) -> SafeString:
+        return pretty_json(self.event_of(obj).metadata)
+
+
+def correlation_link(request_id: str | None) -> SafeString | str:
+    if not request_id:
+        return "-"
+    url = reverse("eventbus_ops:correlation") + "?" + urlencode({"request_id": request_id})
+    return format_html('<a href="{}">{}</a>', url, request_id)
+
+
+def age(since: dt.datetime | None, now: dt.datetime) -> str:
+    """'3 h 12 min', '45 s': how long ago, compact (for lag columns)."""
+    if since is None:
+        return "-"
+    seconds = max(int((now - since).total_seconds()), 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: int
+    y: int
+    width: int
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """Horizontal bars, one row each: the template draws label, bar and value."""
+
+    bars: list[Bar]
+    width: int
+    height: int
+    label_width: int
+    bar_area: int
+    row_height: int
+
+
+def bar_chart(
+    rows: list[tuple[str, int]], *, width: int = 420, label_width: int = 190, row_height: int = 20
+) -> BarChart:
+    """Geometry for a bar chart of (label, value), biggest first; empty rows dropped."""
+    rows = sorted((r for r in rows if r[1] > 0), key=lambda r: -r[1])[:15]
+    bar_area = width - label_width - 60
+    top = max((v for _, v in rows), default=1)
+    bars = [
+        Bar(label, value, i * row_height, max(1, round(bar_area * value / top)))
+        for i, (label, value) in enumerate(rows)
+    ]
+    return BarChart(bars, width, max(len(bars), 1) * row_height, label_width, bar_area, row_height)
+
+
+@dataclass(frozen=True)
+class Sparkline:
+    """Column sparkline of per-bucket counts (oldest left)."""
+
+    columns: list[tuple[int, int, int, int]]  # x, y, height, value
+    width: int
+    height: int
+    column_width: int
+    peak: int
+
+
+def sparkline(values: list[int], *, height: int = 22, column_width: int = 7) -> Sparkline:
+    peak = max(values, default=0)
+    columns = []
+    for i, value in enumerate(values):
+        h = round((height - 2) * value / peak) if peak else 0
+        h = max(h, 1) if value else 0
+        columns.append((i * (column_width + 1), height - h, h, value))
+    width = len(values) * (column_width + 1)
+    return Sparkline(columns, width, height, column_width, peak)

@@ -1,0 +1,199 @@
+"""Reads for the operations console: the DLQ, the event browser, event detail, correlation.
+
+Every query here is served by an index (named in its comment): the event log holds millions of
+rows, so nothing scans it or counts it whole. Status-page aggregates live in `eventbus/status.py`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTextTransform
+
+from deskcomm.models import AuditLog, Organization
+from eventbus import catalog
+from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
+from eventbus.registry import registry
+
+CORRELATION_LIMIT = 500
+CHOICES_LIMIT = 200
+
+# DISTINCT over the leading column of an index by a loose index scan: one index probe per
+# distinct value instead of reading every row. Table, column and condition come from
+# DISTINCT_COLUMNS only (never from input); the condition matches the index's partial predicate.
+LOOSE_SCAN_SQL = """
+WITH RECURSIVE found(value) AS (
+    (SELECT {column} FROM {table} WHERE {condition} ORDER BY {column} LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.{column} FROM {table} t WHERE {condition} AND t.{column} > f.value
+             ORDER BY t.{column} LIMIT 1)
+      FROM found f WHERE f.value IS NOT NULL
+)
+SELECT value FROM found WHERE value IS NOT NULL LIMIT %(limit)s
+"""
+DISTINCT_COLUMNS = {
+    "entity_kind": ("event_log", "entity_kind", "TRUE"),  # event_log_entity_idx
+    "consumer": ("eventbus_delivery", "consumer", "TRUE"),  # delivery_consumer_finished_idx
+    "dead_consumer": ("eventbus_delivery", "consumer", "status = 'dead'"),  # delivery_dead_idx
+    "dead_error_class": ("eventbus_delivery", "error_class", "status = 'dead'"),  # ..._error_idx
+}
+
+
+def distinct_values(name: str, *, limit: int = CHOICES_LIMIT) -> list[str]:
+    """Distinct entity kinds, consumers or dead consumers, by a loose index scan (any size)."""
+    table, column, condition = DISTINCT_COLUMNS[name]
+    sql = LOOSE_SCAN_SQL.format(table=table, column=column, condition=condition)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"limit": limit})
+        return [row[0] for row in cursor.fetchall()]
+
+
+def dead_event_type_choices() -> list[str]:
+    """Event types the consumers with dead letters subscribe to (no scan of the DLQ itself).
+
+    A consumer unknown to the registry (removed from the code) offers every declared type.
+    """
+    known = {c.name: c.events for c in registry.all()}
+    declared = tuple(catalog.declared_types())
+    types: set[str] = set()
+    for name in distinct_values("dead_consumer"):
+        types.update(known.get(name, declared))
+    return sorted(types)
+
+
+def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
+    """(id, name) of organizations for filters, by name."""
+    return [(str(pk), name) for pk, name in Organization.objects.values_list("pk", "name")[:limit]]
+
+
+def dead_letters() -> QuerySet[Delivery]:
+    """The DLQ: dead deliveries (delivery_dlq_idx, or delivery_dead_idx per consumer)."""
+    return Delivery.objects.filter(status=DeliveryStatus.DEAD)
+
+
+def events_with_request_id(request_id: str) -> QuerySet[EventLog]:
+    """Events whose metadata.request_id is `request_id` (event_log_request_idx)."""
+    return event_queryset().filter(request_id_match(request_id))
+
+
+def request_id_match(request_id: str) -> Q:
+    """For `event_queryset()`: the expression matches the index, has_key its partial predicate."""
+    return Q(metadata__has_key="request_id") & Q(_request_id=request_id)
+
+
+def events_matching(term: str) -> QuerySet[EventLog]:
+    """Events whose id, entity id or request id is exactly `term`; every branch is indexed.
+
+    Entity ids are matched per known entity kind, so `event_log_entity_idx` (kind first) serves
+    them; ids by primary key; request ids by `event_log_request_idx`.
+    """
+    term = term.strip()
+    match = request_id_match(term)
+    as_uuid = parse_uuid(term)
+    if as_uuid is not None:
+        kinds = distinct_values("entity_kind")
+        match |= Q(pk=as_uuid) | Q(entity_kind__in=kinds, entity_id=as_uuid)
+    return event_queryset().filter(match)
+
+
+def event_queryset() -> QuerySet[EventLog]:
+    """EventLog with the request id expression available to filters (`_request_id`)."""
+    return EventLog.objects.alias(_request_id=KeyTextTransform("request_id", "metadata"))
+
+
+def deliveries_matching(deliveries: QuerySet[Delivery], term: str) -> QuerySet[Delivery]:
+    """Narrow to deliveries of the events matching `term` (event, entity or request id)."""
+    return deliveries.filter(event_id__in=Subquery(events_matching(term).values("pk")))
+
+
+def parse_uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def event_deliveries(event_id: uuid.UUID) -> list[Delivery]:
+    """One event's deliveries (delivery_event_consumer_uniq) with their failed attempts."""
+    return list(
+        Delivery.objects.filter(event_id=event_id)
+        .order_by("consumer")
+        .prefetch_related("attempt_log")
+    )
+
+
+def delivery_attempts(delivery_id: int) -> list[DeliveryAttempt]:
+    """A delivery's failed attempts, in order (FK index on delivery_id)."""
+    return list(DeliveryAttempt.objects.filter(delivery_id=delivery_id).order_by("attempt"))
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One thing that happened for a request: `kind` is audit, event, delivery or attempt."""
+
+    at: dt.datetime
+    kind: str
+    item: Any
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Everything one request id caused, in time order."""
+
+    request_id: str
+    entries: list[TimelineEntry]
+    truncated: bool  # more events than CORRELATION_LIMIT; only the first ones are shown
+
+
+KIND_ORDER = {"audit": 0, "event": 1, "delivery": 2, "attempt": 3}
+
+
+def correlation(request_id: str, *, limit: int = CORRELATION_LIMIT) -> Correlation:
+    """Audit entries, events, deliveries and failed attempts of one request, oldest first."""
+    audits = list(
+        AuditLog.objects.filter(request_id=request_id).order_by("created_at")[:limit]
+    )  # audit_request_idx
+    events = list(
+        events_with_request_id(request_id)
+        .select_related("organization")
+        .order_by("created_at")[: limit + 1]
+    )
+    truncated = len(events) > limit
+    events = events[:limit]
+    deliveries = list(Delivery.objects.filter(event_id__in=[e.pk for e in events]))
+    attempts = list(DeliveryAttempt.objects.filter(delivery_id__in=[d.pk for d in deliveries]))
+    entries = [
+        *(TimelineEntry(a.created_at, "audit", a) for a in audits),
+        *(TimelineEntry(e.created_at, "event", e) for e in events),
+        *(TimelineEntry(_delivery_time(d), "delivery", d) for d in deliveries),
+        *(TimelineEntry(a.created_at, "attempt", a) for a in attempts),
+    ]
+    entries.sort(key=lambda entry: (entry.at, KIND_ORDER[entry.kind]))
+    return Correlation(request_id, entries, truncated or len(audits) == limit)
+
+
+def _delivery_time(delivery: Delivery) -> dt.datetime:
+    # A finished delivery is shown when it finished; one still in flight at its last change.
+    return delivery.finished_at or delivery.updated_at
+
+
+def ids_of(queryset: QuerySet[Delivery]) -> Sequence[int]:
+    """The primary keys of a (filtered) delivery queryset, for operator services."""
+    return list(queryset.order_by().values_list("pk", flat=True))
+
+
+def dead_error_classes(*, limit: int = CHOICES_LIMIT) -> list[str]:
+    """Error classes present in the DLQ (a loose scan of delivery_dead_error_idx)."""
+    return distinct_values("dead_error_class", limit=limit)
+
+
+def without_audit(found: Correlation) -> Correlation:
+    """The same timeline without audit entries (for users who may not read the audit log)."""
+    entries = [entry for entry in found.entries if entry.kind != "audit"]
+    return Correlation(found.request_id, entries, found.truncated)

@@ -1,0 +1,201 @@
+"""Status page aggregates: backlog, lag, DLQ and throughput per event type, consumer and tenant.
+
+Two statements over `eventbus_delivery` alone (deliveries carry their event's type), neither
+reading the finished history: the backlog comes from the three partial indexes (pending,
+processing, dead rows only) and the throughput from an index range over the last hour's finished
+rows (`delivery_consumer_finished_idx`). Each is grouped twice in one pass (GROUPING SETS): per
+(event type, consumer) and per organization.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from deskcomm.models import Organization
+from eventbus.admin.selectors import distinct_values
+
+WINDOW = dt.timedelta(hours=1)
+BUCKETS = 12  # five-minute buckets over the hour
+TOP_ORGANIZATIONS = 50
+
+# BACKLOG. Each arm is one status, so it is served by that status's partial index
+# (delivery_claim_idx, delivery_lease_idx, delivery_dlq_idx). The dead arm reads only columns
+# delivery_dlq_idx covers, so a big DLQ is counted from the index without visiting the table.
+BACKLOG_SQL = """
+WITH backlog AS (
+    SELECT event_type, organization_id, consumer, status, next_attempt_at
+      FROM eventbus_delivery WHERE status = 'pending'
+    UNION ALL
+    SELECT event_type, organization_id, consumer, status, next_attempt_at
+      FROM eventbus_delivery WHERE status = 'processing'
+    UNION ALL
+    SELECT event_type, organization_id, consumer, 'dead', NULL::timestamptz
+      FROM eventbus_delivery WHERE status = 'dead'
+)
+SELECT b.event_type, b.consumer, b.organization_id,
+       count(*) FILTER (WHERE b.status = 'pending'),
+       count(*) FILTER (WHERE b.status = 'pending' AND b.next_attempt_at <= %(now)s),
+       count(*) FILTER (WHERE b.status = 'processing'),
+       count(*) FILTER (WHERE b.status = 'dead'),
+       min(b.next_attempt_at) FILTER (WHERE b.status = 'pending'
+                                        AND b.next_attempt_at <= %(now)s)
+  FROM backlog b
+ GROUP BY GROUPING SETS ((b.event_type, b.consumer), (b.organization_id))
+"""
+
+# THROUGHPUT. Deliveries done in the window, per five-minute bucket: an index range scan of
+# delivery_consumer_finished_idx per consumer (consumer = ANY(...) AND status AND finished_at).
+THROUGHPUT_SQL = """
+WITH done AS (
+    SELECT d.event_type, d.consumer, d.organization_id,
+           width_bucket(extract(epoch FROM d.finished_at - %(since)s),
+                        0, %(window)s, %(buckets)s) AS bucket
+      FROM eventbus_delivery d
+     WHERE d.consumer = ANY(%(consumers)s) AND d.status = 'done'
+       AND d.finished_at >= %(since)s AND d.finished_at < %(now)s
+)
+SELECT event_type, consumer, organization_id, bucket, count(*)
+  FROM done
+ GROUP BY GROUPING SETS ((event_type, consumer, bucket), (organization_id))
+"""
+
+ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'event_log'::regclass"
+
+
+@dataclass
+class Counts:
+    """Backlog and throughput of one row of the status page."""
+
+    pending: int = 0
+    due: int = 0
+    processing: int = 0
+    dead: int = 0
+    oldest_due_at: dt.datetime | None = None
+    done: int = 0  # finished in the window
+    throughput: list[int] = field(default_factory=lambda: [0] * BUCKETS)  # done per bucket
+
+    def add_backlog(
+        self, pending: int, due: int, processing: int, dead: int, oldest: dt.datetime | None
+    ) -> None:
+        self.pending += pending
+        self.due += due
+        self.processing += processing
+        self.dead += dead
+        if oldest is not None and (self.oldest_due_at is None or oldest < self.oldest_due_at):
+            self.oldest_due_at = oldest
+
+    def add_done(self, buckets: list[int]) -> None:
+        self.throughput = [a + b for a, b in zip(self.throughput, buckets, strict=True)]
+        self.done += sum(buckets)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A labelled line of the status page: (event type, consumer) or one organization."""
+
+    key: tuple[str, str]
+    counts: Counts
+
+
+@dataclass(frozen=True)
+class BusStatus:
+    now: dt.datetime
+    by_type: list[Row]
+    by_organization: list[Row]  # key: (organization id, name)
+    totals: Counts
+    events_estimate: int  # planner statistics (no COUNT(*)); -1 before the first ANALYZE
+
+    @property
+    def bucket_minutes(self) -> int:
+        return int(WINDOW.total_seconds() // 60 // BUCKETS)
+
+
+def bus_status(*, now: dt.datetime | None = None) -> BusStatus:
+    """The status page's figures, as of `now`."""
+    now = now or timezone.now()
+    by_type: dict[tuple[str, str], Counts] = defaultdict(Counts)
+    by_org: dict[uuid.UUID, Counts] = defaultdict(Counts)
+    _read_backlog(now, by_type, by_org)
+    _read_throughput(now, by_type, by_org)
+    totals = Counts()
+    for counts in by_type.values():
+        totals.add_backlog(
+            counts.pending, counts.due, counts.processing, counts.dead, counts.oldest_due_at
+        )
+        totals.add_done(counts.throughput)
+    return BusStatus(
+        now=now,
+        by_type=[Row(key, by_type[key]) for key in sorted(by_type)],
+        by_organization=_organization_rows(by_org),
+        totals=totals,
+        events_estimate=_events_estimate(),
+    )
+
+
+def _read_backlog(
+    now: dt.datetime,
+    by_type: dict[tuple[str, str], Counts],
+    by_org: dict[uuid.UUID, Counts],
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(BACKLOG_SQL, {"now": now})
+        for event_type, consumer, org_id, *backlog in cursor.fetchall():
+            # organization_id is NOT NULL, so NULL marks the (event type, consumer) grouping set.
+            target = by_org[org_id] if org_id is not None else by_type[(event_type, consumer)]
+            target.add_backlog(*backlog)
+
+
+def _read_throughput(
+    now: dt.datetime,
+    by_type: dict[tuple[str, str], Counts],
+    by_org: dict[uuid.UUID, Counts],
+) -> None:
+    consumers = distinct_values("consumer")
+    if not consumers:
+        return
+    params: dict[str, Any] = {
+        "now": now,
+        "since": now - WINDOW,
+        "window": WINDOW.total_seconds(),
+        "buckets": BUCKETS,
+        "consumers": consumers,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(THROUGHPUT_SQL, params)
+        for event_type, consumer, org_id, bucket, done in cursor.fetchall():
+            if org_id is not None:
+                by_org[org_id].done += done  # per tenant: the hour's total only
+            elif 1 <= bucket <= BUCKETS:
+                by_type[(event_type, consumer)].add_done(_one_bucket(bucket, done))
+
+
+def _one_bucket(bucket: int, done: int) -> list[int]:
+    buckets = [0] * BUCKETS
+    buckets[bucket - 1] = done
+    return buckets
+
+
+def _organization_rows(by_org: dict[uuid.UUID, Counts]) -> list[Row]:
+    busiest = sorted(
+        by_org.items(),
+        key=lambda item: -(item[1].dead + item[1].pending + item[1].processing),
+    )[:TOP_ORGANIZATIONS]
+    names = Organization.objects.in_bulk([org_id for org_id, _ in busiest])
+    return [
+        Row((str(org_id), str(names[org_id]) if org_id in names else str(org_id)), counts)
+        for org_id, counts in busiest
+    ]
+
+
+def _events_estimate() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(ESTIMATE_SQL)
+        row = cursor.fetchone()
+    return int(row[0]) if row else -1

@@ -1,0 +1,114 @@
+"""Bus status: backlog, lag, DLQ and throughput per type/consumer and per organization."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import pytest
+import time_machine
+from django.test import Client
+from django.urls import reverse
+
+import eventbus
+from deskcomm.models import Organization
+from eventbus import claim as claims
+from eventbus.registry import make_consumer, registry
+from eventbus.status import bus_status
+from tests.support.admin import staff
+from tests.support.dlq import drain, make_dead
+
+pytestmark = pytest.mark.django_db
+
+T0 = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
+STATUS = reverse("eventbus_ops:status")
+
+
+def later(event: eventbus.Event) -> None:
+    """A consumer with an initial delay: its work is pending but not due."""
+
+
+@pytest.fixture
+def traffic(org: Organization, org_b: Organization, side_effects: None) -> Iterator[None]:
+    with registry.temporarily(
+        make_consumer("later-worker", later, events=["test.job"], delay=dt.timedelta(days=1))
+    ):
+        with time_machine.travel(T0 - dt.timedelta(hours=2), tick=False):
+            eventbus.emit_many(
+                [
+                    {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": i}}
+                    for i in range(4)
+                ],
+                organization=org,
+            )
+            eventbus.emit("test.job", organization=org, entity_kind="t", payload={"n": 1})
+        with time_machine.travel(T0 - dt.timedelta(minutes=32), tick=False):
+            drain(["effect-a-worker"])  # 4 done, 32 minutes ago
+        with time_machine.travel(T0 - dt.timedelta(minutes=10), tick=False):
+            make_dead(org_b, 2)
+        with time_machine.travel(T0 - dt.timedelta(minutes=1), tick=False):
+            claims.claim(consumers=["effect-b-worker"], batch_size=2, worker_id="w:1")  # in flight
+        yield
+
+
+def test_backlog_lag_dead_and_throughput_per_type_and_consumer(traffic: None) -> None:
+    status = bus_status(now=T0)
+    rows = {row.key: row.counts for row in status.by_type}
+    a = rows[("test.effect", "effect-a-worker")]
+    assert (a.pending, a.processing, a.dead, a.done) == (0, 0, 0, 4)
+    assert a.throughput[5] == 4 and sum(a.throughput) == 4  # 28 min into the hour: bucket 6 of 12
+    b = rows[("test.effect", "effect-b-worker")]
+    assert (b.pending, b.due, b.processing) == (2, 2, 2)
+    c = rows[("test.effect", "effect-c-worker")]
+    assert (c.pending, c.due, c.oldest_due_at) == (4, 4, T0 - dt.timedelta(hours=2))
+    delayed = rows[("test.job", "later-worker")]
+    assert (delayed.pending, delayed.due, delayed.oldest_due_at) == (1, 0, None)
+    flaky = rows[("test.flaky", "flaky-worker")]
+    assert (flaky.dead, flaky.done) == (2, 0)
+    totals = status.totals
+    assert (totals.pending, totals.due, totals.processing, totals.dead, totals.done) == (
+        7,
+        6,
+        2,
+        2,
+        4,
+    )
+    assert totals.oldest_due_at == T0 - dt.timedelta(hours=2)
+
+
+def test_per_organization_breakdown(traffic: None, org: Organization, org_b: Organization) -> None:
+    status = bus_status(now=T0)
+    by_org = {row.key[1]: row.counts for row in status.by_organization}
+    acme, beta = by_org["Acme"], by_org["Beta"]
+    assert (acme.pending, acme.processing, acme.dead, acme.done) == (7, 2, 0, 4)
+    assert (beta.pending, beta.dead) == (0, 2)
+    assert status.by_organization[0].key == (str(org.pk), "Acme")  # busiest first
+
+
+def test_work_finished_before_the_hour_is_not_throughput(traffic: None) -> None:
+    status = bus_status(now=T0 + dt.timedelta(minutes=40))  # the 4 acks are 72 min old now
+    assert status.totals.done == 0
+
+
+def test_status_page_draws_tables_and_svg_charts_without_a_cdn(
+    client: Client, traffic: None
+) -> None:
+    client.force_login(staff("oncall", "eventbus.view_delivery"))
+    with time_machine.travel(T0, tick=False):
+        response = client.get(STATUS)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.count("<svg") >= 5
+    assert "effect-c-worker" in html and "2 h 0 min" in html  # lag of the oldest due work
+    dlq = reverse("admin:eventbus_deadletter_changelist")
+    assert f"{dlq}?event_type=test.flaky&amp;consumer=flaky-worker" in html
+    assert "Beta" in html
+    assert "cdn" not in html.lower()
+    assert 'src="http' not in html and 'href="http' not in html
+
+
+def test_status_page_needs_the_view_delivery_permission(client: Client) -> None:
+    client.force_login(staff("someone"))
+    assert client.get(STATUS).status_code == 403
+    client.logout()
+    assert client.get(STATUS).status_code == 302  # to the login page
