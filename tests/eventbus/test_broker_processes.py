@@ -29,7 +29,12 @@ from tests.support.proxy import TcpProxy, free_port, reachable
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-REDIS_PORT, RABBITMQ_PORT, POSTGRES_PORT = 6379, 5672, 5432
+REDIS_PORT, RABBITMQ_PORT = 6379, 5672
+
+
+def postgres_port() -> int:
+    """The test database's server port (5432 here, the embedded server's on a fresh machine)."""
+    return int(connection.settings_dict["PORT"] or 5432)
 TEST_QUEUES = ("eventbus", "jobs")
 FAST_RELAY = {
     "OUTBOX_POLL_INTERVAL_MS": "200",
@@ -55,7 +60,7 @@ class Backend:
                 "JOBS_BROKER": "rabbitmq",
                 "RABBITMQ_URL": f"amqp://guest:guest@127.0.0.1:{port}/",
             }
-        url = database_url().replace(f":{POSTGRES_PORT}/", f":{port}/")
+        url = database_url().replace(f":{postgres_port()}/", f":{port}/")
         return {"JOBS_BROKER": "postgres", "JOBS_BROKER_DATABASE_URL": url}
 
     def purge(self) -> None:
@@ -84,7 +89,7 @@ class Backend:
 
 
 BACKENDS = [
-    pytest.param(Backend("postgres", POSTGRES_PORT), id="postgres"),
+    pytest.param(Backend("postgres", 0), id="postgres"),  # port: the test database's
     pytest.param(Backend("redis", REDIS_PORT), id="redis"),
     pytest.param(Backend("rabbitmq", RABBITMQ_PORT), id="rabbitmq"),
 ]
@@ -93,6 +98,8 @@ BACKENDS = [
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Backend:
     chosen: Backend = request.param
+    if chosen.name == "postgres":
+        chosen = Backend("postgres", postgres_port())
     if not reachable(chosen.port):
         pytest.skip(f"{chosen.name} is not reachable on 127.0.0.1:{chosen.port}")
     chosen.purge()
