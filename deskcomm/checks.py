@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
+from django.core.management.base import SystemCheckError
 
 POSTGRES_ENGINE = "django.db.backends.postgresql"
 
@@ -53,3 +54,93 @@ _KEY_HINT = (
     "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets): "
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
+
+
+# Shorter than this (or with few distinct characters) a SECRET_KEY is guessable; Django's own
+# deploy check uses the same bounds but only warns.
+_MIN_SECRET_KEY_LENGTH = 50
+_MIN_SECRET_KEY_CHARS = 5
+
+
+@register(Tags.security, deploy=True)
+def check_production_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """With DEBUG off: E004 unsafe SECRET_KEY, E005 no ALLOWED_HOSTS, E006 a context without a
+    key (even with the development SECRET_KEY); W001 no METRICS_TOKEN (/metrics stays closed)."""
+    if settings.DEBUG:
+        return []
+    return [*_secret_key_errors(), *_allowed_hosts_errors(), *_key_errors(), *_metrics_warnings()]
+
+
+def _secret_key_errors() -> list[CheckMessage]:
+    from deskcomm.settings import INSECURE_DEV_SECRET_KEY
+
+    key = settings.SECRET_KEY or ""
+    if (
+        key == INSECURE_DEV_SECRET_KEY
+        or len(key) < _MIN_SECRET_KEY_LENGTH
+        or (len(set(key)) < _MIN_SECRET_KEY_CHARS)
+    ):
+        return [
+            Error(
+                "SECRET_KEY is missing, the development default, or too short for production.",
+                hint="Set SECRET_KEY to 50+ random characters: "
+                'python -c "import secrets; print(secrets.token_urlsafe(64))"',
+                id="deskcomm.E004",
+            )
+        ]
+    return []
+
+
+def _allowed_hosts_errors() -> list[CheckMessage]:
+    if settings.ALLOWED_HOSTS:
+        return []
+    return [
+        Error(
+            "ALLOWED_HOSTS is empty: every request would be refused.",
+            hint="Set ALLOWED_HOSTS to the host names this server answers to (comma-separated).",
+            id="deskcomm.E005",
+        )
+    ]
+
+
+def _key_errors() -> list[CheckMessage]:
+    from deskcomm import crypto
+
+    return [
+        Error(
+            f"no encryption key is configured for {context} (production refuses to start)",
+            hint=_KEY_HINT,
+            id="deskcomm.E006",
+        )
+        for context in getattr(settings, "ENCRYPTION_KEYS", {})
+        if not crypto.configured_keys(context)
+    ]
+
+
+def _metrics_warnings() -> list[CheckMessage]:
+    if settings.METRICS_TOKEN:
+        return []
+    return [
+        Warning(
+            "METRICS_TOKEN is not set: /metrics answers 403 to everyone.",
+            hint="Set METRICS_TOKEN and give it to Prometheus as a bearer token.",
+            id="deskcomm.W001",
+        )
+    ]
+
+
+def refuse_unsafe_start() -> None:
+    """Run every check, deploy ones included, and raise on errors (DEBUG off only).
+
+    The web process calls it at WSGI start: gunicorn does not run system checks on its own.
+    """
+    if settings.DEBUG:
+        return
+    serious = [
+        m
+        for m in run_checks(include_deployment_checks=True)
+        if m.is_serious() and not m.is_silenced()
+    ]
+    if serious:
+        lines = "\n".join(f"{m.id}: {m.msg} (hint: {m.hint})" for m in serious)
+        raise SystemCheckError(f"Refusing to start with unsafe settings:\n{lines}")

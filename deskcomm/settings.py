@@ -14,7 +14,8 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 DEBUG = env.bool("DEBUG", default=False)
 # A development default only; the deploy checks refuse it when DEBUG is off.
 INSECURE_DEV_SECRET_KEY = "django-insecure-deskcomm-development-only"
-SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEV_SECRET_KEY)
+# An empty value (as in .env.example) counts as unset.
+SECRET_KEY = env.str("SECRET_KEY", default="") or INSECURE_DEV_SECRET_KEY
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
@@ -44,6 +45,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Security headers. Django's defaults already send nosniff and X-Frame-Options: DENY; these
+# make them explicit. TLS (usually terminated by a reverse proxy): set HTTPS=true for HSTS,
+# the https redirect, secure cookies and trusting the proxy's X-Forwarded-Proto.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = env.str("SECURE_REFERRER_POLICY", default="same-origin")
+HTTPS = env.bool("HTTPS", default=False)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=HTTPS)
+# Probes and Prometheus talk plain HTTP inside the private network.
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 ROOT_URLCONF = "deskcomm.urls"
 WSGI_APPLICATION = "deskcomm.wsgi.application"
@@ -142,23 +161,33 @@ SPECTACULAR_SETTINGS = {
 }
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# "json" (one JSON object per line, for log search) or "plain" (a console line for development).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        # request_id (and trace/actor/source) of the running request or task on every record.
+        # request_id (and trace/actor/source, tenant, event/delivery ids) on every record.
         "correlation": {"()": "deskcomm.log_context.CorrelationFilter"},
+        # Personal data and secrets out of the arguments before any formatter renders them.
+        "redaction": {"()": "deskcomm.log_context.RedactionFilter"},
     },
     "formatters": {
+        "json": {
+            "()": "deskcomm.logformat.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
         "plain": {
+            "()": "deskcomm.logformat.PlainFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s",
         },
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["correlation"],
+            "stream": "ext://sys.stdout",
+            "formatter": LOG_FORMAT,
+            "filters": ["correlation", "redaction"],
         },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
@@ -185,6 +214,10 @@ EVENTBUS = {
     # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log line).
     "DEAD_LETTER_HOOKS": env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
 }
+
+# /metrics (Prometheus): the bearer token scrapers send. Unset: the endpoint answers 403
+# (fails closed) unless DEBUG is on.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 # Encryption keys per context (deskcomm.crypto): comma-separated Fernet keys, current key first;
 # old keys keep decrypting during a rotation. Generate one with

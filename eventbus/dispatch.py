@@ -143,7 +143,7 @@ class Dispatcher:
         consumer = self.consumers[event.consumer]
         started = time.monotonic()
         try:
-            with context.bind(**_correlation(event)):
+            with context.bind(**_correlation(event)), context.bind_log(**log_ids(event)):
                 self._call(consumer, token, event)
         except Exception as exc:
             self._record_failure(event, exc, started, outcome)
@@ -198,3 +198,13 @@ def _correlation(event: Event) -> dict[str, str]:
     bound = {k: str(event.metadata[k]) for k in keys if event.metadata.get(k) is not None}
     bound["source"] = f"consumer:{event.consumer}"
     return bound
+
+
+def log_ids(event: Event) -> dict[str, object]:
+    """The ids a handler run's log records carry (deskcomm.context.bind_log)."""
+    return {
+        "organization_id": event.organization_id,
+        "event_id": event.id,
+        "delivery_id": event.delivery_id,
+        "consumer": event.consumer,
+    }
