@@ -37,6 +37,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
     "deskcomm.middleware.RequestIdMiddleware",
+    "deskcomm.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -5,12 +5,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from deskcomm.metrics import metrics_view
+
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
 admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/webhooks/", include("webhooks.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from deskcomm.metrics import start_exporter_if_configured
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.routes import sync_routes
 from eventbus.worker import Worker, WorkerOptions
@@ -93,4 +94,5 @@ class Command(BaseCommand):
                 )
             )
         sync_routes()
+        start_exporter_if_configured()
         worker.run()
