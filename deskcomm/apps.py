@@ -12,3 +12,6 @@ class DeskcommConfig(AppConfig):
     def ready(self) -> None:
         from deskcomm import checks  # noqa: F401  (registers the system checks)
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from deskcomm.health_checks import register_defaults
+
+        register_defaults()

@@ -108,6 +108,28 @@ TIME_ZONE = "UTC"
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")
+# Uploaded files and database dumps (`manage.py backup`), each a Django storage.
+MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "var" / "media")
+BACKUP_ROOT = env.path("BACKUP_ROOT", default=BASE_DIR / "var" / "backups")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "backups": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": BACKUP_ROOT},
+    },
+}
+
+# Optional brokers for scale (the default broker is PostgreSQL itself); the health check
+# pings the one that is set.
+REDIS_URL = env.str("REDIS_URL", default="")
+RABBITMQ_URL = env.str("RABBITMQ_URL", default="")
+
+# GET /api/v1/health: each check's timeout, and the whole answer's budget (seconds).
+HEALTH = {
+    "CHECK_TIMEOUT": env.float("HEALTH_CHECK_TIMEOUT", default=1.0),
+    "BUDGET_SECONDS": env.float("HEALTH_BUDGET_SECONDS", default=1.5),
+}
 
 # Largest request body, bytes; the API answers 413 beyond it (admin forms too are bound by it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
