@@ -13,5 +13,7 @@ class DeskcommConfig(AppConfig):
         from deskcomm import checks  # noqa: F401  (registers the system checks)
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
         from deskcomm.health_checks import register_defaults
+        from deskcomm.sentry import init_sentry
 
         register_defaults()
+        init_sentry()

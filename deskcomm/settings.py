@@ -238,6 +238,12 @@ EVENTBUS = {
     "DEAD_LETTER_HOOKS": env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
 }
 
+# Sentry error reporting (deskcomm.sentry): off unless SENTRY_DSN is set.
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+SENTRY_ENVIRONMENT = env.str("SENTRY_ENVIRONMENT", default="production")
+# Fraction of requests traced for performance (0 = errors only); health probes never are.
+SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
+
 # /metrics (Prometheus): the bearer token scrapers send. Unset: the endpoint answers 403
 # (fails closed) unless DEBUG is on.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
