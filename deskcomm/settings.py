@@ -111,6 +111,8 @@ STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")
 # Uploaded files and database dumps (`manage.py backup`), each a Django storage.
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "var" / "media")
 BACKUP_ROOT = env.path("BACKUP_ROOT", default=BASE_DIR / "var" / "backups")
+# Directory of pg_dump/pg_restore for backups (default: the newest found that fits the server).
+PG_BIN_DIR = env.str("PG_BIN_DIR", default="")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
