@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 CORRELATION_KEYS = ("request_id", "trace_id", "actor_id", "source")
 
@@ -22,20 +22,27 @@ def current() -> dict[str, str]:
     return dict(_context.get() or {})
 
 
-@contextmanager
-def bind(**values: object) -> Iterator[dict[str, str]]:
+def bind(**values: object) -> AbstractContextManager[dict[str, str]]:
     """Bind correlation ids for the duration of a `with` block (nested binds merge)."""
-    unknown = set(values) - set(CORRELATION_KEYS)
+    return _bind(_context, "correlation", CORRELATION_KEYS, values)
+
+
+@contextmanager
+def _bind(
+    var: contextvars.ContextVar[dict[str, str] | None],
+    kind: str,
+    allowed: tuple[str, ...],
+    values: dict[str, object],
+) -> Iterator[dict[str, str]]:
+    unknown = set(values) - set(allowed)
     if unknown:
-        raise ValueError(
-            f"unknown correlation keys: {sorted(unknown)}; allowed: {CORRELATION_KEYS}"
-        )
-    merged = {**(_context.get() or {}), **{k: str(v) for k, v in values.items() if v is not None}}
-    token = _context.set(merged)
+        raise ValueError(f"unknown {kind} keys: {sorted(unknown)}; allowed: {allowed}")
+    merged = {**(var.get() or {}), **{k: str(v) for k, v in values.items() if v is not None}}
+    token = var.set(merged)
     try:
         yield merged
     finally:
-        _context.reset(token)
+        var.reset(token)
 
 
 # -- log-only context --------------------------------------------------------------------------

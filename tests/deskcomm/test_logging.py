@@ -8,15 +8,23 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.conf import settings
 
+import eventbus
 from deskcomm import context
+from deskcomm.api.throttling import ApiKeyRateThrottle
 from deskcomm.log_context import CorrelationFilter, RedactionFilter
 from deskcomm.logformat import JsonFormatter, service_name
+from deskcomm.models import Organization
 from deskcomm.redaction import REDACTED, redact
+from eventbus.models import Delivery
+from eventbus.registry import make_consumer, registry
+from eventbus.worker import Worker, WorkerOptions
 from tests.conftest import REPO, subprocess_env
+from tests.support.api import api_client
 from tests.support.pii import KEYED_SECRETS, PII_SAMPLES, leaked
 
 
@@ -126,3 +134,40 @@ def test_a_management_command_logs_json_lines_on_stdout() -> None:
     line = json.loads(result.stdout.strip().splitlines()[-1])
     assert line["commit"] == "abc123" and line["level"] == "WARNING"
     assert line["message"] == "mail [EMAIL]"
+
+
+@pytest.mark.django_db
+def test_an_api_request_binds_its_tenant_for_the_rest_of_the_request(
+    org: Organization, json_log: tuple[logging.Logger, io.StringIO], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, stream = json_log
+    original = ApiKeyRateThrottle.allow_request
+
+    def logging_throttle(self: ApiKeyRateThrottle, request: Any, view: Any) -> bool:
+        logger.info("throttle consulted")  # runs after authentication, inside the view
+        return original(self, request, view)
+
+    monkeypatch.setattr(ApiKeyRateThrottle, "allow_request", logging_throttle)
+    response = api_client(org, "events:read").get("/api/v1/events", HTTP_X_REQUEST_ID="req-77")
+    assert response.status_code == 200
+    (line,) = lines(stream)
+    assert line["organization_id"] == str(org.id) and line["request_id"] == "req-77"
+    assert context.current_log() == {}  # unbound after the request
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handler_run_binds_its_event_and_delivery(
+    org: Organization, json_log: tuple[logging.Logger, io.StringIO]
+) -> None:
+    logger, stream = json_log
+
+    def handler(event: eventbus.Event) -> None:
+        logger.info("handling")
+
+    with registry.temporarily(make_consumer("log-probe-worker", handler, events=["test.job"])):
+        event = eventbus.emit("test.job", organization=org, entity_kind="t", payload={"n": 1})
+        Worker(WorkerOptions(consumers=["log-probe-worker"], listen=False)).run_once()
+    (line,) = lines(stream)
+    delivery = Delivery.objects.get(event_id=event.id)
+    assert line["event_id"] == str(event.id) and line["delivery_id"] == str(delivery.id)
+    assert line["consumer"] == "log-probe-worker" and line["organization_id"] == str(org.id)
