@@ -27,7 +27,7 @@ def service_name(argv: list[str] | None = None) -> str:
         return explicit
     argv = sys.argv if argv is None else argv
     program = os.path.basename(argv[0]) if argv else "python"
-    if "gunicorn" in program:
+    if argv and "gunicorn" in argv[0]:  # the gunicorn script, or `python -m gunicorn`
         return "web"
     if program == "manage.py" and len(argv) > 1:
         return argv[1]

@@ -109,6 +109,7 @@ def test_redaction_keeps_ordinary_values() -> None:
     ("argv", "expected"),
     [
         (["/venv/bin/gunicorn", "deskcomm.wsgi"], "web"),
+        (["/venv/lib/python3.11/site-packages/gunicorn/__main__.py", "deskcomm.wsgi"], "web"),
         (["manage.py", "drain_events", "--once"], "drain_events"),
     ],
 )
