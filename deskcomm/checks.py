@@ -65,7 +65,8 @@ _MIN_SECRET_KEY_CHARS = 5
 @register(Tags.security, deploy=True)
 def check_production_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """With DEBUG off: E004 unsafe SECRET_KEY, E005 no ALLOWED_HOSTS, E006 a context without a
-    key (even with the development SECRET_KEY); W001 no METRICS_TOKEN (/metrics stays closed)."""
+    key even though the development SECRET_KEY would derive one (E002 covers the other case);
+    W001 no METRICS_TOKEN (/metrics stays closed)."""
     if settings.DEBUG:
         return []
     return [*_secret_key_errors(), *_allowed_hosts_errors(), *_key_errors(), *_metrics_warnings()]
@@ -113,7 +114,8 @@ def _key_errors() -> list[CheckMessage]:
             id="deskcomm.E006",
         )
         for context in getattr(settings, "ENCRYPTION_KEYS", {})
-        if not crypto.configured_keys(context)
+        # With a real SECRET_KEY, E002 (an every-start check) already reports it.
+        if not crypto.configured_keys(context) and crypto.dev_keys_allowed()
     ]
 
 

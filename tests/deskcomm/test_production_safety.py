@@ -60,7 +60,8 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"SECRET_KEY": ""}, "deskcomm.E004"),
         ({"SECRET_KEY": "short"}, "deskcomm.E004"),
         ({"ALLOWED_HOSTS": ""}, "deskcomm.E005"),
-        ({"WEBHOOK_SECRETS_KEY": ""}, "deskcomm.E006"),
+        ({"WEBHOOK_SECRETS_KEY": ""}, "deskcomm.E002"),
+        ({"WEBHOOK_SECRETS_KEY": "", "SECRET_KEY": ""}, "deskcomm.E006"),
     ],
 )
 def test_wsgi_refuses_to_start_on_unsafe_settings(override: dict[str, str], check_id: str) -> None:
