@@ -34,18 +34,21 @@ _SENSITIVE_KEY_PARTS = (
     "dsn",
 )
 
+# A token not glued to letters, digits, "_" or "-" on either side.
+_ALONE = r"(?<![\w-]){}(?![\w-])"
+
 _PATTERNS = (
     # Bearer tokens first, so the token is consumed whole.
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + REDACTED),
-    (re.compile(r"\b(?:sk|whsec|dk)_[A-Za-z0-9+/=_-]{6,}"), REDACTED),
+    (re.compile(r"\b(?:sk|whsec|dck)_[A-Za-z0-9+/=_-]{6,}"), REDACTED),
     (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "[EMAIL]"),
+    # Numbers are matched only as whole tokens ({_ALONE}), so digit runs inside UUIDs, hex ids
+    # and timestamps are left alone.
     # CPF: 000.000.000-00, or 11 bare digits.
-    (re.compile(r"(?<!\d)\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?!\d)"), "[CPF]"),
+    (re.compile(_ALONE.format(r"\d{3}\.?\d{3}\.?\d{3}-?\d{2}")), "[CPF]"),
     # Brazilian phones: +55 (11) 91234-5678, 55 11 912345678, (11) 1234-5678.
     (
-        re.compile(
-            r"(?<!\d)(?:\+?55[\s.-]?)?\(?\d{2}\)?[\s.-]?9?\d{4}[\s.-]?\d{4}(?!\d)",
-        ),
+        re.compile(_ALONE.format(r"(?:\+?55[\s.-]?)?\(?\d{2}\)?[\s.-]?9?\d{4}[\s.-]?\d{4}")),
         "[PHONE]",
     ),
 )

@@ -103,6 +103,14 @@ def test_redaction_keeps_ordinary_values() -> None:
     data = {"event_type": "lead.created", "count": 3, "id": "0b7c1e9a-2f34-4c1d-9e51-6a7b8c9d0e1f"}
     assert redact(data) == data
     assert redact({"contact_email": "a"}) == {"contact_email": REDACTED}
+    # Digit runs inside ids and timestamps are not phones or CPFs.
+    for ordinary in (
+        "event 84e77c97-6244-4081-b71d-570b5e3f253f",
+        "at 2026-11-29T09:20:30.473Z",
+        "hex a12345678901 and 5511912345678abc",
+    ):
+        assert redact(ordinary) == ordinary
+    assert redact("tel:(11) 91234-5678, cpf=123.456.789-09.") == "tel:[PHONE], cpf=[CPF]."
 
 
 @pytest.mark.parametrize(

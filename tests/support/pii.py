@@ -20,7 +20,7 @@ KEYED_SECRETS = {
     "Authorization": "Token plainvalue42",
     "X-Api-Key": "opaque-key-value-777",
     "refresh_token": "rt-opaque-888",
-    "cpf": "999",
+    "cpf": "cpf-only-by-key-31",
 }
 
 
