@@ -25,3 +25,51 @@ max_requests_jitter = max_requests // 10
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None  # "-" for stdout
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
+
+# gunicorn's own lines (start, worker boot/exit, access log) in the same JSON shape as the app's
+# (deskcomm.logformat, which needs no Django), unless LOG_FORMAT=plain.
+_debug = os.environ.get("DEBUG", "false").lower() in {"1", "true", "yes", "on"}
+if (os.environ.get("LOG_FORMAT") or ("plain" if _debug else "json")) == "json":
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "json": {
+                "()": "deskcomm.logformat.JsonFormatter",
+                "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            }
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stdout",
+            }
+        },
+        "loggers": {
+            "gunicorn.error": {
+                "handlers": ["console"],
+                "level": loglevel.upper(),
+                "propagate": False,
+            },
+            "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        },
+    }
+
+
+def on_starting(server: object) -> None:
+    """Multiprocess metrics (deskcomm.metrics): start from an empty directory."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        for name in os.listdir(directory):
+            if name.endswith(".db"):
+                os.remove(os.path.join(directory, name))
+
+
+def child_exit(server: object, worker: object) -> None:
+    """A recycled worker's live gauges must not linger in the multiprocess directory."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[attr-defined]

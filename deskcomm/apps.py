@@ -20,3 +20,9 @@ class DeskcommConfig(AppConfig):
         for config in apps.get_app_configs():
             if find_spec(f"{config.name}.jobs") is not None:
                 import_module(f"{config.name}.jobs")
+
+        from deskcomm.health_checks import register_defaults
+        from deskcomm.sentry import init_sentry
+
+        register_defaults()
+        init_sentry()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 CORRELATION_KEYS = ("request_id", "trace_id", "actor_id", "source")
 
@@ -22,17 +22,69 @@ def current() -> dict[str, str]:
     return dict(_context.get() or {})
 
 
-@contextmanager
-def bind(**values: object) -> Iterator[dict[str, str]]:
+def bind(**values: object) -> AbstractContextManager[dict[str, str]]:
     """Bind correlation ids for the duration of a `with` block (nested binds merge)."""
-    unknown = set(values) - set(CORRELATION_KEYS)
+    return _bind(_context, "correlation", CORRELATION_KEYS, values)
+
+
+@contextmanager
+def _bind(
+    var: contextvars.ContextVar[dict[str, str] | None],
+    kind: str,
+    allowed: tuple[str, ...],
+    values: dict[str, object],
+) -> Iterator[dict[str, str]]:
+    unknown = set(values) - set(allowed)
     if unknown:
-        raise ValueError(
-            f"unknown correlation keys: {sorted(unknown)}; allowed: {CORRELATION_KEYS}"
-        )
-    merged = {**(_context.get() or {}), **{k: str(v) for k, v in values.items() if v is not None}}
-    token = _context.set(merged)
+        raise ValueError(f"unknown {kind} keys: {sorted(unknown)}; allowed: {allowed}")
+    merged = {**(var.get() or {}), **{k: str(v) for k, v in values.items() if v is not None}}
+    token = var.set(merged)
     try:
         yield merged
     finally:
-        _context.reset(token)
+        var.reset(token)
+
+
+# -- log-only context --------------------------------------------------------------------------
+# Tenant and delivery ids for log records and Sentry tags. Kept apart from the correlation ids
+# above because emit copies those into event metadata, and these must not travel that way.
+LOG_KEYS = ("organization_id", "event_id", "delivery_id", "consumer")
+
+_log_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "deskcomm_log_context", default=None
+)
+
+
+def current_log() -> dict[str, str]:
+    """The log-only ids bound for the running task (a copy)."""
+    return dict(_log_context.get() or {})
+
+
+@contextmanager
+def bind_log(**values: object) -> Iterator[dict[str, str]]:
+    """Bind log-only ids (organization_id, event_id, delivery_id, consumer) for a `with` block.
+
+    A new scope each time, so `annotate_log` inside it never leaks to the caller's scope.
+    """
+    unknown = set(values) - set(LOG_KEYS)
+    if unknown:
+        raise ValueError(f"unknown log keys: {sorted(unknown)}; allowed: {LOG_KEYS}")
+    merged = {
+        **(_log_context.get() or {}),
+        **{k: str(v) for k, v in values.items() if v is not None},
+    }
+    token = _log_context.set(merged)
+    try:
+        yield merged
+    finally:
+        _log_context.reset(token)
+
+
+def annotate_log(**values: object) -> None:
+    """Add ids to the innermost `bind_log` scope (e.g. the tenant once a request authenticates).
+
+    Outside any scope it does nothing: there is no block whose end would unbind the ids.
+    """
+    scope = _log_context.get()
+    if scope is not None:
+        scope.update({k: str(v) for k, v in values.items() if v is not None and k in LOG_KEYS})

@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 
 _warned: set[str] = set()
 
+# Which model fields hold each context's tokens: {context: [(app_label.Model, field), ...]}.
+# Apps declare theirs in AppConfig.ready; `rotate_encryption_key` re-encrypts them.
+_encrypted_fields: dict[str, list[tuple[str, str]]] = {}
+
 
 class DecryptionError(Exception):
     """A token that no configured key of its context can decrypt (wrong key, tampered data)."""
@@ -49,6 +53,35 @@ def _open(context: str, token: str, operation: Callable[[MultiFernet, bytes], by
         raise DecryptionError(
             f"cannot decrypt a {context} value with the configured keys"
         ) from None
+
+
+def register_encrypted_field(context: str, model: str, field: str) -> None:
+    """Declare that `model.field` ("app_label.Model") holds tokens of `context` (idempotent)."""
+    fields = _encrypted_fields.setdefault(context, [])
+    if (model, field) not in fields:
+        fields.append((model, field))
+
+
+def encrypted_fields(context: str) -> list[tuple[str, str]]:
+    """The (model, field) pairs declared for a context."""
+    return list(_encrypted_fields.get(context, []))
+
+
+def known_contexts() -> list[str]:
+    """Contexts with keys in settings or with declared fields."""
+    return sorted({*getattr(settings, "ENCRYPTION_KEYS", {}), *_encrypted_fields})
+
+
+def is_current(context: str, token: str) -> bool:
+    """True when the context's current (first) key reads the token: nothing to rotate."""
+    keys = configured_keys(context)
+    if not keys:
+        return False
+    try:
+        Fernet(keys[0]).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
 
 
 def configured_keys(context: str) -> list[str]:

@@ -183,6 +183,8 @@ def child_env(database_url: str | None = None) -> dict[str, str]:
     env["VIRTUAL_ENV"] = str(VENV_DIR)
     env["PATH"] = os.pathsep.join([str(VENV_DIR / "bin"), env.get("PATH", os.defpath)])
     env.pop("PYTHONHOME", None)
+    # A human-readable console locally; production's default is JSON lines.
+    env.setdefault("LOG_FORMAT", "plain")
     if database_url is not None:
         env["DATABASE_URL"] = database_url
     return env

@@ -1,17 +1,20 @@
-"""Logging filter that copies the ambient correlation ids (deskcomm.context) onto log records."""
+"""Logging filters: correlation ids (deskcomm.context) on every record, and redaction of args."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from deskcomm import context
+from deskcomm.redaction import redact
 
 
 class CorrelationFilter(logging.Filter):
-    """Adds `request_id`, `trace_id`, `actor_id` and `source` to every record ("-" when unbound).
+    """Adds `request_id`, `trace_id`, `actor_id` and `source` to every record ("-" when unbound),
+    and the bound log ids (`organization_id`, `event_id`, `delivery_id`, `consumer`) when present.
 
     Attach it to handlers (not loggers) so records from every logger get the fields, and format
-    strings can name them (`%(request_id)s`).
+    strings can name them (`%(request_id)s`). Values a call passes in `extra=` win.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -24,4 +27,22 @@ class CorrelationFilter(logging.Filter):
         for key in context.CORRELATION_KEYS:
             if not hasattr(record, key):
                 setattr(record, key, bound.get(key, "-"))
+        for key, value in context.current_log().items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
         return True
+
+
+class RedactionFilter(logging.Filter):
+    """Redacts the record's arguments (by key and pattern) before any formatter renders them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.args = _redacted_args(record.args)
+        return True
+
+
+def _redacted_args(args: Any) -> Any:
+    if isinstance(args, dict):
+        return redact(args)
+    return tuple(redact(list(args)))

@@ -42,7 +42,8 @@ class RequestIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = request_id_from(request)
         request.request_id = request_id  # type: ignore[attr-defined]
-        with context.bind(request_id=request_id):
+        # bind_log opens the scope the API authentication adds the tenant to (annotate_log).
+        with context.bind(request_id=request_id), context.bind_log():
             response = self.get_response(request)
         response[REQUEST_ID_HEADER] = request_id
         return response

@@ -16,7 +16,8 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 DEBUG = env.bool("DEBUG", default=False)
 # A development default only; the deploy checks refuse it when DEBUG is off.
 INSECURE_DEV_SECRET_KEY = "django-insecure-deskcomm-development-only"
-SECRET_KEY = env.str("SECRET_KEY", default=INSECURE_DEV_SECRET_KEY)
+# An empty value (as in .env.example) counts as unset.
+SECRET_KEY = env.str("SECRET_KEY", default="") or INSECURE_DEV_SECRET_KEY
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
     "deskcomm.middleware.RequestIdMiddleware",
+    "deskcomm.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -49,6 +51,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Security headers. Django's defaults already send nosniff and X-Frame-Options: DENY; these
+# make them explicit. TLS (usually terminated by a reverse proxy): set HTTPS=true for HSTS,
+# the https redirect, secure cookies and trusting the proxy's X-Forwarded-Proto.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = env.str("SECURE_REFERRER_POLICY", default="same-origin")
+HTTPS = env.bool("HTTPS", default=False)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=HTTPS)
+# Probes and Prometheus talk plain HTTP inside the private network.
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 ROOT_URLCONF = "deskcomm.urls"
 WSGI_APPLICATION = "deskcomm.wsgi.application"
@@ -95,6 +115,30 @@ FORMAT_MODULE_PATH = ["deskcomm.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")
+# Uploaded files and database dumps (`manage.py backup`), each a Django storage.
+MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "var" / "media")
+BACKUP_ROOT = env.path("BACKUP_ROOT", default=BASE_DIR / "var" / "backups")
+# Directory of pg_dump/pg_restore for backups (default: the newest found that fits the server).
+PG_BIN_DIR = env.str("PG_BIN_DIR", default="")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "backups": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": BACKUP_ROOT},
+    },
+}
+
+# Optional brokers for scale (the default broker is PostgreSQL itself); the health check
+# pings the one that is set.
+REDIS_URL = env.str("REDIS_URL", default="")
+RABBITMQ_URL = env.str("RABBITMQ_URL", default="")
+
+# GET /api/v1/health: each check's timeout, and the whole answer's budget (seconds).
+HEALTH = {
+    "CHECK_TIMEOUT": env.float("HEALTH_CHECK_TIMEOUT", default=1.0),
+    "BUDGET_SECONDS": env.float("HEALTH_BUDGET_SECONDS", default=1.5),
+}
 
 # Largest request body, bytes; the API answers 413 beyond it (admin forms too are bound by it).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=1024 * 1024)
@@ -163,23 +207,33 @@ OUTBOUND_HTTP_ALLOW_PRIVATE = env.bool("OUTBOUND_HTTP_ALLOW_PRIVATE", default=Fa
 OUTBOUND_HTTP_TIMEOUT = env.float("OUTBOUND_HTTP_TIMEOUT", default=10.0)
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# "json" (one JSON object per line, for log search) or "plain" (a console line for development).
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        # request_id (and trace/actor/source) of the running request or task on every record.
+        # request_id (and trace/actor/source, tenant, event/delivery ids) on every record.
         "correlation": {"()": "deskcomm.log_context.CorrelationFilter"},
+        # Personal data and secrets out of the arguments before any formatter renders them.
+        "redaction": {"()": "deskcomm.log_context.RedactionFilter"},
     },
     "formatters": {
+        "json": {
+            "()": "deskcomm.logformat.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
         "plain": {
+            "()": "deskcomm.logformat.PlainFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s",
         },
     },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["correlation"],
+            "stream": "ext://sys.stdout",
+            "formatter": LOG_FORMAT,
+            "filters": ["correlation", "redaction"],
         },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
@@ -234,8 +288,7 @@ EVENTBUS = {
 # Postgres (same database, transactional enqueue) unless REDIS_URL or RABBITMQ_URL is set;
 # JOBS_BROKER=postgres|redis|rabbitmq chooses explicitly (REDIS_URL then defaults to the seed's
 # redis://localhost:6379).
-REDIS_URL = env.str("REDIS_URL", default="")
-RABBITMQ_URL = env.str("RABBITMQ_URL", default="")
+JOBS_BROKER_DATABASE_URL = env.str("JOBS_BROKER_DATABASE_URL", default="")
 JOBS_BROKER = choose_backend(
     explicit=env.str("JOBS_BROKER", default=""), redis_url=REDIS_URL, rabbitmq_url=RABBITMQ_URL
 )
@@ -244,7 +297,7 @@ DRAMATIQ_BROKER = dramatiq_broker(
     redis_url=REDIS_URL,
     rabbitmq_url=RABBITMQ_URL,
     # Another PostgreSQL for the job queue (enqueue is then no longer transactional).
-    postgres_url=env.str("JOBS_BROKER_DATABASE_URL", default=""),
+    postgres_url=JOBS_BROKER_DATABASE_URL,
 )
 DRAMATIQ_AUTODISCOVER_MODULES = ["actors"]
 # Job knobs (seed 004 §5 per-job attempts/concurrency), read at call time via deskcomm.cron.
@@ -314,6 +367,16 @@ STORAGES = {
         }
     ),
 }
+
+# Sentry error reporting (deskcomm.sentry): off unless SENTRY_DSN is set.
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+SENTRY_ENVIRONMENT = env.str("SENTRY_ENVIRONMENT", default="production")
+# Fraction of requests traced for performance (0 = errors only); health probes never are.
+SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
+
+# /metrics (Prometheus): the bearer token scrapers send. Unset: the endpoint answers 403
+# (fails closed) unless DEBUG is on.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
 # Encryption keys per context (deskcomm.crypto): comma-separated Fernet keys, current key first;
 # old keys keep decrypting during a rotation. Generate one with

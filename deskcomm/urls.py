@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from deskcomm.metrics import metrics_view
 from deskcomm.views import cron_run
 
 admin.site.site_header = "Deskcomm operations"
@@ -15,6 +16,7 @@ urlpatterns = [
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/v1/webhooks/", include("webhooks.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]

@@ -9,3 +9,8 @@ from django.core.wsgi import get_wsgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deskcomm.settings")
 
 application = get_wsgi_application()
+
+# Production (DEBUG off) refuses to serve with unsafe settings (deskcomm.checks).
+from deskcomm.checks import refuse_unsafe_start  # noqa: E402  (needs the app registry)
+
+refuse_unsafe_start()

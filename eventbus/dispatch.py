@@ -20,6 +20,7 @@ from django.db import close_old_connections, connections, transaction
 
 from deskcomm import context
 from eventbus import claim as claims
+from eventbus import metrics
 from eventbus.alerts import notify_dead
 from eventbus.conf import bus_settings
 from eventbus.event import Event
@@ -41,6 +42,7 @@ class Outcome:
     committed: list[int] = field(default_factory=list)  # atomic consumers: acked already
     failures: list[claims.Failure] = field(default_factory=list)
     unstarted: list[int] = field(default_factory=list)
+    consumer_of: dict[int, str] = field(default_factory=dict)  # delivery id -> consumer (metrics)
 
     @property
     def processed(self) -> int:
@@ -109,7 +111,7 @@ class Dispatcher:
 
     def run(self, claim: claims.Claim) -> Outcome:
         """Run every delivery of the claim (or skip it when stopping); nothing is settled yet."""
-        outcome = Outcome()
+        outcome = Outcome(consumer_of={e.delivery_id: e.consumer for e in claim.events})
         if self._pool is None:
             for event in claim.events:
                 self._run_one(claim.token, event, outcome)
@@ -124,6 +126,12 @@ class Dispatcher:
         claims.ack(token, outcome.done)
         dead = claims.nack(token, outcome.failures, worker_id=self.worker_id)
         claims.release(token, outcome.unstarted)
+        metrics.count_settled(
+            outcome.consumer_of,
+            done=[*outcome.done, *outcome.committed],
+            failed=[f.delivery_id for f in outcome.failures],
+            dead=[d.delivery_id for d in dead],
+        )
         notify_dead(dead)
 
     def _bind(self, token: uuid.UUID, event: Event, outcome: Outcome) -> Callable[[], None]:
@@ -143,11 +151,13 @@ class Dispatcher:
         consumer = self.consumers[event.consumer]
         started = time.monotonic()
         try:
-            with context.bind(**_correlation(event)):
+            with context.bind(**_correlation(event)), context.bind_log(**log_ids(event)):
                 self._call(consumer, token, event)
         except Exception as exc:
             self._record_failure(event, exc, started, outcome)
             return
+        finally:
+            metrics.HANDLER_DURATION.labels(event.consumer).observe(time.monotonic() - started)
         with self._lock:
             (outcome.committed if consumer.atomic else outcome.done).append(event.delivery_id)
 
@@ -198,3 +208,13 @@ def _correlation(event: Event) -> dict[str, str]:
     bound = {k: str(event.metadata[k]) for k in keys if event.metadata.get(k) is not None}
     bound["source"] = f"consumer:{event.consumer}"
     return bound
+
+
+def log_ids(event: Event) -> dict[str, object]:
+    """The ids a handler run's log records carry (deskcomm.context.bind_log)."""
+    return {
+        "organization_id": event.organization_id,
+        "event_id": event.id,
+        "delivery_id": event.delivery_id,
+        "consumer": event.consumer,
+    }

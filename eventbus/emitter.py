@@ -19,7 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from deskcomm import context
-from eventbus import catalog
+from eventbus import catalog, metrics
 from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
 from eventbus.registry import registry
@@ -180,6 +180,7 @@ def emit(
         inserted = cursor.fetchone()
     if inserted is None:
         return _existing_event(org_id, prepared.idempotency_key)
+    metrics.count_emitted([prepared.event_type])
     return _as_model(prepared, org_id, now, fanout=inserted[1])
 
 
@@ -198,6 +199,7 @@ def emit_many(
     ids: list[uuid.UUID] = []
     for start in range(0, len(prepared), EMIT_MANY_CHUNK):
         ids.extend(_insert_chunk(prepared[start : start + EMIT_MANY_CHUNK], org_id, now))
+    metrics.count_emitted(e.event_type for e in prepared)
     if any(e.event_type in set(bus_settings.NOTIFY_EVENT_TYPES) for e in prepared):
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])

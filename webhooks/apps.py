@@ -10,4 +10,8 @@ class WebhooksConfig(AppConfig):
     verbose_name = "Outbound webhooks"
 
     def ready(self) -> None:
+        from deskcomm import crypto
         from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)
+
+        for field in ("secret_encrypted", "previous_secret_encrypted"):
+            crypto.register_encrypted_field("webhook_secrets", "webhooks.Subscription", field)

@@ -17,9 +17,11 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from eventbus import claim as claims
+from eventbus import metrics as bus_metrics
 from eventbus.alerts import notify_dead
 from eventbus.conf import bus_settings
 from eventbus.event import Event
+from webhooks import metrics
 from webhooks.conf import webhook_settings
 from webhooks.models import Attempt
 from webhooks.outcome import Decision, Policy
@@ -82,7 +84,15 @@ def settle(finished: Sequence[Finished], *, worker_id: str) -> None:
             for f in mine
             if f.decision.verdict is not None
         ]
-        notify_dead(claims.nack(token, failures, worker_id=worker_id))
+        dead = claims.nack(token, failures, worker_id=worker_id)
+        bus_metrics.count_settled(
+            {f.event.delivery_id: f.event.consumer for f in mine},
+            done=[f.event.delivery_id for f in mine if f.decision.ok],
+            failed=[f.delivery_id for f in failures],
+            dead=[d.delivery_id for d in dead],
+        )
+        notify_dead(dead)
+    metrics.count_attempts(f.result.status_code for f in finished if f.result is not None)
     with transaction.atomic():
         _log_attempts(finished)
         _update_health(finished)

@@ -22,8 +22,9 @@ import httpx
 from django.db import DatabaseError
 from django.utils import timezone
 
+from deskcomm import context
 from eventbus import claim as claims
-from eventbus.dispatch import HandlerPool
+from eventbus.dispatch import HandlerPool, log_ids
 from eventbus.event import Event
 from eventbus.worker import Worker, WorkerOptions
 from webhooks import outcome, selectors, sender, settle
@@ -164,7 +165,8 @@ class WebhookWorker(Worker):
             return _Unstarted(token, event)
         if target is None or not target.enabled:
             return settle.Finished(token, event, sub_id, None, outcome.disabled_subscription())
-        result = sender.send(self._client, target, event)
+        with context.bind_log(**log_ids(event)):
+            result = sender.send(self._client, target, event)
         decision = outcome.judge(
             result, attempt=event.attempt, max_attempts=event.max_attempts, policy=settle.policy()
         )

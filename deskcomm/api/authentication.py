@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
-from deskcomm import selectors, services
+from deskcomm import context, selectors, services
 from deskcomm.api.conf import api_settings
 from deskcomm.models import ApiKey
 
@@ -56,6 +56,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             raise AuthenticationFailed("This API key has been revoked.")
         resolution = dt.timedelta(seconds=float(api_settings.KEY_LAST_USED_RESOLUTION_SECONDS))
         services.api_key_mark_used(api_key=key, resolution=resolution)
+        context.annotate_log(organization_id=key.organization_id)
         return ApiClient.from_key(key), key
 
     def authenticate_header(self, request: Any) -> str:

@@ -11,10 +11,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from deskcomm.api.errors import api_not_found
 from deskcomm.api.views import ping
+from deskcomm.health_views import health_view
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
 
 urlpatterns = [
     path("ping", ping, name="api-ping"),
+    # A plain Django view: no API key, no throttle (probes and load balancers call it).
+    path("v1/health", health_view, name="api-health"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("v1/", include(v1_urlpatterns)),

@@ -41,7 +41,7 @@ def test_s3_archive_without_boto3_is_reported() -> None:
     assert check_archive_storage() == []
     with override_settings(ARCHIVE_S3_BUCKET="archive-bucket"):
         errors = check_archive_storage()
-    expected = [] if find_spec("boto3") else ["deskcomm.E004"]
+    expected = [] if find_spec("boto3") else ["deskcomm.E007"]
     assert [e.id for e in errors] == expected
 
 

@@ -35,6 +35,8 @@ REDIS_PORT, RABBITMQ_PORT = 6379, 5672
 def postgres_port() -> int:
     """The test database's server port (5432 here, the embedded server's on a fresh machine)."""
     return int(connection.settings_dict["PORT"] or 5432)
+
+
 TEST_QUEUES = ("eventbus", "jobs")
 FAST_RELAY = {
     "OUTBOX_POLL_INTERVAL_MS": "200",

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from deskcomm.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.routes import sync_routes
@@ -97,4 +98,5 @@ class Command(BaseCommand):
                 )
             )
         sync_routes()
+        start_exporter_if_configured()
         worker.run()

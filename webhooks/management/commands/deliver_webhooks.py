@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from deskcomm.metrics import start_exporter_if_configured
 from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
@@ -31,6 +32,7 @@ class Command(BaseCommand):
         add_loop_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        start_exporter_if_configured()
         WebhookWorker(
             WebhookWorkerOptions(
                 concurrency=options["concurrency"],
