@@ -11,7 +11,6 @@ admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/v1/webhooks/", include("webhooks.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]
 

@@ -34,9 +34,11 @@ class ApiView(APIView):
         return client
 
     @staticmethod
-    def validated(serializer_class: type[Serializer], data: Any) -> dict[str, Any]:
-        """The serializer's validated data, or a 400 with its field errors."""
-        serializer = serializer_class(data=data)
+    def validated(
+        serializer_class: type[Serializer], data: Any, *, partial: bool = False
+    ) -> dict[str, Any]:
+        """The serializer's validated data, or a 400 with its field errors (`partial`: PATCH)."""
+        serializer = serializer_class(data=data, partial=partial)
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
 
