@@ -13,28 +13,20 @@ from webhooks.api import views
 SUBSCRIPTION = "subscriptions/<uuid:subscription_id>"
 DELIVERY = "deliveries/<int:delivery_id>"
 
+# One view per action on a subscription: POST subscriptions/<id>/<action>.
+SUBSCRIPTION_ACTIONS = {
+    "rotate-secret": views.SubscriptionRotateSecretView,
+    "enable": views.SubscriptionEnableView,
+    "disable": views.SubscriptionDisableView,
+    "ping": views.SubscriptionPingView,
+}
+
 webhook_urlpatterns = [
     path("subscriptions", views.SubscriptionsView.as_view(), name="webhook-subscriptions"),
     path(SUBSCRIPTION, views.SubscriptionDetailView.as_view(), name="webhook-subscription"),
-    path(
-        f"{SUBSCRIPTION}/rotate-secret",
-        views.SubscriptionRotateSecretView.as_view(),
-        name="webhook-subscription-rotate-secret",
-    ),
-    path(
-        f"{SUBSCRIPTION}/enable",
-        views.SubscriptionEnableView.as_view(),
-        name="webhook-subscription-enable",
-    ),
-    path(
-        f"{SUBSCRIPTION}/disable",
-        views.SubscriptionDisableView.as_view(),
-        name="webhook-subscription-disable",
-    ),
-    path(
-        f"{SUBSCRIPTION}/ping",
-        views.SubscriptionPingView.as_view(),
-        name="webhook-subscription-ping",
+    *(
+        path(f"{SUBSCRIPTION}/{action}", view.as_view(), name=f"webhook-subscription-{action}")
+        for action, view in SUBSCRIPTION_ACTIONS.items()
     ),
     path("deliveries", views.DeliveriesView.as_view(), name="webhook-deliveries"),
     path(DELIVERY, views.DeliveryDetailView.as_view(), name="webhook-delivery"),

@@ -16,14 +16,12 @@ from typing import Any, TypeVar
 
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from deskcomm.api.errors import InvalidState
 from deskcomm.api.permissions import HasRequiredScope
 from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView
-from deskcomm.models import Organization
+from deskcomm.api.views import ApiView, found_or_404
 from webhooks import selectors, services
 from webhooks.api.serializers import (
     WebhookDeliveryDetailSerializer,
@@ -99,9 +97,7 @@ class WebhookView(ApiView):
         found = selectors.subscription_get(
             organization=self.client(request).organization_id, subscription_id=subscription_id
         )
-        if found is None:
-            raise NotFound("No such webhook subscription in this organization.")
-        return found
+        return found_or_404(found, "No such webhook subscription in this organization.")
 
     def delivery(
         self, request: Any, delivery_id: int, *, with_attempts: bool = False
@@ -112,9 +108,7 @@ class WebhookView(ApiView):
             delivery_id=delivery_id,
             with_attempts=with_attempts,
         )
-        if found is None:
-            raise NotFound("No such webhook delivery in this organization.")
-        return found
+        return found_or_404(found, "No such webhook delivery in this organization.")
 
 
 class SubscriptionsView(WebhookView):
@@ -139,7 +133,7 @@ class SubscriptionsView(WebhookView):
         client = self.client(request)
         with service_errors():
             subscription, secret = services.subscription_create(
-                organization=Organization.objects.get(pk=client.organization_id),
+                organization=request.auth.organization,  # the key's, loaded with it
                 actor=client.actor,
                 **data,
             )
