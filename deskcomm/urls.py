@@ -17,7 +17,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("metrics", metrics_view, name="metrics"),
-    path("api/v1/webhooks/", include("webhooks.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]
 

@@ -141,7 +141,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
         for subscription in queryset:
             try:
                 services.subscription_ping(subscription=subscription, actor=_actor(request))
-            except services.InvalidSubscription as exc:
+            except services.ActionRefused as exc:
                 self.message_user(request, f"{subscription.url}: {exc}", messages.ERROR)
             else:
                 self.message_user(request, f"Ping queued for {subscription.url}.")

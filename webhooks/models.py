@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 
 from eventbus.models import Delivery
+from webhooks import signing
 from webhooks.conf import CONSUMER_PREFIX
 
 
@@ -71,6 +72,12 @@ class WebhookDelivery(Delivery):
         if not self.consumer.startswith(CONSUMER_PREFIX):
             return None
         return uuid.UUID(self.consumer.removeprefix(CONSUMER_PREFIX))
+
+    @property
+    def webhook_id(self) -> uuid.UUID | None:
+        """The id receivers see (`X-Webhook-Delivery`, `webhook-id`), the same on every attempt."""
+        subscription_id = self.subscription_id
+        return signing.delivery_id(self.event_id, subscription_id) if subscription_id else None
 
 
 class Attempt(models.Model):

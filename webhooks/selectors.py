@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from collections.abc import Iterable
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from deskcomm.models import Organization
 from webhooks import signing
@@ -95,20 +95,20 @@ def delivery_list(
 
 
 def delivery_get(
-    *, organization: Organization | uuid.UUID, delivery_id: object
+    *, organization: Organization | uuid.UUID, delivery_id: object, with_attempts: bool = False
 ) -> WebhookDelivery | None:
+    """The organization's webhook delivery, or None (another tenant's id is simply not found).
+
+    `with_attempts` prefetches its attempt log, oldest first (`delivery.webhook_attempts.all()`).
+    """
     try:
         pk = int(str(delivery_id))
     except ValueError:
         return None
-    return (
-        WebhookDelivery.objects.filter(
-            organization=organization, consumer__startswith=CONSUMER_PREFIX, pk=pk
-        )
-        .select_related("event")
-        .first()
-    )
-
-
-def attempts_of(delivery_id: int) -> QuerySet[Attempt]:
-    return Attempt.objects.filter(delivery_id=delivery_id).order_by("created_at", "id")
+    rows = WebhookDelivery.objects.filter(
+        organization=organization, consumer__startswith=CONSUMER_PREFIX, pk=pk
+    ).select_related("event")
+    if with_attempts:
+        log = Attempt.objects.order_by("created_at", "id")
+        rows = rows.prefetch_related(Prefetch("webhook_attempts", queryset=log))
+    return rows.first()

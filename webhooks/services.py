@@ -23,13 +23,26 @@ from webhooks.models import Attempt, Subscription
 
 WILDCARD_ALL = "*"
 MAX_EVENT_TYPES = 100
+MAX_DESCRIPTION = 500
 
 
 class InvalidSubscription(ValueError):
-    """Bad subscription input (URL, event types...); nothing was written."""
+    """Bad subscription input (URL, event types...); nothing was written.
+
+    `field` names the input at fault (`url`, `event_types`, `description`) so the API can
+    report it where it belongs.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
-class ResendRefused(ValueError):
+class ActionRefused(ValueError):
+    """The subscription or delivery is not in a state that allows the action; nothing changed."""
+
+
+class ResendRefused(ActionRefused):
     """The delivery cannot be resent (not a webhook delivery, still pending, disabled...)."""
 
 
@@ -155,7 +168,7 @@ def subscription_disable(
 def subscription_ping(*, subscription: Subscription, actor: str) -> EventLog:
     """Queue a `webhook.ping` delivered to this subscription only (through the worker)."""
     if not subscription.enabled:
-        raise InvalidSubscription("the subscription is disabled: enable it before a test ping")
+        raise ActionRefused("the subscription is disabled: enable it before a test ping")
     with transaction.atomic():
         event = eventbus.emit(
             "webhook.ping",
@@ -208,13 +221,20 @@ def attempts_purge(*, now: dt.datetime | None = None, batch: int = 10_000) -> in
 
 def clean_event_types(event_types: Iterable[str]) -> list[str]:
     """Exact declared types, `entity.*` wildcards of declared entities, or `*`; deduplicated."""
+    try:
+        return _event_types(event_types)
+    except ValueError as exc:
+        raise InvalidSubscription(str(exc), field="event_types") from None
+
+
+def _event_types(event_types: Iterable[str]) -> list[str]:
     if isinstance(event_types, str) or not isinstance(event_types, Iterable):
-        raise InvalidSubscription("event_types must be a list of event types")
+        raise ValueError("event_types must be a list of event types")
     cleaned = list(dict.fromkeys(event_types))
     if not cleaned:
-        raise InvalidSubscription("event_types must not be empty (use ['*'] for every event)")
+        raise ValueError("event_types must not be empty (use ['*'] for every event)")
     if len(cleaned) > MAX_EVENT_TYPES:
-        raise InvalidSubscription(f"at most {MAX_EVENT_TYPES} event types per subscription")
+        raise ValueError(f"at most {MAX_EVENT_TYPES} event types per subscription")
     for name in cleaned:
         _check_event_type(name)
     return cleaned
@@ -224,28 +244,29 @@ def _check_event_type(name: object) -> None:
     if name == WILDCARD_ALL:
         return
     if not isinstance(name, str):
-        raise InvalidSubscription(f"event type {name!r} is not a string")
+        raise ValueError(f"event type {name!r} is not a string")
     entities = {t.split(".", 1)[0] for t in catalog.declared_types()}
     if name.endswith(".*"):
         if name[:-2] not in entities:
-            raise InvalidSubscription(f"{name!r}: no declared event type starts with {name[:-1]!r}")
+            raise ValueError(f"{name!r}: no declared event type starts with {name[:-1]!r}")
         return
     if not catalog.is_declared(name):
-        raise InvalidSubscription(
-            f"unknown event type {name!r}: use a declared type, 'entity.*' or '*'"
-        )
+        raise ValueError(f"unknown event type {name!r}: use a declared type, 'entity.*' or '*'")
 
 
 def _clean_url(url: str) -> str:
     try:
         return ssrf.validate_url(url)
     except ValueError as exc:
-        raise InvalidSubscription(str(exc)) from None
+        raise InvalidSubscription(str(exc), field="url") from None
 
 
 def _clean_description(description: str) -> str:
-    if not isinstance(description, str) or len(description) > 500:
-        raise InvalidSubscription("description must be a string of at most 500 characters")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        raise InvalidSubscription(
+            f"description must be a string of at most {MAX_DESCRIPTION} characters",
+            field="description",
+        )
     return description
 
 

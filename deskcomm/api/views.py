@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework.exceptions import NotFound
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from deskcomm.api.authentication import ApiClient
 from deskcomm.api.errors import PayloadTooLarge, error_body
+
+Found = TypeVar("Found")
 
 
 class ApiView(APIView):
@@ -34,11 +37,20 @@ class ApiView(APIView):
         return client
 
     @staticmethod
-    def validated(serializer_class: type[Serializer], data: Any) -> dict[str, Any]:
-        """The serializer's validated data, or a 400 with its field errors."""
-        serializer = serializer_class(data=data)
+    def validated(
+        serializer_class: type[Serializer], data: Any, *, partial: bool = False
+    ) -> dict[str, Any]:
+        """The serializer's validated data, or a 400 with its field errors (`partial`: PATCH)."""
+        serializer = serializer_class(data=data, partial=partial)
         serializer.is_valid(raise_exception=True)
         return dict(serializer.validated_data)
+
+
+def found_or_404(found: Found | None, message: str) -> Found:
+    """A selector's result, or a 404 `not_found` (selectors return None for other tenants' ids)."""
+    if found is None:
+        raise NotFound(message)
+    return found
 
 
 def enforce_body_limit(request: Any) -> None:

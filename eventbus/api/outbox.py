@@ -29,7 +29,7 @@ from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
 from deskcomm.api.views import ApiView
 from eventbus import selectors, services
 from eventbus.api import scopes
-from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
+from eventbus.api.serializers import EventFilterSerializer, StrictCharField, StrictSerializer
 from eventbus.api.views import EventView, events_page_response
 from eventbus.models import EventLog
 
@@ -89,7 +89,7 @@ class OutboxPageSerializer(serializers.Serializer):
 
 
 class OutboxReprocessSerializer(StrictSerializer):
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
+    reason = StrictCharField(required=False, allow_blank=True, max_length=1000, default="")
 
 
 class OutboxReprocessResultSerializer(serializers.Serializer):

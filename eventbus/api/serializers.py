@@ -31,13 +31,22 @@ class StrictSerializer(serializers.Serializer):
         return attrs
 
 
+class StrictCharField(serializers.CharField):
+    """Takes JSON strings only: DRF's CharField would turn `0` or `true` into "0" / "True"."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
 class EmitSerializer(StrictSerializer):
     event_type = serializers.RegexField(
         EVENT_TYPE_PATTERN,
         max_length=200,
         help_text="`{entity}.{action}`, declared in the catalog (e.g. `lead.stage_changed`).",
     )
-    entity_kind = serializers.CharField(max_length=64, help_text="e.g. `lead`.")
+    entity_kind = StrictCharField(max_length=64, help_text="e.g. `lead`.")
     entity_id = serializers.UUIDField(required=False, allow_null=True, default=None)
     payload = serializers.DictField(
         required=False, default=dict, help_text="Must hold the type's required fields."
@@ -131,19 +140,19 @@ class EventPageSerializer(serializers.Serializer):
 
 
 class ReprocessSerializer(StrictSerializer):
-    consumer = serializers.CharField(
+    consumer = StrictCharField(
         required=False,
         max_length=200,
         help_text="Re-run this consumer's delivery (dead or done); without it, every dead one.",
     )
-    reason = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
+    reason = StrictCharField(required=False, allow_blank=True, max_length=1000, default="")
 
 
 class DiscardSerializer(StrictSerializer):
-    consumer = serializers.CharField(
+    consumer = StrictCharField(
         required=False, max_length=200, help_text="Only this consumer's dead delivery."
     )
-    reason = serializers.CharField(max_length=1000, help_text="Why (kept in the audit trail).")
+    reason = StrictCharField(max_length=1000, help_text="Why (kept in the audit trail).")
 
 
 class ActionResultSerializer(serializers.Serializer):

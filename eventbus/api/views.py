@@ -8,7 +8,6 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
@@ -19,7 +18,7 @@ from deskcomm.api.conf import api_settings
 from deskcomm.api.errors import InvalidState
 from deskcomm.api.pagination import Position, page
 from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView
+from deskcomm.api.views import ApiView, found_or_404
 from eventbus import selectors, services
 from eventbus.api import scopes
 from eventbus.api.serializers import (
@@ -115,9 +114,7 @@ class EventView(ApiView):
         event = selectors.event_with_deliveries(
             organization_id=self.client(request).organization_id, event_id=event_id
         )
-        if event is None:
-            raise NotFound("No such event in this organization.")
-        return event
+        return found_or_404(event, "No such event in this organization.")
 
     def act(
         self,

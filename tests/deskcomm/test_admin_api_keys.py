@@ -88,7 +88,8 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     ).click()
     Select(browser.find_element(By.NAME, "action")).select_by_value("revoke_selected")
     browser.find_element(By.NAME, "index").click()
-    assert "stop working at once" in browser.page_source  # the confirmation page
+    # The confirmation page (waited for: under load the click returns before it has loaded).
+    WebDriverWait(browser, 10).until(lambda b: "stop working at once" in b.page_source)
     browser.find_element(By.NAME, "reason").send_keys("leaked in a ticket")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit][value='Yes, revoke']").click()
     WebDriverWait(browser, 10).until(lambda b: "Revoked 1 API key" in b.page_source)

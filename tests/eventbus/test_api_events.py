@@ -72,6 +72,7 @@ def test_the_organization_never_comes_from_the_body(org: Organization, org_b: Or
         ({"payload": "text"}, "payload", "dictionary"),
         ({"payload": {"from_stage_id": 1, "to_stage_id": "\x00"}}, "payload", "NUL"),
         ({"entity_kind": ""}, "entity_kind", "blank"),
+        ({"entity_kind": 7}, "entity_kind", "Not a valid string"),
         ({"entity_id": "nope"}, "entity_id", "UUID"),
         ({"metadata": {"request_id": "spoof"}}, "metadata", "set by the server"),
         ({"metadata": {"schema_version": 9}}, "metadata.schema_version", "no schema version 9"),
@@ -249,6 +250,7 @@ def test_discard_requires_a_reason_and_audits_it(org: Organization) -> None:
     error = error_of(client.post(url, {}, format="json"), 400, "validation_error")
     assert set(error["fields"]) == {"reason"}
     error_of(client.post(url, {"reason": ""}, format="json"), 400, "validation_error")
+    error_of(client.post(url, {"reason": 0}, format="json"), 400, "validation_error")
     dead.refresh_from_db()
     assert dead.status == "dead"
     response = client.post(url, {"reason": "customer gone"}, format="json")

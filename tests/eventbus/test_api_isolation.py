@@ -1,58 +1,68 @@
 """Tenant isolation matrix: organization B's key (every scope) against A's objects, per endpoint.
 
-Every endpoint answers 404 or an empty list, and the database is left exactly as it was.
+Every endpoint answers 404 or an empty list, and the database is left exactly as it was. A
+last test checks that the matrix names every operation of the OpenAPI schema.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
-from django.db import connection
+from drf_spectacular.generators import SchemaGenerator
 
 import eventbus
 from deskcomm.models import Organization
 from eventbus.models import Delivery, EventLog
 from tests.eventbus.test_services import dead_flaky
-from tests.support.api import api_client, client_for, issue_key, lead_stage_changed
+from tests.support.api import api_client, client_for, issue_key, lead_stage_changed, snapshot
+from tests.webhooks.conftest import settle_as_sent
+from webhooks import services as webhook_services
 
 pytestmark = pytest.mark.django_db
 
-SNAPSHOT_SQL = {
-    "events": "SELECT id, status, consumed_by, fanout, updated_at FROM event_log ORDER BY id",
-    "deliveries": "SELECT id, status, attempts, updated_at FROM eventbus_delivery ORDER BY id",
-    "audit": "SELECT id FROM deskcomm_auditlog WHERE action NOT LIKE 'api_key.%%' ORDER BY id",
-    "idempotency": "SELECT id, response::text FROM deskcomm_idempotencykey ORDER BY id",
-}
-
-
-def snapshot() -> dict[str, list[tuple[Any, ...]]]:
-    with connection.cursor() as cursor:
-        out = {}
-        for name, sql in SNAPSHOT_SQL.items():
-            cursor.execute(sql)
-            out[name] = cursor.fetchall()
-        return out
+WEBHOOKS = "/api/v1/webhooks"
 
 
 @pytest.fixture
 def a_world(org: Organization) -> dict[str, str]:
-    """Organization A: a dead delivery (DLQ), a pending event, a cursor of A's list."""
+    """Organization A: a dead delivery (DLQ), a pending event, a cursor of A's list, an enabled
+    webhook subscription and a done delivery to it (each action B tries would change them)."""
     (dead,) = dead_flaky(org)
     eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
     page = api_client(org, "events:read").get("/api/v1/events?limit=1").json()
-    return {"event": str(dead.event_id), "cursor": page["next_cursor"]}
+    subscription, _ = webhook_services.subscription_create(
+        organization=org, url="https://hooks.a.example/in", event_types=["*"], actor="test"
+    )
+    eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 2})
+    (sent,) = settle_as_sent()
+    return {
+        "event_id": str(dead.event_id),
+        "cursor": page["next_cursor"],
+        "subscription_id": str(subscription.id),
+        "delivery_id": str(sent),
+    }
 
 
-# (method, path template, body): every endpoint that takes an id or lists things.
+# (method, path template, body): every endpoint that takes an id.
 OBJECT_ENDPOINTS = [
-    ("get", "/api/v1/events/{event}", None),
-    ("post", "/api/v1/events/{event}/reprocess", {}),
-    ("post", "/api/v1/events/{event}/reprocess", {"consumer": "flaky-worker"}),
-    ("post", "/api/v1/events/{event}/discard", {"reason": "not yours"}),
-    ("post", "/api/outbox/{event}/reprocess", None),
+    ("get", "/api/v1/events/{event_id}", None),
+    ("post", "/api/v1/events/{event_id}/reprocess", {}),
+    ("post", "/api/v1/events/{event_id}/reprocess", {"consumer": "flaky-worker"}),
+    ("post", "/api/v1/events/{event_id}/discard", {"reason": "not yours"}),
+    ("post", "/api/outbox/{event_id}/reprocess", None),
+    ("get", f"{WEBHOOKS}/subscriptions/{{subscription_id}}", None),
+    ("patch", f"{WEBHOOKS}/subscriptions/{{subscription_id}}", {"event_types": ["lead.*"]}),
+    ("patch", f"{WEBHOOKS}/subscriptions/{{subscription_id}}", {"url": "https://b.example/"}),
+    ("delete", f"{WEBHOOKS}/subscriptions/{{subscription_id}}", None),
+    ("post", f"{WEBHOOKS}/subscriptions/{{subscription_id}}/rotate-secret", None),
+    ("post", f"{WEBHOOKS}/subscriptions/{{subscription_id}}/enable", None),
+    ("post", f"{WEBHOOKS}/subscriptions/{{subscription_id}}/disable", None),
+    ("post", f"{WEBHOOKS}/subscriptions/{{subscription_id}}/ping", None),
+    ("get", f"{WEBHOOKS}/deliveries/{{delivery_id}}", None),
+    ("post", f"{WEBHOOKS}/deliveries/{{delivery_id}}/resend", None),
 ]
+# Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
     "/api/v1/events",
     "/api/v1/events?status=dead",
@@ -62,7 +72,17 @@ LIST_ENDPOINTS = [
     "/api/outbox",
     "/api/outbox?status=FAILED",
     "/api/outbox?status=PENDING",
+    f"{WEBHOOKS}/subscriptions",
+    f"{WEBHOOKS}/deliveries",
+    f"{WEBHOOKS}/deliveries?subscription={{subscription_id}}",
+    f"{WEBHOOKS}/deliveries?status=done",
+    f"{WEBHOOKS}/deliveries?before=9223372036854775807",
 ]
+# Operations that name no existing object: they act in the key's own organization.
+OWN_ORGANIZATION_ONLY = {
+    ("post", "/api/v1/events"),  # see test_idempotency_keys_are_per_organization
+    ("post", f"{WEBHOOKS}/subscriptions"),  # see tests/webhooks/test_api.py (tenant from key)
+}
 
 
 @pytest.mark.parametrize(("method", "template", "body"), OBJECT_ENDPOINTS)
@@ -82,7 +102,7 @@ def test_other_tenants_objects_are_404_and_untouched(
 
 
 @pytest.mark.parametrize("template", LIST_ENDPOINTS)
-def test_other_tenants_events_never_appear_in_lists(
+def test_other_tenants_objects_never_appear_in_lists(
     a_world: dict[str, str], org_b: Organization, template: str
 ) -> None:
     before = snapshot()
@@ -90,6 +110,27 @@ def test_other_tenants_events_never_appear_in_lists(
     assert response.status_code == 200, response.content
     assert response.json()["results"] == []
     assert snapshot() == before
+
+
+def test_a_sees_its_own_objects_where_b_sees_nothing(
+    a_world: dict[str, str], org: Organization
+) -> None:
+    """The matrix's 404s and empty lists are about the tenant, not about missing objects."""
+    client = api_client(org)
+    for method, template, _ in OBJECT_ENDPOINTS:
+        if method == "get":
+            assert client.get(template.format(**a_world)).status_code == 200, template
+    for template in LIST_ENDPOINTS:
+        if "cursor" not in template and "status=" not in template:
+            assert client.get(template.format(**a_world)).json()["results"], template
+
+
+def test_the_matrix_covers_every_operation_of_the_schema() -> None:
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operations = {(method, path) for path, item in schema["paths"].items() for method in item}
+    covered = {(method, template) for method, template, _ in OBJECT_ENDPOINTS}
+    covered |= {("get", template.split("?")[0]) for template in LIST_ENDPOINTS}
+    assert operations - covered == OWN_ORGANIZATION_ONLY
 
 
 def test_idempotency_keys_are_per_organization(org: Organization, org_b: Organization) -> None:
@@ -120,5 +161,5 @@ def test_b_acting_on_its_own_event_leaves_as_dlq_alone(
     response = api_client(org_b).post(f"/api/v1/events/{b_dead.event_id}/reprocess")
     assert response.status_code == 200
     assert response.json()["moved"] == 1
-    a_delivery = Delivery.objects.get(event_id=a_world["event"])
+    a_delivery = Delivery.objects.get(event_id=a_world["event_id"])
     assert a_delivery.status == "dead"

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from rest_framework.test import APIClient
 
 from deskcomm import scopes, services
 from deskcomm.models import Organization
 
 JSON = "application/json"
+
+# What an API request may change, minus bookkeeping every request writes (key last use,
+# throttle state, the audit of issuing keys).
+SNAPSHOT_SQL = {
+    "events": "SELECT id, status, consumed_by, fanout, updated_at FROM event_log ORDER BY id",
+    "deliveries": "SELECT id, status, attempts, updated_at FROM eventbus_delivery ORDER BY id",
+    "audit": "SELECT id FROM deskcomm_auditlog WHERE action NOT LIKE 'api_key.%%' ORDER BY id",
+    "idempotency": "SELECT id, response::text FROM deskcomm_idempotencykey ORDER BY id",
+    "subscriptions": "SELECT id, url, description, event_types, enabled, consecutive_failures, "
+    "secret_encrypted, previous_secret_encrypted, updated_at "
+    "FROM webhooks_subscription ORDER BY id",
+    "attempts": "SELECT id FROM webhooks_attempt ORDER BY id",
+}
 
 
 def all_scopes() -> list[str]:
@@ -67,3 +81,13 @@ def lead_stage_changed(**extra: Any) -> dict[str, Any]:
 def prefix_of(token: str) -> str:
     """The key's public part, `dck_<12 hex>` (how audit rows and metadata name the caller)."""
     return token[:16]
+
+
+def snapshot() -> dict[str, list[tuple[Any, ...]]]:
+    """The rows an API request could write (compare before and after: "nothing changed")."""
+    with connection.cursor() as cursor:
+        out = {}
+        for name, sql in SNAPSHOT_SQL.items():
+            cursor.execute(sql)
+            out[name] = cursor.fetchall()
+        return out

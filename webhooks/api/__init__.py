@@ -1,0 +1,1 @@
+"""The webhook endpoints of the integration API (`/api/v1/webhooks/...`)."""
