@@ -15,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("api/v1/webhooks/", include("webhooks.urls")),
+    path("lgpd/", include("lgpd.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]
 

@@ -12,12 +12,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from deskcomm.api.errors import api_not_found
 from deskcomm.api.views import ping
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
+from lgpd.urls import api_urlpatterns as lgpd_urlpatterns
 
 urlpatterns = [
     path("ping", ping, name="api-ping"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("v1/", include(v1_urlpatterns)),
+    path("v1/lgpd/", include(lgpd_urlpatterns)),
     *outbox_urlpatterns,
     re_path(r"", api_not_found),
 ]
