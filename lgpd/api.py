@@ -20,7 +20,7 @@ from deskcomm.api.conf import api_settings
 from deskcomm.api.pagination import CursorField, Position, page
 from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
 from deskcomm.api.views import ApiView
-from eventbus.api.serializers import StrictSerializer
+from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest
 from lgpd.scopes import LGPD_READ, LGPD_WRITE
@@ -39,10 +39,7 @@ class DataRequestFilter(StrictSerializer):
     limit = serializers.IntegerField(required=False, min_value=1, help_text="Default 50, max 200.")
     cursor = CursorField(required=False, help_text="`next_cursor` of the previous page.")
 
-    def validate_limit(self, value: int) -> int:
-        if value > int(api_settings.MAX_PAGE_SIZE):
-            raise serializers.ValidationError(f"At most {api_settings.MAX_PAGE_SIZE}.")
-        return value
+    validate_limit = EventFilterSerializer.validate_limit
 
 
 class DataRequestSerializer(serializers.Serializer):

@@ -80,6 +80,15 @@ def drain_lgpd() -> int:
     return total
 
 
+def run_after(world: World, clock: time_machine.Coordinates, kind: str, days: int) -> DataRequest:
+    """Create a request, move the clock `days` (and a second) on, drain; the request after it."""
+    request = request_for(world, kind)
+    clock.shift(dt.timedelta(days=days, seconds=1))
+    drain_lgpd()
+    request.refresh_from_db()
+    return request
+
+
 def request_for(world: World, kind: str) -> DataRequest:
     return services.data_request_create(
         organization_id=world.org.pk,

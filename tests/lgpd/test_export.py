@@ -18,17 +18,13 @@ from eventbus.models import Delivery, EventLog
 from lgpd.categories import REGISTRY
 from lgpd.handlers import EXPORT_CONSUMER
 from lgpd.models import DataRequest
-from tests.lgpd.conftest import CPF, EMAIL, NAME, PHONE, World, drain_lgpd, request_for
+from tests.lgpd.conftest import CPF, EMAIL, NAME, PHONE, World, drain_lgpd, request_for, run_after
 
 pytestmark = pytest.mark.django_db
 
 
 def export_at_d7(world: World, clock: time_machine.Coordinates) -> DataRequest:
-    request = request_for(world, "access")
-    clock.shift(dt.timedelta(days=7, seconds=1))
-    drain_lgpd()
-    request.refresh_from_db()
-    return request
+    return run_after(world, clock, "access", 7)
 
 
 def link_path() -> str:

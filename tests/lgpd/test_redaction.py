@@ -19,7 +19,7 @@ from eventbus.models import Delivery, EventLog
 from lgpd import categories
 from lgpd.handlers import REDACT_CONSUMER
 from lgpd.models import DataRequest
-from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for
+from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for, run_after
 
 pytestmark = pytest.mark.django_db
 
@@ -50,11 +50,7 @@ def traces() -> list[str]:
 
 
 def redact_at_d15(world: World, clock: time_machine.Coordinates) -> DataRequest:
-    request = request_for(world, "redact")
-    clock.shift(dt.timedelta(days=15, seconds=1))
-    drain_lgpd()
-    request.refresh_from_db()
-    return request
+    return run_after(world, clock, "redact", 15)
 
 
 def test_the_search_sees_the_subject_everywhere_before(world: World) -> None:
