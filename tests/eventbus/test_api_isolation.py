@@ -12,8 +12,9 @@ import pytest
 from django.db import connection
 
 import eventbus
-from deskcomm.models import Organization
+from deskcomm.models import Contact, Organization
 from eventbus.models import Delivery, EventLog
+from lgpd import services as lgpd_services
 from tests.eventbus.test_services import dead_flaky
 from tests.support.api import api_client, client_for, issue_key, lead_stage_changed
 
@@ -24,6 +25,7 @@ SNAPSHOT_SQL = {
     "deliveries": "SELECT id, status, attempts, updated_at FROM eventbus_delivery ORDER BY id",
     "audit": "SELECT id FROM deskcomm_auditlog WHERE action NOT LIKE 'api_key.%%' ORDER BY id",
     "idempotency": "SELECT id, response::text FROM deskcomm_idempotencykey ORDER BY id",
+    "data_requests": "SELECT id, status FROM lgpd_datarequest ORDER BY id",
 }
 
 
@@ -38,11 +40,21 @@ def snapshot() -> dict[str, list[tuple[Any, ...]]]:
 
 @pytest.fixture
 def a_world(org: Organization) -> dict[str, str]:
-    """Organization A: a dead delivery (DLQ), a pending event, a cursor of A's list."""
+    """Organization A: a dead delivery (DLQ), a pending event, a cursor of A's list, an LGPD
+    data request for one of A's contacts."""
     (dead,) = dead_flaky(org)
     eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
     page = api_client(org, "events:read").get("/api/v1/events?limit=1").json()
-    return {"event": str(dead.event_id), "cursor": page["next_cursor"]}
+    contact = Contact.objects.create(organization=org, name="A's customer")
+    request = lgpd_services.data_request_create(
+        organization_id=org.pk, contact_id=contact.pk, kind="access", channel="api", actor="t"
+    )
+    return {
+        "event": str(dead.event_id),
+        "cursor": page["next_cursor"],
+        "contact": str(contact.pk),
+        "data_request": str(request.pk),
+    }
 
 
 # (method, path template, body): every endpoint that takes an id or lists things.
@@ -52,6 +64,7 @@ OBJECT_ENDPOINTS = [
     ("post", "/api/v1/events/{event}/reprocess", {"consumer": "flaky-worker"}),
     ("post", "/api/v1/events/{event}/discard", {"reason": "not yours"}),
     ("post", "/api/outbox/{event}/reprocess", None),
+    ("get", "/api/v1/lgpd/data-requests/{data_request}", None),
 ]
 LIST_ENDPOINTS = [
     "/api/v1/events",
@@ -62,6 +75,8 @@ LIST_ENDPOINTS = [
     "/api/outbox",
     "/api/outbox?status=FAILED",
     "/api/outbox?status=PENDING",
+    "/api/v1/lgpd/data-requests",
+    "/api/v1/lgpd/data-requests?contact_id={contact}",
 ]
 
 
