@@ -52,7 +52,8 @@ def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckM
 
 
 _KEY_HINT = (
-    "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets): "
+    "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets, "
+    "CPF_ENCRYPTION_KEY for cpf): "
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
 

@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "deskcomm",
     "eventbus",
     "webhooks",
+    "lgpd",
 ]
 
 MIDDLEWARE = [
@@ -258,10 +259,16 @@ EVENTBUS = {
     # Extra modules imported at start-up to register consumers and event types (tests use it).
     "HANDLER_MODULES": env.list("EVENTBUS_HANDLER_MODULES", default=[]),
     # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log line).
-    "DEAD_LETTER_HOOKS": env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
+    # The LGPD hook is always there: a dead redaction or export must reach the DPO (R-L3).
+    "DEAD_LETTER_HOOKS": [
+        "lgpd.alerts.dead_letter_hook",
+        *env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
+    ],
     # Per-consumer attempts an operator sets (seed 004 §5: ORDER_POST_ATTEMPTS).
     "CONSUMER_MAX_ATTEMPTS": {
         "order-post-worker": env.int("ORDER_POST_ATTEMPTS", default=5),
+        # LGPD redaction: few attempts, then the DLQ and a human (the DPO), not blind retries.
+        "lgpd-redact-worker": env.int("LGPD_REDACT_ATTEMPTS", default=3),
     },
     # Seed 004 §5, the outbox relay of broker-run consumers (names and defaults as the seed).
     "RELAY_ENABLED": env.bool("OUTBOX_RELAY_ENABLED", default=True),
@@ -366,6 +373,28 @@ STORAGES = {
             },
         }
     ),
+    # LGPD exports: private (never under a public URL); downloads go through a signed link.
+    "lgpd_exports": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": env.str("LGPD_EXPORT_S3_BUCKET"),
+                "endpoint_url": env.str("ARCHIVE_S3_ENDPOINT_URL", default="") or None,
+                "location": env.str("LGPD_EXPORT_S3_PREFIX", default="lgpd-exports"),
+                "default_acl": "private",
+                "querystring_auth": True,
+                "file_overwrite": True,
+            },
+        }
+        if env.str("LGPD_EXPORT_S3_BUCKET", default="")
+        else {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {
+                "location": env.path("LGPD_EXPORT_ROOT", default=BASE_DIR / "var" / "lgpd-exports"),
+                "base_url": None,
+            },
+        }
+    ),
 }
 
 # Sentry error reporting (deskcomm.sentry): off unless SENTRY_DSN is set.
@@ -383,6 +412,7 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
 ENCRYPTION_KEYS = {
     "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
+    "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
@@ -405,4 +435,20 @@ WEBHOOKS = {
     "ATTEMPT_RETENTION_DAYS": env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30),
     # Requests in flight per subscription, per worker process (a slow endpoint holds no more).
     "MAX_IN_FLIGHT_PER_SUBSCRIPTION": env.int("WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION", default=8),
+}
+
+# LGPD data-subject requests (lgpd app), read at call time through `lgpd.conf.lgpd_settings`.
+LGPD = {
+    # Days after a request before its export (access) and its redaction (redact) run.
+    "EXPORT_DELAY_DAYS": env.float("LGPD_EXPORT_DELAY_DAYS", default=7.0),
+    "REDACT_DELAY_DAYS": env.float("LGPD_REDACT_DELAY_DAYS", default=15.0),
+    # How long an export's signed download link works.
+    "EXPORT_LINK_DAYS": env.float("LGPD_EXPORT_LINK_DAYS", default=30.0),
+    # The daily SLA check warns, then escalates, for requests still open this many days after.
+    "SLA_WARN_DAYS": env.float("LGPD_SLA_WARN_DAYS", default=5.0),
+    "SLA_ESCALATE_DAYS": env.float("LGPD_SLA_ESCALATE_DAYS", default=6.0),
+    # The data protection officer: dead LGPD work and SLA breaches are e-mailed here.
+    "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=""),
+    # Public base URL of this service, for download links built outside a request.
+    "PUBLIC_BASE_URL": env.str("PUBLIC_BASE_URL", default="http://localhost:8000"),
 }

@@ -17,6 +17,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("metrics", metrics_view, name="metrics"),
+    path("lgpd/", include("lgpd.urls")),
     path("api/", include("deskcomm.api.urls")),
 ]
 

@@ -7,6 +7,7 @@ caller's transaction (`eventbus/emitter.py`). Every index says which query it se
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -38,6 +39,9 @@ class EventLog(models.Model):
     status is `pending` until a consumer finishes, `processing` while some remain, `done` when all
     are (`fanout` of them), `dead` while any delivery is dead.
     """
+
+    # Payloads may carry a data subject's details; the LGPD redaction scrubs them (R-L3).
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("payload", "metadata", "last_error")
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(
@@ -128,6 +132,8 @@ class EventLog(models.Model):
 
 class Delivery(models.Model):
     """One event x one consumer: the unit of work, of retry, of the DLQ and of metrics."""
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("last_error",)  # error texts may quote data
 
     id = models.BigAutoField(primary_key=True)
     event = models.ForeignKey(
@@ -232,6 +238,8 @@ class DeadLetter(Delivery):
 
 class DeliveryAttempt(models.Model):
     """History of failed attempts (a success is the delivery row itself: fewer writes)."""
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("error",)
 
     class Outcome(models.TextChoices):
         RETRY = "retry"

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from eventbus.event import Event
 
 Handler = Callable[["Event"], None]
+# An initial delay, or a callable giving it at call time (so a setting such as the LGPD export's
+# D+7 is read when an event is emitted, not when the handler module is imported).
+Delay = dt.timedelta | Callable[[], dt.timedelta]
 # Where a consumer runs: claimed by `drain_events` itself, or published by the relay to the
 # dramatiq broker and run by the jobs process (`rundramatiq`); the database owns retries either way.
 RunsOn = Literal["drain", "broker"]
@@ -37,13 +40,14 @@ class Consumer:
     handler: Handler
     events: tuple[str, ...]
     max_attempts: int | None = None  # None: settings.EVENTBUS["MAX_ATTEMPTS"]
-    delay: dt.timedelta | None = None  # initial delay before the first attempt
+    delay: Delay | None = None  # initial delay before the first attempt
     atomic: bool = False  # run the handler and the ack in one transaction
     runs_on: RunsOn = "drain"
 
     @property
     def delay_seconds(self) -> float:
-        return self.delay.total_seconds() if self.delay else 0.0
+        delay = self.delay() if callable(self.delay) else self.delay
+        return max(delay.total_seconds(), 0.0) if delay else 0.0
 
     def effective_max_attempts(self) -> int:
         from eventbus.conf import bus_settings
@@ -125,7 +129,7 @@ def make_consumer(
     *,
     events: Iterable[str],
     max_attempts: int | None = None,
-    delay: dt.timedelta | None = None,
+    delay: Delay | None = None,
     atomic: bool = False,
     runs_on: RunsOn = "drain",
 ) -> Consumer:
@@ -145,7 +149,7 @@ def make_consumer(
         raise ConsumerRegistrationError(f"{name}: {exc}") from None
     if max_attempts is not None and not 1 <= max_attempts <= 100:
         raise ConsumerRegistrationError(f"{name}: max_attempts must be between 1 and 100")
-    if delay is not None and delay < dt.timedelta(0):
+    if isinstance(delay, dt.timedelta) and delay < dt.timedelta(0):
         raise ConsumerRegistrationError(f"{name}: delay must not be negative")
     if runs_on not in RUNS_ON:
         raise ConsumerRegistrationError(
@@ -159,7 +163,7 @@ def consumer(
     *,
     events: Iterable[str],
     max_attempts: int | None = None,
-    delay: dt.timedelta | None = None,
+    delay: Delay | None = None,
     atomic: bool = False,
     runs_on: RunsOn = "drain",
 ) -> Callable[[Handler], Handler]:
@@ -167,7 +171,8 @@ def consumer(
 
     Raising `eventbus.PermanentError` dead-letters the delivery at once; any other exception is
     transient and retried with backoff up to `max_attempts`. `delay` postpones the first attempt
-    (LGPD export: D+7). `atomic=True` commits the handler's database writes together with the ack,
+    (LGPD export: D+7); it may be a callable returning the delay, read at each emit (a setting).
+    `atomic=True` commits the handler's database writes together with the ack,
     so a killed worker can never leave them half-applied or applied twice. `runs_on="broker"`
     hands the consumer to the jobs process: the relay publishes each due delivery to the dramatiq
     broker and the actor runs it and acks/nacks the same delivery row.

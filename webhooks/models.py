@@ -7,6 +7,7 @@ Deliveries themselves are `eventbus_delivery` rows whose consumer is `webhook:<s
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -82,6 +83,9 @@ class WebhookDelivery(Delivery):
 
 class Attempt(models.Model):
     """One HTTP attempt of a webhook delivery (successes too): what the receiver answered."""
+
+    # Receivers echo what they were sent; the LGPD redaction scrubs the subject's data here too.
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("response_excerpt", "error")
 
     id = models.BigAutoField(primary_key=True)
     delivery = models.ForeignKey(

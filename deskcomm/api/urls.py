@@ -13,6 +13,7 @@ from deskcomm.api.errors import api_not_found
 from deskcomm.api.views import ping
 from deskcomm.health_views import health_view
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
+from lgpd.urls import api_urlpatterns as lgpd_urlpatterns
 from webhooks.api.urls import webhook_urlpatterns
 
 urlpatterns = [
@@ -23,6 +24,7 @@ urlpatterns = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("v1/", include(v1_urlpatterns)),
     path("v1/webhooks/", include(webhook_urlpatterns)),
+    path("v1/lgpd/", include(lgpd_urlpatterns)),
     *outbox_urlpatterns,
     re_path(r"", api_not_found),
 ]

@@ -40,6 +40,8 @@ def test_schema_is_openapi_3_with_every_endpoint_and_the_error_shape() -> None:
         "/api/v1/webhooks/deliveries",
         "/api/v1/webhooks/deliveries/{delivery_id}",
         "/api/v1/webhooks/deliveries/{delivery_id}/resend",
+        "/api/v1/lgpd/data-requests",
+        "/api/v1/lgpd/data-requests/{request_id}",
     }
     assert schema["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
     emit = schema["paths"]["/api/v1/events"]["post"]

@@ -20,6 +20,7 @@ PRODUCTION = {
     "SECRET_KEY": secrets.token_urlsafe(64),
     "ALLOWED_HOSTS": "crm.example.com",
     "WEBHOOK_SECRETS_KEY": Fernet.generate_key().decode(),
+    "CPF_ENCRYPTION_KEY": Fernet.generate_key().decode(),
     "METRICS_TOKEN": "metrics-token-for-tests",
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",
@@ -62,6 +63,7 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"ALLOWED_HOSTS": ""}, "deskcomm.E005"),
         ({"WEBHOOK_SECRETS_KEY": ""}, "deskcomm.E002"),
         ({"WEBHOOK_SECRETS_KEY": "", "SECRET_KEY": ""}, "deskcomm.E006"),
+        ({"CPF_ENCRYPTION_KEY": ""}, "deskcomm.E002"),
     ],
 )
 def test_wsgi_refuses_to_start_on_unsafe_settings(override: dict[str, str], check_id: str) -> None:

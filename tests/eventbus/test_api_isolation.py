@@ -12,8 +12,9 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 import eventbus
-from deskcomm.models import Organization
+from deskcomm.models import Contact, Organization
 from eventbus.models import Delivery, EventLog
+from lgpd import services as lgpd_services
 from tests.eventbus.test_services import dead_flaky
 from tests.support.api import api_client, client_for, issue_key, lead_stage_changed, snapshot
 from tests.webhooks.conftest import settle_as_sent
@@ -27,7 +28,8 @@ WEBHOOKS = "/api/v1/webhooks"
 @pytest.fixture
 def a_world(org: Organization) -> dict[str, str]:
     """Organization A: a dead delivery (DLQ), a pending event, a cursor of A's list, an enabled
-    webhook subscription and a done delivery to it (each action B tries would change them)."""
+    webhook subscription and a done delivery to it, an LGPD data request for one of A's contacts
+    (each action B tries would change them)."""
     (dead,) = dead_flaky(org)
     eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
     page = api_client(org, "events:read").get("/api/v1/events?limit=1").json()
@@ -36,11 +38,17 @@ def a_world(org: Organization) -> dict[str, str]:
     )
     eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 2})
     (sent,) = settle_as_sent()
+    contact = Contact.objects.create(organization=org, name="A's customer")
+    request = lgpd_services.data_request_create(
+        organization_id=org.pk, contact_id=contact.pk, kind="access", channel="api", actor="t"
+    )
     return {
         "event_id": str(dead.event_id),
         "cursor": page["next_cursor"],
         "subscription_id": str(subscription.id),
         "delivery_id": str(sent),
+        "contact": str(contact.pk),
+        "request_id": str(request.pk),
     }
 
 
@@ -61,6 +69,7 @@ OBJECT_ENDPOINTS = [
     ("post", f"{WEBHOOKS}/subscriptions/{{subscription_id}}/ping", None),
     ("get", f"{WEBHOOKS}/deliveries/{{delivery_id}}", None),
     ("post", f"{WEBHOOKS}/deliveries/{{delivery_id}}/resend", None),
+    ("get", "/api/v1/lgpd/data-requests/{request_id}", None),
 ]
 # Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
@@ -77,11 +86,14 @@ LIST_ENDPOINTS = [
     f"{WEBHOOKS}/deliveries?subscription={{subscription_id}}",
     f"{WEBHOOKS}/deliveries?status=done",
     f"{WEBHOOKS}/deliveries?before=9223372036854775807",
+    "/api/v1/lgpd/data-requests",
+    "/api/v1/lgpd/data-requests?contact_id={contact}",
 ]
 # Operations that name no existing object: they act in the key's own organization.
 OWN_ORGANIZATION_ONLY = {
     ("post", "/api/v1/events"),  # see test_idempotency_keys_are_per_organization
     ("post", f"{WEBHOOKS}/subscriptions"),  # see tests/webhooks/test_api.py (tenant from key)
+    ("post", "/api/v1/lgpd/data-requests"),  # see tests/lgpd/test_api.py (another's contact)
 }
 
 

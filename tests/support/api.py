@@ -23,6 +23,7 @@ SNAPSHOT_SQL = {
     "secret_encrypted, previous_secret_encrypted, updated_at "
     "FROM webhooks_subscription ORDER BY id",
     "attempts": "SELECT id FROM webhooks_attempt ORDER BY id",
+    "data_requests": "SELECT id, status FROM lgpd_datarequest ORDER BY id",
 }
 
 

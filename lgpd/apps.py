@@ -1,0 +1,14 @@
+"""LGPD app: data-subject requests, their export and their redaction."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class LgpdConfig(AppConfig):
+    name = "lgpd"
+    verbose_name = "LGPD data-subject requests"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from lgpd import scopes  # noqa: F401  (declares lgpd:read / lgpd:write)

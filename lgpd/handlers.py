@@ -1,0 +1,42 @@
+"""The LGPD consumers: export at D+7, redaction at D+15 (delays are settings, read at emit).
+
+Both consume `lgpd.data_request_received`; each acts on its own request type and returns at once
+for the other (and for a request already done: the services are idempotent). `atomic=True`:
+the work and the ack commit together, so a killed worker never leaves half a redaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import eventbus
+from lgpd import conf, services
+
+EXPORT_CONSUMER = "lgpd-export-worker"
+REDACT_CONSUMER = "lgpd-redact-worker"
+
+
+@eventbus.consumer(
+    EXPORT_CONSUMER, events=["lgpd.data_request_received"], delay=conf.export_delay, atomic=True
+)
+def export_on_request(event: eventbus.Event) -> None:
+    if event.payload["request_type"] == "access":
+        services.export_generate(
+            request_id=uuid.UUID(event.payload["request_id"]), actor=f"system:{EXPORT_CONSUMER}"
+        )
+
+
+# Three attempts, then the DLQ and the DPO (lgpd.alerts.dead_letter_hook): compliance prefers a
+# human over blind retries (LGPD_REDACT_ATTEMPTS overrides it).
+@eventbus.consumer(
+    REDACT_CONSUMER,
+    events=["lgpd.data_request_received"],
+    delay=conf.redact_delay,
+    max_attempts=3,
+    atomic=True,
+)
+def redact_on_request(event: eventbus.Event) -> None:
+    if event.payload["request_type"] == "redact":
+        services.redaction_apply(
+            request_id=uuid.UUID(event.payload["request_id"]), actor=f"system:{REDACT_CONSUMER}"
+        )

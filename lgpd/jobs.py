@@ -1,0 +1,12 @@
+"""The LGPD scheduled job: the daily SLA check (R-L4)."""
+
+from __future__ import annotations
+
+from deskcomm.cron import job
+from lgpd import services
+
+
+@job("lgpd-sla-check", crontab="0 9 * * *")
+def check_sla() -> int:
+    """Warn the DPO at D+5 and escalate at D+6 about data requests still open."""
+    return services.sla_check()

@@ -1,0 +1,75 @@
+"""Data-subject requests: what was asked, for whom, and timestamps that prove the timeline."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+class DataRequest(models.Model):
+    """An `access` (export) or `redact` (anonymization) request for one contact.
+
+    Created by the API, the admin or a command (`lgpd.services.data_request_create`), which emits
+    `lgpd.data_request_received`; the delayed consumers (`lgpd/handlers.py`) do the work and set
+    the timestamps. No personal data is stored here: only ids and times.
+    """
+
+    class Kind(models.TextChoices):
+        ACCESS = "access"
+        REDACT = "redact"
+
+    class Status(models.TextChoices):
+        RECEIVED = "received"  # waiting for its scheduled run (D+7 / D+15)
+        COMPLETED = "completed"  # export generated, or redaction applied
+
+    class Channel(models.TextChoices):
+        API = "api"
+        ADMIN = "admin"
+        COMMAND = "command"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    contact = models.ForeignKey(
+        "deskcomm.Contact", on_delete=models.PROTECT, related_name="data_requests"
+    )
+    kind = models.TextField(choices=Kind.choices)
+    channel = models.TextField(choices=Channel.choices)
+    status = models.TextField(choices=Status.choices, default=Status.RECEIVED)
+    requested_by = models.CharField(max_length=200)  # actor: API key, admin user, command
+    received_at = models.DateTimeField()
+    # Export (access): the private file, its SHA-256 and when its download link expires.
+    export_name = models.TextField(blank=True, default="")
+    export_sha256 = models.CharField(max_length=64, blank=True, default="")
+    export_generated_at = models.DateTimeField(null=True, blank=True)
+    export_expires_at = models.DateTimeField(null=True, blank=True)
+    export_deleted_at = models.DateTimeField(null=True, blank=True)  # erased by a redaction
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    # The daily SLA check: warned at D+5, escalated at D+6 (each once).
+    sla_warned_at = models.DateTimeField(null=True, blank=True)
+    sla_escalated_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["access", "redact"]), name="lgpd_request_kind_valid"
+            ),
+        ]
+        indexes = [
+            # API list: an organization's requests, newest first (keyset pages).
+            models.Index(
+                fields=["organization", "-received_at", "-id"], name="lgpd_request_org_idx"
+            ),
+            # The daily SLA check: open requests by age.
+            models.Index(
+                fields=["received_at"], condition=Q(status="received"), name="lgpd_request_open_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id}"

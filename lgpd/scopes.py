@@ -1,0 +1,8 @@
+"""The API key scopes of the LGPD endpoints (loaded by LgpdConfig.ready)."""
+
+from __future__ import annotations
+
+from deskcomm.scopes import declare
+
+LGPD_READ = declare("lgpd:read", "List and read LGPD data-subject requests.")
+LGPD_WRITE = declare("lgpd:write", "Create LGPD data-subject requests (access or redaction).")

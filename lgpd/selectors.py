@@ -1,0 +1,92 @@
+"""LGPD reads: the subject of a request, data requests for the API, the audit trail."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from django.db.models import Q, QuerySet
+
+from deskcomm.models import AuditLog, Contact, Conversation, Lead, Message, Order
+from eventbus.models import EventLog
+from lgpd.models import DataRequest
+from lgpd.subject import Subject
+
+
+def subject_for(contact: Contact) -> Subject:
+    """The contact as a data subject, with the ids of every record of theirs."""
+    subject = Subject.of(contact)
+    subject.entity_ids = set(subject_entity_ids(contact))
+    return subject
+
+
+def subject_entity_ids(contact: Contact) -> list[uuid.UUID]:
+    """Ids of the contact and of its records: what events and audit rows about them point at."""
+    ids: list[uuid.UUID] = [contact.pk]
+    ids += Conversation.objects.filter(contact=contact).values_list("pk", flat=True)
+    ids += Message.objects.filter(conversation__contact=contact).values_list("pk", flat=True)
+    ids += Lead.objects.filter(contact=contact).values_list("pk", flat=True)
+    ids += Order.objects.filter(contact=contact).values_list("pk", flat=True)
+    ids += DataRequest.objects.filter(contact=contact).values_list("pk", flat=True)
+    return ids
+
+
+def contact_get(*, organization_id: uuid.UUID, contact_id: uuid.UUID) -> Contact | None:
+    return Contact.objects.filter(organization_id=organization_id, pk=contact_id).first()
+
+
+def data_request_get(*, organization_id: uuid.UUID, request_id: uuid.UUID) -> DataRequest | None:
+    return DataRequest.objects.filter(organization_id=organization_id, pk=request_id).first()
+
+
+def data_requests_page(
+    *,
+    organization_id: uuid.UUID,
+    before: tuple[dt.datetime, uuid.UUID] | None,
+    limit: int,
+    contact_id: uuid.UUID | None = None,
+) -> list[DataRequest]:
+    """Up to `limit` requests of the organization, newest first, older than `before`."""
+    rows: QuerySet[DataRequest] = DataRequest.objects.filter(organization_id=organization_id)
+    if contact_id is not None:
+        rows = rows.filter(contact_id=contact_id)
+    if before is not None:
+        stamp, ident = before
+        rows = rows.filter(Q(received_at__lt=stamp) | Q(received_at=stamp, id__lt=ident))
+    return list(rows.order_by("-received_at", "-id")[:limit])
+
+
+def open_requests_older_than(cutoff: dt.datetime) -> QuerySet[DataRequest]:
+    """Requests not done yet that were received before `cutoff` (the SLA check)."""
+    return DataRequest.objects.filter(
+        status=DataRequest.Status.RECEIVED, received_at__lte=cutoff
+    ).order_by("received_at")
+
+
+def audit_trail(contact: Contact) -> list[tuple[str, ...]]:
+    """Every recorded operation on the subject, oldest first: audit rows, then bus events.
+
+    One row per operation: (source, created_at, actor, action, target_type, target_id,
+    request_id). No personal data: only ids, names of operations and times.
+    """
+    ids = [str(ident) for ident in subject_entity_ids(contact)]
+    audits = AuditLog.objects.filter(
+        Q(target_id__in=ids) | Q(details__contact_id=str(contact.pk))
+    ).values_list("created_at", "actor", "action", "target_type", "target_id", "request_id")
+    events = EventLog.objects.filter(
+        organization_id=contact.organization_id, entity_id__in=ids
+    ).values_list("created_at", "metadata", "event_type", "entity_kind", "entity_id")
+    rows = [("audit", *(str(v) for v in row)) for row in audits]
+    rows += [
+        (
+            "event",
+            str(created),
+            str(meta.get("actor_id", "")),
+            event_type,
+            kind,
+            str(entity),
+            str(meta.get("request_id", "")),
+        )
+        for created, meta, event_type, kind, entity in events
+    ]
+    return sorted(rows, key=lambda row: row[1])

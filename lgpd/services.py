@@ -1,0 +1,253 @@
+"""LGPD writes: create a data request, record a consent, generate an export, apply a redaction,
+run a stuck request by hand, and the daily SLA check. Each public service is audited.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+
+from django.db import transaction
+from django.utils import timezone
+
+import eventbus
+from deskcomm import audit
+from deskcomm.models import ConsentRecord, Contact
+from lgpd import alerts, exports, selectors
+from lgpd.categories import REGISTRY
+from lgpd.conf import lgpd_settings
+from lgpd.models import DataRequest
+
+logger = logging.getLogger(__name__)
+
+AUDIT_TARGET = "lgpd.datarequest"
+
+
+class UnknownContactError(ValueError):
+    """The contact does not exist in the organization (other tenants' contacts included)."""
+
+
+def data_request_create(
+    *,
+    organization_id: uuid.UUID,
+    contact_id: uuid.UUID,
+    kind: str,
+    channel: str,
+    actor: str,
+) -> DataRequest:
+    """Record an access or redact request and emit `lgpd.data_request_received` (same commit)."""
+    contact = selectors.contact_get(organization_id=organization_id, contact_id=contact_id)
+    if contact is None:
+        raise UnknownContactError(f"no contact {contact_id} in this organization")
+    with transaction.atomic():
+        request = DataRequest.objects.create(
+            organization_id=organization_id,
+            contact=contact,
+            kind=kind,
+            channel=channel,
+            requested_by=actor,
+            received_at=timezone.now(),
+        )
+        _emit(
+            request,
+            "lgpd.data_request_received",
+            {
+                "request_id": str(request.id),
+                "request_type": kind,
+                "contact_id": str(contact.pk),
+                "channel": channel,
+            },
+        )
+        _audit(request, actor=actor, action="lgpd.data_request.create")
+    return request
+
+
+def consent_record(
+    *, contact: Contact, consent_type: str, granted: bool, source: str, evidence: str = ""
+) -> ConsentRecord:
+    """Record a consent change and emit `lgpd.consent_changed` in the same transaction."""
+    with transaction.atomic():
+        record = ConsentRecord.objects.create(
+            organization_id=contact.organization_id,
+            contact=contact,
+            consent_type=consent_type,
+            granted=granted,
+            source=source,
+            evidence=evidence,
+            recorded_at=timezone.now(),
+        )
+        eventbus.emit(
+            "lgpd.consent_changed",
+            organization=contact.organization_id,
+            entity_kind="contact",
+            entity_id=contact.pk,
+            payload={
+                "contact_id": str(contact.pk),
+                "consent_type": consent_type,
+                "granted": granted,
+                "source": source,
+            },
+        )
+    return record
+
+
+def export_generate(*, request_id: uuid.UUID, actor: str) -> bool:
+    """Build, store and announce the export of an access request; False if already done."""
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None or request.kind != DataRequest.Kind.ACCESS:
+            return False
+        if request.export_generated_at is not None:
+            logger.info("lgpd export of %s already generated; nothing to do", request_id)
+            return False
+        subject = selectors.subject_for(request.contact)
+        request.export_name, request.export_sha256 = exports.store(
+            request, exports.bundle(request, subject)
+        )
+        now = timezone.now()
+        request.export_generated_at = now
+        request.export_expires_at = exports.link_expiry(now)
+        _complete(request, now)
+        _emit_export_generated(request)
+        _audit(request, actor=actor, action="lgpd.export.generate", sha256=request.export_sha256)
+    return True
+
+
+def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
+    """Anonymize the subject of a redact request across every category; False if already done.
+
+    One transaction: either every category is redacted and the events are emitted, or nothing
+    changed (a failure is retried by the bus, then dead-lettered to the DPO).
+    """
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None or request.kind != DataRequest.Kind.REDACT:
+            return False
+        contact = Contact.objects.select_for_update().get(pk=request.contact_id)
+        if contact.anonymized_at is not None:
+            _finish_repeat(request)
+            return False
+        subject = selectors.subject_for(contact)
+        changed = {category.name: category.redact(subject) for category in REGISTRY}
+        _erase_exports(contact)
+        now = timezone.now()
+        request.redacted_at = now
+        _complete(request, now)
+        _emit_redacted(request, fields=list(contact.PERSONAL_DATA))
+        _audit(request, actor=actor, action="lgpd.redact.apply", changed=changed)
+    return True
+
+
+def data_request_run(*, request_id: uuid.UUID, actor: str, reason: str = "") -> bool:
+    """Run a request's work now, by hand (the fallback for a stuck request); audited."""
+    request = DataRequest.objects.filter(pk=request_id).first()
+    if request is None:
+        raise DataRequest.DoesNotExist(f"no data request {request_id}")
+    audit.record(
+        actor=actor,
+        action="lgpd.data_request.manual_fallback",
+        target_type=AUDIT_TARGET,
+        target_id=request.pk,
+        organization_id=request.organization_id,
+        reason=reason,
+        details={"contact_id": str(request.contact_id), "kind": request.kind},
+    )
+    if request.kind == DataRequest.Kind.ACCESS:
+        return export_generate(request_id=request_id, actor=actor)
+    return redaction_apply(request_id=request_id, actor=actor)
+
+
+def sla_check(*, now: dt.datetime | None = None) -> int:
+    """Warn (D+5) then escalate (D+6) once for each request still open; returns how many."""
+    now = now or timezone.now()
+    escalated = _sla_pass(now, "SLA_ESCALATE_DAYS", "sla_escalated_at", alerts.sla_escalate)
+    warned = _sla_pass(now, "SLA_WARN_DAYS", "sla_warned_at", alerts.sla_warn)
+    return escalated + warned
+
+
+def _sla_pass(now: dt.datetime, setting: str, stamp: str, notify: alerts.SlaNotifier) -> int:
+    cutoff = now - lgpd_settings.days(setting)
+    due = list(selectors.open_requests_older_than(cutoff).filter(**{f"{stamp}__isnull": True}))
+    for request in due:
+        notify(request, now)
+    ids = [request.pk for request in due]
+    # Escalating also counts as warned: one message per level, never a late warning after it.
+    stamps = {stamp: now} if stamp == "sla_warned_at" else {stamp: now, "sla_warned_at": now}
+    DataRequest.objects.filter(pk__in=ids, **{f"{stamp}__isnull": True}).update(**stamps)
+    return len(ids)
+
+
+def _locked(request_id: uuid.UUID) -> DataRequest | None:
+    return DataRequest.objects.select_for_update().filter(pk=request_id).first()
+
+
+def _complete(request: DataRequest, now: dt.datetime) -> None:
+    request.status = DataRequest.Status.COMPLETED
+    request.completed_at = now
+    request.save()
+
+
+def _finish_repeat(request: DataRequest) -> None:
+    """The contact was already anonymized (an earlier request): complete this one, emit nothing."""
+    if request.status != DataRequest.Status.COMPLETED:
+        _complete(request, timezone.now())
+    logger.info("lgpd redaction of %s: contact already anonymized; nothing to do", request.pk)
+
+
+def _erase_exports(contact: Contact) -> None:
+    now = timezone.now()
+    for earlier in DataRequest.objects.filter(contact=contact, export_deleted_at__isnull=True):
+        if exports.erase(earlier):
+            earlier.export_deleted_at = now
+            earlier.save(update_fields=["export_deleted_at"])
+
+
+def _emit_export_generated(request: DataRequest) -> None:
+    expires = request.export_expires_at
+    _emit(
+        request,
+        "lgpd.export_generated",
+        {
+            "request_id": str(request.id),
+            "export_url_signed": exports.download_url(request),
+            "expires_at": expires.isoformat() if expires else None,
+        },
+    )
+
+
+def _emit_redacted(request: DataRequest, *, fields: list[str]) -> None:
+    contact_id = str(request.contact_id)
+    _emit(
+        request,
+        "lgpd.redact_applied",
+        {"request_id": str(request.id), "contact_id": contact_id, "scope": "crm_only"},
+    )
+    # Webhook subscribers receive it: LGPD Art. 18 §6, tell those the data was shared with.
+    _emit(
+        request,
+        "contact.anonymized",
+        {"lgpd_request_id": str(request.id), "anonymized_fields": fields},
+    )
+
+
+def _emit(request: DataRequest, event_type: str, payload: dict[str, object]) -> None:
+    """Every LGPD event is about the contact (entity) and carries ids only, never personal data."""
+    eventbus.emit(
+        event_type,
+        organization=request.organization_id,
+        entity_kind="contact",
+        entity_id=request.contact_id,
+        payload=payload,
+    )
+
+
+def _audit(request: DataRequest, *, actor: str, action: str, **details: object) -> None:
+    audit.record(
+        actor=actor,
+        action=action,
+        target_type=AUDIT_TARGET,
+        target_id=request.pk,
+        organization_id=request.organization_id,
+        details={"contact_id": str(request.contact_id), "kind": request.kind, **details},
+    )

@@ -1,0 +1,20 @@
+"""LGPD routes: the API (mounted at /api/v1/lgpd/) and the signed export download (/lgpd/)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from lgpd import api, views
+
+api_urlpatterns = [
+    path("data-requests", api.DataRequestsView.as_view(), name="lgpd-data-requests"),
+    path(
+        "data-requests/<uuid:request_id>",
+        api.DataRequestDetailView.as_view(),
+        name="lgpd-data-request",
+    ),
+]
+
+urlpatterns = [
+    path("exports/<str:token>", views.export_download, name="lgpd-export-download"),
+]

@@ -1,0 +1,162 @@
+"""Redaction (R-L3): D+15, cascade over every category, no trace left anywhere, money kept,
+idempotent, and 3 failures -> DLQ + DPO alert."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+import time_machine
+from django.apps import apps
+from django.core import mail
+from django.db import models
+from django.db.models import TextField
+from django.db.models.functions import Cast
+
+from deskcomm.models import AuditLog, Contact, Message, Order
+from eventbus.models import Delivery, EventLog
+from lgpd import categories
+from lgpd.handlers import REDACT_CONSUMER
+from lgpd.models import DataRequest
+from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for, run_after
+
+pytestmark = pytest.mark.django_db
+
+TEXT_TYPES = ("CharField", "TextField", "EmailField", "SlugField", "URLField", "JSONField")
+
+
+def text_columns() -> list[tuple[type[models.Model], str]]:
+    """Every text, JSON and array column of every concrete model in the project."""
+    found = []
+    for model in apps.get_models():
+        if model._meta.proxy or not model._meta.managed:
+            continue
+        for field in model._meta.concrete_fields:
+            if field.get_internal_type() in (*TEXT_TYPES, "ArrayField"):
+                found.append((model, field.name))
+    return found
+
+
+def traces() -> list[str]:
+    """`model.field ~ needle` for every column anywhere that still holds one of the needles."""
+    hits = []
+    for model, name in text_columns():
+        rows = model._default_manager.annotate(_as_text=Cast(name, TextField()))
+        for needle in NEEDLES:
+            if rows.filter(_as_text__icontains=needle).exists():
+                hits.append(f"{model._meta.label}.{name} ~ {needle}")
+    return hits
+
+
+def redact_at_d15(world: World, clock: time_machine.Coordinates) -> DataRequest:
+    return run_after(world, clock, "redact", 15)
+
+
+def test_the_search_sees_the_subject_everywhere_before(world: World) -> None:
+    hits = traces()
+    for where in (
+        "deskcomm.Contact.name",
+        "deskcomm.Message.body",
+        "deskcomm.Message.media_urls",
+        "deskcomm.Order.customer_email",
+        "deskcomm.ConsentRecord.evidence",
+        "deskcomm.LeadActivity.note",
+        "deskcomm.Conversation.external_chat_id",
+        "eventbus.EventLog.payload",
+        "eventbus.EventLog.metadata",
+        "eventbus.Delivery.last_error",
+        "eventbus.DeliveryAttempt.error",
+        "webhooks.Attempt.response_excerpt",
+        "deskcomm.AuditLog.reason",
+        "deskcomm.IdempotencyKey.response",
+    ):
+        assert any(hit.startswith(where) for hit in hits), (where, hits)
+
+
+def test_nothing_happens_before_d15(world: World, clock: time_machine.Coordinates) -> None:
+    request = request_for(world, "redact")
+    clock.shift(dt.timedelta(days=14, hours=23))
+    drain_lgpd()  # runs the export consumer's D+7 delivery, which ignores redact requests
+    pending = Delivery.objects.get(consumer=REDACT_CONSUMER)
+    assert (pending.status, pending.attempts) == ("pending", 0)
+    world.contact.refresh_from_db()
+    assert world.contact.name and world.contact.anonymized_at is None
+    request.refresh_from_db()
+    assert request.status == "received" and request.redacted_at is None
+
+
+def test_redaction_leaves_no_trace_in_any_column(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    request = redact_at_d15(world, clock)
+    assert traces() == []
+    assert request.status == "completed"
+    assert request.redacted_at == request.completed_at
+    assert request.redacted_at - request.received_at >= dt.timedelta(days=15)
+
+
+def test_redaction_keeps_money_messages_and_other_people(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    redact_at_d15(world, clock)
+    order = Order.objects.get(pk=world.order.pk)
+    assert (order.total_cents, order.currency, order.number) == (15990, "BRL", "42")
+    assert order.items == [{"sku": "TSHIRT-M", "name": "Camiseta", "qty": 2, "unit_cents": 7995}]
+    assert order.customer_name == order.customer_email == order.shipping_address == ""
+    bodies = list(Message.objects.order_by("direction").values_list("body", flat=True))
+    assert bodies[0].endswith("Quero o pedido 42.") and "[redacted]" in bodies[0]
+    assert bodies[1] == "Olá [redacted]! Pedido 42 ok."
+    contact = Contact.objects.get(pk=world.contact.pk)
+    assert (contact.name, contact.phone, contact.email, contact.cpf) == ("", "", "", "")
+    assert contact.anonymized_at is not None
+    other = Contact.objects.get(pk=world.other.pk)
+    assert (other.name, other.phone) == ("João Souza", "+55 21 91234-5678")
+
+
+def test_redaction_announces_itself_and_repeats_are_no_ops(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    request = redact_at_d15(world, clock)
+    applied = EventLog.objects.get(event_type="lgpd.redact_applied")
+    assert applied.payload == {
+        "request_id": str(request.pk),
+        "contact_id": str(world.contact.pk),
+        "scope": "crm_only",
+    }
+    anonymized = EventLog.objects.get(event_type="contact.anonymized")
+    assert anonymized.payload["lgpd_request_id"] == str(request.pk)
+    # The organization's webhook subscription ("*") receives it (LGPD Art. 18 §6).
+    assert Delivery.objects.filter(event=anonymized, consumer=world.subscription.consumer).exists()
+    audits = AuditLog.objects.filter(action="lgpd.redact.apply").count()
+
+    again = request_for(world, "redact")  # a second request for the same person
+    clock.shift(dt.timedelta(days=16))
+    drain_lgpd()
+    again.refresh_from_db()
+    assert again.status == "completed" and again.redacted_at is None
+    assert EventLog.objects.filter(event_type="contact.anonymized").count() == 1
+    assert AuditLog.objects.filter(action="lgpd.redact.apply").count() == audits
+
+
+def test_three_failures_dead_letter_and_alert_the_dpo(
+    world: World, clock: time_machine.Coordinates, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Any, subject: Any) -> int:
+        raise RuntimeError("storage unavailable")
+
+    monkeypatch.setattr(categories.MessageCategory, "redact", broken)
+    request_for(world, "redact")
+    clock.shift(dt.timedelta(days=15, seconds=1))
+    for _ in range(3):
+        drain_lgpd()
+        clock.shift(dt.timedelta(hours=3))  # past any backoff step
+    delivery = Delivery.objects.get(consumer=REDACT_CONSUMER)
+    assert (delivery.status, delivery.attempts) == ("dead", 3)
+    assert "storage unavailable" in (delivery.last_error or "")
+    [alert] = mail.outbox
+    assert alert.to == ["dpo@example.com"]
+    assert REDACT_CONSUMER in alert.subject
+    # Nothing was half-applied: the transaction rolled back every category.
+    contact = Contact.objects.get(pk=world.contact.pk)
+    assert contact.anonymized_at is None and contact.name
