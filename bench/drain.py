@@ -205,6 +205,21 @@ def scratch_env(scratch_url: str, handler_module: str) -> dict[str, str]:
 # -- the scratch database -----------------------------------------------------------------
 
 
+def lock_scratch(config: Config) -> psycopg.Connection[Any]:
+    """Hold a session advisory lock named after the scratch database for the whole run.
+
+    A second run against the same scratch database would drop it under the first one; it fails
+    here instead. The lock goes away with the returned connection (close it, or exit).
+    """
+    conn = psycopg.connect(config.admin_conninfo, autocommit=True)
+    key = f"bench:{config.scratch_name}"
+    row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()
+    if not row or not row[0]:
+        conn.close()
+        raise BenchError(f"another benchmark run is using {config.scratch_name}; try again later")
+    return conn
+
+
 def recreate_scratch(config: Config) -> None:
     say(f"re-creating scratch database {config.scratch_name} (base {config.base_url})")
     recreate_database(config.admin_conninfo, config.scratch_name, child_env(config))
@@ -396,8 +411,13 @@ class Bench:
             bench_consumers.SINGLE_CONSUMERS[0],
         ]
         started = time.perf_counter()
-        subprocess.run(command, cwd=REPO_ROOT, env=self.env, check=True, timeout=WORKER_TIMEOUT)
-        return time.perf_counter() - started
+        result = subprocess.run(
+            command, cwd=REPO_ROOT, env=self.env, timeout=WORKER_TIMEOUT, check=False
+        )
+        elapsed = time.perf_counter() - started
+        if result.returncode != 0:
+            raise BenchError(f"`{' '.join(command)}` exited {result.returncode}")
+        return elapsed
 
     # raw -----------------------------------------------------------------------------------
 
@@ -505,26 +525,32 @@ def fmt_rate(value: float) -> str:
 
 
 def render(
-    measurements: list[Measurement], ceiling: float, config: Config, startup: list[float]
+    measurements: list[Measurement],
+    ceiling: float,
+    config: Config,
+    startup: list[float],
+    load: tuple[float, float],
 ) -> str:
     lines = [
         f"Event bus throughput: {config.events:,} events per measurement, median of "
         f"{config.repeat} run(s), batch size {config.batch_size}, emit_many chunk "
         f"{config.emit_chunk}, scratch database {config.scratch_name}",
+        f"{os.cpu_count()} CPUs; 1-minute load average {load[0]:.2f} before the run, "
+        f"{load[1]:.2f} after (other work on the machine inflates the spread of the runs)",
         "",
     ]
     header = (
         f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'unit':<13} "
-        f"{'median':>9}  {'runs':<26} {'÷ ceiling':>9}"
+        f"{'median':>9}  {'runs':<28} {'÷ ceiling':>9}"
     )
     lines += [header, "-" * len(header)]
     for m in measurements:
         runs = " / ".join(fmt_rate(s.rate) for s in m.samples)
         lines.append(
             f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {m.unit:<13} "
-            f"{fmt_rate(m.median):>9}  {runs:<26} {m.median / ceiling:>9.2f}"
+            f"{fmt_rate(m.median):>9}  {runs:<28} {m.median / ceiling:>9.2f}"
         )
-    lines += ["", "Inside the drain processes (the median run of each measurement):", ""]
+    lines += ["", "Inside the worker processes (the median run of each measurement):", ""]
     header = (
         f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'steady/s':>9} "
         f"{'÷ ceiling':>9} {'outside loop':>12} {'claim':>6} {'ack':>6} {'other':>6} "
@@ -561,6 +587,8 @@ def render(
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
+    load_before = os.getloadavg()[0]
+    run_lock = lock_scratch(config)
     recreate_scratch(config)
     bench = Bench(config, setup_django(config))
     bench.create_raw_table()
@@ -616,9 +644,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
     finally:
         bench.admin.close()
+        run_lock.close()
     by_key = {m.key: m for m in measurements}
     ceiling = by_key["raw2"].median
-    print(render(measurements, ceiling, config, startup))
+    load = (load_before, os.getloadavg()[0])
+    print(render(measurements, ceiling, config, startup, load))
     say(f"done in {time.monotonic() - _T0:.0f}s")
     print(f"drain_ratio_to_raw={by_key['d21'].median / ceiling:.2f}")
     return 0
