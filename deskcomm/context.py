@@ -50,18 +50,18 @@ def _bind(
 # above because emit copies those into event metadata, and these must not travel that way.
 LOG_KEYS = ("organization_id", "event_id", "delivery_id", "consumer")
 
-_log_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+_log_context: contextvars.ContextVar[dict[str, object] | None] = contextvars.ContextVar(
     "deskcomm_log_context", default=None
 )
 
 
 def current_log() -> dict[str, str]:
-    """The log-only ids bound for the running task (a copy)."""
-    return dict(_log_context.get() or {})
+    """The log-only ids bound for the running task (a copy, as strings)."""
+    return {k: str(v) for k, v in (_log_context.get() or {}).items()}
 
 
 @contextmanager
-def bind_log(**values: object) -> Iterator[dict[str, str]]:
+def bind_log(**values: object) -> Iterator[dict[str, object]]:
     """Bind log-only ids (organization_id, event_id, delivery_id, consumer) for a `with` block.
 
     A new scope each time, so `annotate_log` inside it never leaks to the caller's scope.
@@ -69,15 +69,40 @@ def bind_log(**values: object) -> Iterator[dict[str, str]]:
     unknown = set(values) - set(LOG_KEYS)
     if unknown:
         raise ValueError(f"unknown log keys: {sorted(unknown)}; allowed: {LOG_KEYS}")
-    merged = {
-        **(_log_context.get() or {}),
-        **{k: str(v) for k, v in values.items() if v is not None},
-    }
+    merged = {**(_log_context.get() or {}), **{k: v for k, v in values.items() if v is not None}}
     token = _log_context.set(merged)
     try:
         yield merged
     finally:
         _log_context.reset(token)
+
+
+class run_scope:
+    """Bind correlation ids and log ids together for one unit of work (a handler run).
+
+    The drain worker enters one per delivery, so this is the cheap form of `bind(...)` plus
+    `bind_log(...)`: no key validation (the caller passes known keys, values not None), no
+    generator, and the log ids are stringified only when a record is logged.
+    """
+
+    __slots__ = ("_correlation", "_log", "_tokens")
+
+    def __init__(self, correlation: dict[str, str], log: dict[str, object]) -> None:
+        self._correlation = correlation
+        self._log = log
+
+    def __enter__(self) -> None:
+        outer = _context.get()
+        outer_log = _log_context.get()
+        self._tokens = (
+            _context.set({**outer, **self._correlation} if outer else self._correlation),
+            _log_context.set({**outer_log, **self._log} if outer_log else self._log),
+        )
+
+    def __exit__(self, *exc_info: object) -> None:
+        correlation, log = self._tokens
+        _log_context.reset(log)
+        _context.reset(correlation)
 
 
 def annotate_log(**values: object) -> None:

@@ -1,9 +1,28 @@
-"""libpq connection strings for connections Django does not manage (LISTEN, locks, brokers)."""
+"""Database helpers: libpq connection strings for connections Django does not manage (LISTEN,
+locks, brokers), and a server-side-binding cursor on Django's connection for the hot path."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Self
+
+import psycopg
 from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from psycopg import postgres, pq
+from psycopg.abc import Loader
 from psycopg.conninfo import make_conninfo
+
+
+def _compiled_timestamptz_loader() -> type[Loader]:
+    loader = postgres.adapters.get_loader(postgres.types["timestamptz"].oid, pq.Format.TEXT)
+    assert loader is not None  # psycopg always has one
+    return loader
+
+
+_TIMESTAMPTZ_LOADER = _compiled_timestamptz_loader()
 
 
 def conninfo(alias: str = "default") -> str:
@@ -17,3 +36,64 @@ def conninfo(alias: str = "default") -> str:
         "port": settings_dict.get("PORT"),
     }
     return make_conninfo(**{k: str(v) for k, v in params.items() if v})
+
+
+class _Cursor(psycopg.Cursor[Any]):
+    """A server-side-binding cursor that logs its statements where Django logs its own
+    (`connection.queries`, when DEBUG or `CaptureQueriesContext` asks for them)."""
+
+    _django: BaseDatabaseWrapper | None = None
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Self:
+        django = self._django
+        if django is None or not django.queries_logged:
+            return super().execute(query, params, **kwargs)
+        started = time.monotonic()
+        try:
+            return super().execute(query, params, **kwargs)
+        finally:
+            django.queries_log.append(
+                {"sql": str(query), "time": f"{time.monotonic() - started:.3f}"}
+            )
+
+
+def _cursor(connection: BaseDatabaseWrapper) -> _Cursor:
+    cursor = _Cursor(connection.connection)
+    cursor._django = connection
+    # psycopg's own (compiled) timestamptz loader instead of Django's Python subclass: the
+    # session time zone is UTC (Django sets it), so the values are the same aware datetimes.
+    cursor.adapters.register_loader("timestamptz", _TIMESTAMPTZ_LOADER)
+    return cursor
+
+
+@contextmanager
+def bound_cursor(alias: str = "default") -> Iterator[psycopg.Cursor[Any]]:
+    """A psycopg cursor with server-side parameter binding on Django's own connection.
+
+    Django's cursors bind parameters on the client (`ClientCursor`): each value is rendered into
+    the SQL text, and a list becomes an array literal with every element quoted and escaped.
+    The hot-path statements (bulk emit, claim, ack) pass arrays of thousands of values, so they
+    use this cursor instead and send the arrays as binary parameters (`%(name)b`). It runs in
+    the caller's transaction; errors come out as `django.db` errors, as from
+    `connection.cursor()`, and statements are logged like Django's.
+    """
+    connection = connections[alias]
+    connection.ensure_connection()
+    with connection.wrap_database_errors, _cursor(connection) as cursor:
+        yield cursor
+
+
+@contextmanager
+def pipeline(alias: str = "default") -> Iterator[Callable[[], psycopg.Cursor[Any]]]:
+    """Pipeline mode on Django's connection: statements are sent without waiting for results.
+
+    Yields a factory of server-side-binding cursors (as `bound_cursor`); each statement executed
+    on one is sent at once, and its rows can be read from that cursor after the block (when
+    every result has arrived). Meanwhile this process goes on preparing the next statement
+    while the server runs the previous one. Run it inside `transaction.atomic()` when the
+    statements belong together: after an error the server skips the rest of the pipeline.
+    """
+    connection = connections[alias]
+    connection.ensure_connection()
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        yield lambda: _cursor(connection)

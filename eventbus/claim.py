@@ -9,7 +9,6 @@ counted, never raised. Times come from Python (`timezone.now()`), so tests contr
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from deskcomm.db import bound_cursor
 from eventbus.conf import bus_settings
 from eventbus.event import Event
 from eventbus.retry import Verdict
@@ -28,10 +28,12 @@ logger = logging.getLogger(__name__)
 # `locked_by` of deliveries claimed by the outbox relay (published, not yet run).
 RELAY_WORKER_PREFIX = "relay:"
 
-# What a claimed delivery returns: the delivery's own columns, then its event (see Event).
+# What a claimed delivery returns: the delivery's own columns, then its event (see Event), then
+# the correlation ids a handler run binds, read here so the worker need not decode the metadata.
 _EVENT_RETURNING = """RETURNING d.id, d.consumer, d.attempts, d.max_attempts, e.id,
           e.organization_id, e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata,
-          e.created_at"""
+          e.created_at, e.metadata ->> 'request_id', e.metadata ->> 'trace_id',
+          e.metadata ->> 'actor_id'"""
 
 # CLAIM. Fair across tenants and consumers: list the organizations with pending work (a loose
 # index scan over delivery_claim_idx, starting at a random organization so no tenant is always
@@ -166,36 +168,42 @@ CLAIM_PREFIXED_SQL = (
 )
 
 # ACK. Mark the batch done (fenced by the lease token), then fold the consumers into the events'
-# summary. Event rows are locked in id order first, so two workers acking overlapping events
-# cannot deadlock; the UPDATE then sees the latest consumed_by of each locked event.
+# summary. The summary UPDATE locks each event row itself and, under READ COMMITTED, re-reads
+# the latest version of a row another worker's ack changed meanwhile, so no consumer is lost.
+# Its input is materialised in event id order, so two acks of overlapping events lock their
+# rows in the same order (no separate SELECT ... FOR UPDATE pass: that wrote every row twice).
+# The update touches no indexed column: it stays on the page (HOT, see the fillfactor in
+# migration 0011). `consumed_by` stays sorted and distinct; with one consumer (the usual case)
+# that needs no sort.
 ACK_SQL = """
 WITH acked AS (
     UPDATE eventbus_delivery d
        SET status = 'done', locked_until = NULL, lease_token = NULL, last_error = NULL,
            error_class = NULL, updated_at = %(now)s, finished_at = %(now)s
-     WHERE d.id = ANY(%(ids)s::bigint[]) AND d.lease_token = %(token)s
+     WHERE d.id = ANY(%(ids)b::bigint[]) AND d.lease_token = %(token)s
        AND d.status = 'processing'
     RETURNING d.id, d.event_id, d.consumer
-), by_event AS (
+), by_event AS MATERIALIZED (
     SELECT event_id, array_agg(consumer) AS consumers FROM acked GROUP BY event_id
-), locked AS MATERIALIZED (
-    -- Lock and carry the consumers in one pass: joining two CTE scans afterwards was planned
-    -- as a nested loop (the planner guesses 1 row for `acked`), quadratic in the batch.
-    SELECT e.id, p.consumers FROM event_log e JOIN by_event p ON p.event_id = e.id
-     ORDER BY e.id
-       FOR UPDATE OF e
+     ORDER BY event_id
 ), summary AS (
     UPDATE event_log e
-       SET consumed_by = ARRAY(SELECT DISTINCT c FROM unnest(e.consumed_by || l.consumers) c
-                               ORDER BY c),
+       SET consumed_by = CASE
+               WHEN cardinality(e.consumed_by) + cardinality(p.consumers) <= 1  -- the usual case
+               THEN e.consumed_by || p.consumers
+               ELSE ARRAY(SELECT DISTINCT c FROM unnest(e.consumed_by || p.consumers) c
+                           ORDER BY c) END,
            status = CASE
                WHEN e.status = 'dead' THEN 'dead'
-               WHEN cardinality(ARRAY(SELECT DISTINCT unnest(e.consumed_by || l.consumers)))
-                    >= e.fanout THEN 'done'
+               WHEN (CASE WHEN cardinality(e.consumed_by) + cardinality(p.consumers) <= 1
+                          THEN cardinality(e.consumed_by) + cardinality(p.consumers)
+                          ELSE cardinality(ARRAY(SELECT DISTINCT unnest(e.consumed_by
+                                                                        || p.consumers)))
+                     END) >= e.fanout THEN 'done'
                ELSE 'processing' END,
            updated_at = %(now)s
-      FROM locked l
-     WHERE e.id = l.id
+      FROM by_event p
+     WHERE e.id = p.event_id
 )
 SELECT id FROM acked
 """
@@ -433,7 +441,7 @@ def claim(
     token = uuid.uuid4()
     if not consumers or batch_size < 1:
         return Claim(token, [])
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(
             CLAIM_SQL,
             {
@@ -481,7 +489,7 @@ def claim_prefixed(
         "worker": worker_id,
         "lease_until": _lease_until(now),
     }
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(CLAIM_PREFIXED_SQL, params)
         rows = cursor.fetchall()
     return Claim(token, [_event_from_row(row) for row in rows])
@@ -491,7 +499,7 @@ def ack(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None)
     """Mark deliveries done; returns how many were still ours (the rest lost their lease)."""
     if not ids:
         return 0
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(ACK_SQL, {"ids": list(ids), "token": token, "now": now or timezone.now()})
         acked = len(cursor.fetchall())
     _log_lost("ack", token, len(ids), acked)
@@ -699,26 +707,27 @@ def _log_lost(step: str, token: uuid.UUID, expected: int, changed: int) -> None:
 
 def _event_from_row(row: Sequence[Any]) -> Event:
     (delivery_id, consumer, attempt, max_attempts, event_id, org_id, event_type, entity_kind,
-     entity_id, payload, metadata, created_at) = row  # fmt: skip
+     entity_id, payload, metadata, created_at, request_id, trace_id, actor_id) = row  # fmt: skip
+    correlation = {}
+    if request_id is not None:
+        correlation["request_id"] = request_id
+    if trace_id is not None:
+        correlation["trace_id"] = trace_id
+    if actor_id is not None:
+        correlation["actor_id"] = actor_id
+    # Django's psycopg setup returns jsonb as text; Event decodes it if a handler reads it.
     return Event(
         id=event_id,
         organization_id=org_id,
         event_type=event_type,
         entity_kind=entity_kind,
         entity_id=entity_id,
-        payload=_json(payload),
-        metadata=_json(metadata),
+        payload=payload,
+        metadata=metadata,
         created_at=created_at,
         consumer=consumer,
         delivery_id=delivery_id,
         attempt=attempt,
         max_attempts=max_attempts,
+        correlation=correlation,
     )
-
-
-def _json(value: Any) -> dict[str, Any]:
-    # Django's psycopg setup returns jsonb as text (JSONField decodes it); raw queries decode here.
-    if isinstance(value, str):
-        decoded: dict[str, Any] = json.loads(value)
-        return decoded
-    return dict(value)

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from django.db import close_old_connections, connections, transaction
+from prometheus_client import Histogram
 
 from deskcomm import context
 from eventbus import claim as claims
@@ -104,6 +105,7 @@ class Dispatcher:
         self.stopping = stopping
         self._pool = HandlerPool(concurrency) if concurrency > 1 else None
         self._lock = threading.Lock()
+        self._durations: dict[str, Histogram] = {}
 
     def close(self) -> None:
         if self._pool is not None:
@@ -151,15 +153,22 @@ class Dispatcher:
         consumer = self.consumers[event.consumer]
         started = time.monotonic()
         try:
-            with context.bind(**_correlation(event)), context.bind_log(**log_ids(event)):
+            with context.run_scope(_correlation(event), log_ids(event)):
                 self._call(consumer, token, event)
         except Exception as exc:
             self._record_failure(event, exc, started, outcome)
             return
         finally:
-            metrics.HANDLER_DURATION.labels(event.consumer).observe(time.monotonic() - started)
+            self._duration(event.consumer).observe(time.monotonic() - started)
         with self._lock:
             (outcome.committed if consumer.atomic else outcome.done).append(event.delivery_id)
+
+    def _duration(self, consumer: str) -> Histogram:
+        """The consumer's handler-duration histogram (the labelled child, looked up once)."""
+        child = self._durations.get(consumer)
+        if child is None:
+            child = self._durations[consumer] = metrics.HANDLER_DURATION.labels(consumer)
+        return child
 
     def _call(self, consumer: Consumer, token: uuid.UUID, event: Event) -> None:
         if not consumer.atomic:
@@ -204,14 +213,11 @@ class Dispatcher:
 
 
 def _correlation(event: Event) -> dict[str, str]:
-    keys = ("request_id", "trace_id", "actor_id")
-    bound = {k: str(event.metadata[k]) for k in keys if event.metadata.get(k) is not None}
-    bound["source"] = f"consumer:{event.consumer}"
-    return bound
+    return {**event.correlation, "source": f"consumer:{event.consumer}"}
 
 
 def log_ids(event: Event) -> dict[str, object]:
-    """The ids a handler run's log records carry (deskcomm.context.bind_log)."""
+    """The ids a handler run's log records carry (deskcomm.context.bind_log / run_scope)."""
     return {
         "organization_id": event.organization_id,
         "event_id": event.id,

@@ -15,10 +15,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import connection
+import psycopg
+from django.db import connection, transaction
 from django.utils import timezone
 
 from deskcomm import context
+from deskcomm.db import pipeline
 from eventbus import catalog, metrics
 from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
     from eventbus.models import EventLog
 
 WAKEUP_CHANNEL = "eventbus_wakeup"
-EMIT_MANY_CHUNK = 2000
+EMIT_MANY_STATEMENT_ROWS = 250  # items per statement; statements are pipelined
+_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 # One statement: the routes (the registry's consumers, passed as arrays, plus the organization's
@@ -71,17 +74,18 @@ INSERT_EVENT_NOTIFY_SQL = INSERT_EVENT_SQL.replace(
 
 # Bulk variant: events from parallel arrays (in input order, so the first of two items with the
 # same idempotency key wins); routes per event from the registry's (type, consumer) arrays plus
-# eventbus_org_routes; each event's fanout counts its routes.
+# eventbus_org_routes; each event's fanout counts its routes. The arrays are binary parameters
+# (`%(...)b`, deskcomm.db.bound_cursor): no quoting and escaping of every JSON text.
 INSERT_MANY_SQL = """
 WITH i AS MATERIALIZED (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(event_types)s::text[], %(entity_kinds)s::text[],
-                         %(entity_ids)s::uuid[], %(payloads)s::text[], %(metadatas)s::text[],
-                         %(idempotency_keys)s::text[]) WITH ORDINALITY
+    SELECT * FROM unnest(%(ids)b::uuid[], %(event_types)b::text[], %(entity_kinds)b::text[],
+                         %(entity_ids)b::uuid[], %(payloads)b::text[], %(metadatas)b::text[],
+                         %(idempotency_keys)b::text[]) WITH ORDINALITY
            AS i(id, event_type, entity_kind, entity_id, payload, metadata, idempotency_key, ord)
 ), routes AS MATERIALIZED (
     SELECT i.id AS event_id, r.consumer, r.max_attempts, r.delay
-      FROM i JOIN unnest(%(r_types)s::text[], %(r_consumers)s::text[], %(r_max)s::int[],
-                         %(r_delays)s::float8[]) AS r(event_type, consumer, max_attempts, delay)
+      FROM i JOIN unnest(%(r_types)b::text[], %(r_consumers)b::text[], %(r_max)b::int[],
+                         %(r_delays)b::float8[]) AS r(event_type, consumer, max_attempts, delay)
            ON r.event_type = i.event_type
     UNION ALL
     SELECT i.id, o.consumer, o.max_attempts, o.delay_seconds
@@ -147,14 +151,13 @@ def emit(
     """
     org_id = resolve_organization(organization)
     now = timezone.now()
-    prepared = prepare(
+    prepared = Preparer(now).prepare(
         event_type,
         entity_kind=entity_kind,
         entity_id=entity_id,
         payload=payload,
         metadata=metadata,
         idempotency_key=idempotency_key,
-        now=now,
     )
     routes = registry.for_event(prepared.event_type)
     notify = prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES)
@@ -187,65 +190,120 @@ def emit(
 def emit_many(
     items: Iterable[Mapping[str, Any]], *, organization: Organization | uuid.UUID | str
 ) -> list[uuid.UUID]:
-    """Bulk emit for high volume: one statement per chunk; returns the event ids in input order.
+    """Bulk emit for high volume; returns the event ids in input order.
 
     Each item is a mapping with `event_type`, `entity_kind` and optionally `entity_id`, `payload`,
-    `metadata`, `idempotency_key`. Everything is validated before anything is written; a repeated
+    `metadata`, `idempotency_key`. All or nothing: an invalid item raises `EventValidationError`
+    and nothing is written (the call runs in a savepoint, or its own transaction). A repeated
     idempotency key yields the existing event's id.
+
+    The items go out in statements of `EMIT_MANY_STATEMENT_ROWS` in pipeline mode: the server
+    inserts one statement while this process validates and serialises the next.
     """
     org_id = resolve_organization(organization)
     now = timezone.now()
-    prepared = [_prepare_item(index, item, now) for index, item in enumerate(items)]
+    preparer = Preparer(now)
+    sent: list[tuple[psycopg.Cursor[Any], list[PreparedEvent]]] = []
+    with transaction.atomic(), pipeline() as new_cursor:
+        chunk: list[PreparedEvent] = []
+        for index, item in enumerate(items):
+            chunk.append(_prepare_item(index, item, preparer))
+            if len(chunk) == EMIT_MANY_STATEMENT_ROWS:
+                sent.append((_send_chunk(new_cursor(), chunk, org_id, now), chunk))
+                chunk = []
+        if chunk:
+            sent.append((_send_chunk(new_cursor(), chunk, org_id, now), chunk))
     ids: list[uuid.UUID] = []
-    for start in range(0, len(prepared), EMIT_MANY_CHUNK):
-        ids.extend(_insert_chunk(prepared[start : start + EMIT_MANY_CHUNK], org_id, now))
-    metrics.count_emitted(e.event_type for e in prepared)
-    if any(e.event_type in set(bus_settings.NOTIFY_EVENT_TYPES) for e in prepared):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])
+    types: set[str] = set()
+    for cursor, chunk in sent:
+        inserted = {row[0] for row in cursor.fetchall()}
+        ids.extend(_ids_in_order(chunk, inserted, org_id))
+        types.update(e.event_type for e in chunk)
+        metrics.count_emitted(e.event_type for e in chunk)
+    if types & set(bus_settings.NOTIFY_EVENT_TYPES):
+        with connection.cursor() as notify:
+            notify.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])
     return ids
 
 
-def prepare(
-    event_type: object,
-    *,
-    entity_kind: object,
-    entity_id: object,
-    payload: object,
-    metadata: object,
-    idempotency_key: object,
-    now: dt.datetime,
-) -> PreparedEvent:
-    """Validate and serialise one event (no database access)."""
-    name = catalog.validate_event_type(event_type)
-    kind = _validate_entity_kind(entity_kind)
-    ent_id = _validate_entity_id(entity_id)
-    body = _validate_mapping("payload", payload)
-    extra = _validate_mapping("metadata", metadata)
-    key = _validate_idempotency_key(
-        idempotency_key if idempotency_key is not None else extra.get("idempotency_key")
-    )
-    schema = catalog.schema_for(name, extra.get("schema_version"), now.date())
-    catalog.check_payload(schema, body)
-    meta = {
-        **context.current(),
-        **extra,
-        "schema_version": schema.version,
-        "emitted_at": now.isoformat(),
-    }
-    if key is not None:
-        meta["idempotency_key"] = key
-    payload_json = _dumps("payload", body)
-    limit = int(bus_settings.MAX_PAYLOAD_BYTES)
-    if len(payload_json.encode()) > limit:
-        raise EventValidationError(
-            f"payload is {len(payload_json.encode())} bytes; the limit is {limit} bytes "
-            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it.",
-            field="payload",
+class Preparer:
+    """Validates and serialises events for one emit call (no database access).
+
+    What is the same for every item of the call is worked out once: the time, the ambient
+    context, each (type, schema version)'s schema, and the metadata of items that bring none of
+    their own (most bulk items), so a large `emit_many` spends its time on the payloads.
+    """
+
+    def __init__(self, now: dt.datetime) -> None:
+        self.now = now
+        self.today = now.date()
+        self.emitted_at = now.isoformat()
+        self.context = context.current()
+        self.limit = int(bus_settings.MAX_PAYLOAD_BYTES)
+        self._valid_types: set[str] = set()
+        self._schemas: dict[tuple[str, int | None], catalog.EventSchema] = {}
+        self._plain_metadata: dict[catalog.EventSchema, tuple[dict[str, Any], str]] = {}
+
+    def prepare(
+        self,
+        event_type: object,
+        *,
+        entity_kind: object,
+        entity_id: object,
+        payload: object,
+        metadata: object,
+        idempotency_key: object,
+    ) -> PreparedEvent:
+        name = self._event_type(event_type)
+        kind = _validate_entity_kind(entity_kind)
+        ent_id = _validate_entity_id(entity_id)
+        body = _validate_mapping("payload", payload)
+        extra = _validate_mapping("metadata", metadata)
+        key = _validate_idempotency_key(
+            idempotency_key if idempotency_key is not None else extra.get("idempotency_key")
         )
-    return PreparedEvent(
-        uuid.uuid4(), name, kind, ent_id, body, meta, payload_json, _dumps("metadata", meta), key
-    )
+        schema = self._schema(name, extra.get("schema_version"))
+        catalog.check_payload(schema, body)
+        payload_json = _dumps("payload", body, limit=self.limit)
+        if not extra and key is None:
+            meta, metadata_json = self._metadata_without_extras(schema)
+        else:
+            meta = {
+                **self.context,
+                **extra,
+                "schema_version": schema.version,
+                "emitted_at": self.emitted_at,
+            }
+            if key is not None:
+                meta["idempotency_key"] = key
+            metadata_json = _dumps("metadata", meta)
+        return PreparedEvent(
+            uuid.uuid4(), schema.name, kind, ent_id, body, meta, payload_json, metadata_json, key
+        )
+
+    def _event_type(self, event_type: object) -> str:
+        if isinstance(event_type, str) and event_type in self._valid_types:
+            return event_type
+        name = catalog.validate_event_type(event_type)
+        self._valid_types.add(name)
+        return name
+
+    def _schema(self, name: str, version: object) -> catalog.EventSchema:
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            return catalog.schema_for(name, version, self.today)  # refuses it
+        key = (name, version)
+        schema = self._schemas.get(key)
+        if schema is None:
+            schema = self._schemas[key] = catalog.schema_for(name, version, self.today)
+        return schema
+
+    def _metadata_without_extras(self, schema: catalog.EventSchema) -> tuple[dict[str, Any], str]:
+        found = self._plain_metadata.get(schema)
+        if found is None:
+            meta = {**self.context, "schema_version": schema.version, "emitted_at": self.emitted_at}
+            found = self._plain_metadata[schema] = (meta, _dumps("metadata", meta))
+        # Each event gets its own dict; the JSON text is shared.
+        return dict(found[0]), found[1]
 
 
 def resolve_organization(organization: object) -> uuid.UUID:
@@ -267,7 +325,7 @@ def resolve_organization(organization: object) -> uuid.UUID:
     return org_id
 
 
-def _prepare_item(index: int, item: Mapping[str, Any], now: dt.datetime) -> PreparedEvent:
+def _prepare_item(index: int, item: Mapping[str, Any], preparer: Preparer) -> PreparedEvent:
     if not isinstance(item, Mapping):
         raise EventValidationError(f"item {index}: expected a mapping, got {type(item).__name__}")
     unknown = set(item) - {
@@ -281,45 +339,44 @@ def _prepare_item(index: int, item: Mapping[str, Any], now: dt.datetime) -> Prep
     if unknown:
         raise EventValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
     try:
-        return prepare(
+        return preparer.prepare(
             item.get("event_type"),
             entity_kind=item.get("entity_kind"),
             entity_id=item.get("entity_id"),
             payload=item.get("payload"),
             metadata=item.get("metadata"),
             idempotency_key=item.get("idempotency_key"),
-            now=now,
         )
     except EventValidationError as exc:
         raise EventValidationError(f"item {index}: {exc}", field=exc.field) from None
 
 
-def _insert_chunk(
-    chunk: Sequence[PreparedEvent], org_id: uuid.UUID, now: dt.datetime
-) -> list[uuid.UUID]:
+def _send_chunk(
+    cursor: psycopg.Cursor[Any], chunk: Sequence[PreparedEvent], org_id: uuid.UUID, now: dt.datetime
+) -> psycopg.Cursor[Any]:
+    """Queue one INSERT_MANY_SQL statement on a pipeline cursor; its rows are read later."""
     types = sorted({e.event_type for e in chunk})
     routes = [(t, c) for t in types for c in registry.for_event(t)]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            INSERT_MANY_SQL,
-            {
-                "org": org_id,
-                "now": now,
-                "ids": [e.id for e in chunk],
-                "event_types": [e.event_type for e in chunk],
-                "entity_kinds": [e.entity_kind for e in chunk],
-                "entity_ids": [e.entity_id for e in chunk],
-                "payloads": [e.payload_json for e in chunk],
-                "metadatas": [e.metadata_json for e in chunk],
-                "idempotency_keys": [e.idempotency_key for e in chunk],
-                "r_types": [t for t, _ in routes],
-                "r_consumers": [c.name for _, c in routes],
-                "r_max": [c.effective_max_attempts() for _, c in routes],
-                "r_delays": [c.delay_seconds for _, c in routes],
-            },
-        )
-        inserted = {row[0] for row in cursor.fetchall()}
-    return _ids_in_order(chunk, inserted, org_id)
+    cursor.execute(
+        INSERT_MANY_SQL,
+        {
+            "org": org_id,
+            "now": now,
+            "ids": [e.id for e in chunk],
+            "event_types": [e.event_type for e in chunk],
+            "entity_kinds": [e.entity_kind for e in chunk],
+            "entity_ids": [e.entity_id for e in chunk],
+            "payloads": [e.payload_json for e in chunk],
+            "metadatas": [e.metadata_json for e in chunk],
+            "idempotency_keys": [e.idempotency_key for e in chunk],
+            "r_types": [t for t, _ in routes],
+            "r_consumers": [c.name for _, c in routes],
+            "r_max": [c.effective_max_attempts() for _, c in routes],
+            "r_delays": [float(c.delay_seconds) for _, c in routes],
+        },
+        binary=True,
+    )
+    return cursor
 
 
 def _ids_in_order(
@@ -419,22 +476,32 @@ def _validate_idempotency_key(value: object) -> str | None:
     return value
 
 
-def _dumps(field: str, value: Mapping[str, Any]) -> str:
+def _dumps(field: str, value: Mapping[str, Any], *, limit: int | None = None) -> str:
+    """JSON text for a jsonb column; refuses what jsonb cannot store, and `limit` bytes or more."""
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        text = _JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise EventValidationError(
             f"{field} is not JSON-serializable: {exc}", field=field
         ) from None
-    try:
-        text.encode()
-    except UnicodeEncodeError:  # an unpaired surrogate ("\ud800"): not storable as UTF-8
-        raise EventValidationError(
-            f"{field} contains an unpaired UTF-16 surrogate, which is not valid Unicode",
-            field=field,
-        ) from None
-    if _NUL_ESCAPE.search(text):  # PostgreSQL's jsonb cannot store NUL characters
+    if text.isascii():  # the common case: its length is its size, and it holds no surrogate
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:  # an unpaired surrogate ("\ud800"): not storable as UTF-8
+            raise EventValidationError(
+                f"{field} contains an unpaired UTF-16 surrogate, which is not valid Unicode",
+                field=field,
+            ) from None
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):  # jsonb cannot store NUL characters
         raise EventValidationError(
             f"{field} contains a NUL character (\\u0000), which jsonb rejects", field=field
+        )
+    if limit is not None and size > limit:
+        raise EventValidationError(
+            f"{field} is {size} bytes; the limit is {limit} bytes "
+            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it.",
+            field=field,
         )
     return text

@@ -3,32 +3,146 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
+_FIELDS = (
+    "id",
+    "organization_id",
+    "event_type",
+    "entity_kind",
+    "entity_id",
+    "payload",
+    "metadata",
+    "created_at",
+    "consumer",
+    "delivery_id",
+    "attempt",
+    "max_attempts",
+)
 
-@dataclass(frozen=True)
+
 class Event:
-    """An event, read once by the claim (no ORM object per row on the hot path).
+    """An event, read once by the claim (no ORM object per row on the hot path). Read-only.
 
     `consumer`, `delivery_id` and `attempt` say which delivery is running (attempt is 1-based).
+    `payload` and `metadata` may be given as JSON text (as the claim reads them): they are
+    decoded on first access, so a handler that never looks at them never pays for decoding.
+    `correlation` holds the ids a handler run binds (request_id, trace_id, actor_id) when the
+    claim read them from the metadata itself; otherwise they come from `metadata`.
     """
+
+    __slots__ = (
+        "_correlation",
+        "_metadata",
+        "_payload",
+        "attempt",
+        "consumer",
+        "created_at",
+        "delivery_id",
+        "entity_id",
+        "entity_kind",
+        "event_type",
+        "id",
+        "max_attempts",
+        "organization_id",
+    )
 
     id: uuid.UUID
     organization_id: uuid.UUID
     event_type: str
     entity_kind: str
     entity_id: uuid.UUID | None
-    payload: dict[str, Any]
-    metadata: dict[str, Any]
     created_at: dt.datetime
-    consumer: str = ""
-    delivery_id: int = 0
-    attempt: int = 0
-    max_attempts: int = 0
+    consumer: str
+    delivery_id: int
+    attempt: int
+    max_attempts: int
+    _payload: dict[str, Any] | str
+    _metadata: dict[str, Any] | str
+    _correlation: dict[str, str] | None
+
+    def __init__(
+        self,
+        *,
+        id: uuid.UUID,
+        organization_id: uuid.UUID,
+        event_type: str,
+        entity_kind: str,
+        entity_id: uuid.UUID | None,
+        payload: dict[str, Any] | str,
+        metadata: dict[str, Any] | str,
+        created_at: dt.datetime,
+        consumer: str = "",
+        delivery_id: int = 0,
+        attempt: int = 0,
+        max_attempts: int = 0,
+        correlation: dict[str, str] | None = None,
+    ) -> None:
+        init = object.__setattr__
+        init(self, "id", id)
+        init(self, "organization_id", organization_id)
+        init(self, "event_type", event_type)
+        init(self, "entity_kind", entity_kind)
+        init(self, "entity_id", entity_id)
+        init(self, "_payload", payload)
+        init(self, "_metadata", metadata)
+        init(self, "created_at", created_at)
+        init(self, "consumer", consumer)
+        init(self, "delivery_id", delivery_id)
+        init(self, "attempt", attempt)
+        init(self, "max_attempts", max_attempts)
+        init(self, "_correlation", correlation)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Event is read-only: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Event is read-only: cannot delete {name!r}")
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return self._decoded("_payload")
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._decoded("_metadata")
 
     @property
     def request_id(self) -> str | None:
-        value = self.metadata.get("request_id")
+        value = self.correlation.get("request_id")
         return str(value) if value is not None else None
+
+    @property
+    def correlation(self) -> dict[str, str]:
+        """request_id, trace_id and actor_id, those the event carries."""
+        found = self._correlation
+        if found is None:
+            meta = self.metadata
+            keys = ("request_id", "trace_id", "actor_id")
+            found = {k: str(meta[k]) for k in keys if meta.get(k) is not None}
+            object.__setattr__(self, "_correlation", found)
+        return found
+
+    def _decoded(self, slot: str) -> dict[str, Any]:
+        value: dict[str, Any] | str = getattr(self, slot)
+        if isinstance(value, str):
+            value = json.loads(value)
+            object.__setattr__(self, slot, value)
+        assert isinstance(value, dict)
+        return value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking payloads: not hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"Event(id={self.id!r}, event_type={self.event_type!r}, "
+            f"organization_id={self.organization_id!r}, consumer={self.consumer!r}, "
+            f"delivery_id={self.delivery_id!r}, attempt={self.attempt!r})"
+        )

@@ -60,12 +60,17 @@ def count_settled(
 
 # -- scrape time --------------------------------------------------------------------------------
 
-# One pass over the non-finished rows (the (consumer, status) index); done rows are skipped.
+# The unfinished rows only: each arm is one status, read through that status's partial index
+# (delivery_claim_idx, delivery_lease_idx, delivery_dead_idx); done rows are never read.
 QUEUE_SHAPE_SQL = """
 SELECT consumer, status, count(*),
        min(next_attempt_at) FILTER (WHERE status = 'pending' AND next_attempt_at <= %(now)s)
-  FROM eventbus_delivery
- WHERE status IN ('pending', 'processing', 'dead')
+  FROM (SELECT consumer, status, next_attempt_at FROM eventbus_delivery WHERE status = 'pending'
+        UNION ALL
+        SELECT consumer, status, next_attempt_at FROM eventbus_delivery
+         WHERE status = 'processing'
+        UNION ALL
+        SELECT consumer, status, next_attempt_at FROM eventbus_delivery WHERE status = 'dead') d
  GROUP BY consumer, status
 """
 

@@ -3,7 +3,7 @@
 Two statements over `eventbus_delivery` alone (deliveries carry their event's type), neither
 reading the finished history: the backlog comes from the three partial indexes (pending,
 processing, dead rows only) and the throughput from an index range over the last hour's finished
-rows (`delivery_consumer_finished_idx`). Each is grouped twice in one pass (GROUPING SETS): per
+rows (`delivery_consumer_done_idx`). Each is grouped twice in one pass (GROUPING SETS): per
 (event type, consumer) and per organization.
 """
 
@@ -51,7 +51,7 @@ SELECT b.event_type, b.consumer, b.organization_id,
 """
 
 # THROUGHPUT. Deliveries done in the window, per five-minute bucket: an index range scan of
-# delivery_consumer_finished_idx per consumer (consumer = ANY(...) AND status AND finished_at).
+# delivery_consumer_done_idx per consumer (consumer = ANY(...) AND status AND finished_at).
 THROUGHPUT_SQL = """
 WITH done AS (
     SELECT d.event_type, d.consumer, d.organization_id,
@@ -157,7 +157,7 @@ def _read_throughput(
     by_type: dict[tuple[str, str], Counts],
     by_org: dict[uuid.UUID, Counts],
 ) -> None:
-    consumers = distinct_values("consumer")
+    consumers = distinct_values("done_consumer")
     if not consumers:
         return
     params: dict[str, Any] = {

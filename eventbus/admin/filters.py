@@ -73,7 +73,7 @@ class ConsumerFilter(ChoiceFilter):
     lookup = "consumer"
 
     def choice_values(self) -> list[tuple[str, str]]:
-        return [(name, name) for name in selectors.distinct_values("consumer")]
+        return [(name, name) for name in selectors.consumer_choices()]
 
 
 class DeadEventFilter(ChoiceFilter):

@@ -39,7 +39,7 @@ SELECT value FROM found WHERE value IS NOT NULL LIMIT %(limit)s
 """
 DISTINCT_COLUMNS = {
     "entity_kind": ("event_log", "entity_kind", "TRUE"),  # event_log_entity_idx
-    "consumer": ("eventbus_delivery", "consumer", "TRUE"),  # delivery_consumer_finished_idx
+    "done_consumer": ("eventbus_delivery", "consumer", "status = 'done'"),  # ..._consumer_done_idx
     "dead_consumer": ("eventbus_delivery", "consumer", "status = 'dead'"),  # delivery_dead_idx
     "dead_error_class": ("eventbus_delivery", "error_class", "status = 'dead'"),  # ..._error_idx
 }
@@ -52,6 +52,15 @@ def distinct_values(name: str, *, limit: int = CHOICES_LIMIT) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(sql, {"limit": limit})
         return [row[0] for row in cursor.fetchall()]
+
+
+def consumer_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
+    """Consumers for filters: those registered, and any with done or dead deliveries (a
+    consumer removed from the code, a webhook subscription), without scanning the table."""
+    names = {c.name for c in registry.all()}
+    names.update(distinct_values("done_consumer", limit=limit))
+    names.update(distinct_values("dead_consumer", limit=limit))
+    return sorted(names)[:limit]
 
 
 def dead_event_type_choices() -> list[str]:

@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -180,3 +181,26 @@ def test_a_handler_run_binds_its_event_and_delivery(
     delivery = Delivery.objects.get(event_id=event.id)
     assert line["event_id"] == str(event.id) and line["delivery_id"] == str(delivery.id)
     assert line["consumer"] == "log-probe-worker" and line["organization_id"] == str(org.id)
+
+
+def test_a_handler_run_scope_binds_both_contexts_and_restores_them(
+    json_log: tuple[logging.Logger, io.StringIO],
+) -> None:
+    logger, stream = json_log
+    event_id = uuid.uuid4()
+    with context.bind(request_id="req-outer", actor_id="user:1"), context.bind_log(consumer="x"):
+        with context.run_scope(
+            {"request_id": "req-event", "source": "consumer:c1"},
+            {"event_id": event_id, "delivery_id": 7, "consumer": "c1"},
+        ):
+            context.annotate_log(organization_id="org-1")
+            logger.info("inside")
+            assert context.current()["actor_id"] == "user:1"  # outer ids stay unless replaced
+        logger.info("after")
+    assert context.current() == {} and context.current_log() == {}
+    inside, after = lines(stream)
+    assert (inside["request_id"], inside["source"]) == ("req-event", "consumer:c1")
+    assert (inside["event_id"], inside["delivery_id"]) == (str(event_id), "7")
+    assert inside["organization_id"] == "org-1"
+    assert (after["request_id"], after["consumer"]) == ("req-outer", "x")
+    assert "event_id" not in after and "organization_id" not in after

@@ -14,6 +14,7 @@ from django.urls import reverse
 import eventbus
 from deskcomm import context
 from deskcomm.models import Organization
+from eventbus.admin import selectors
 from eventbus.models import Delivery, EventLog
 from tests.support.admin import staff
 from tests.support.dlq import make_dead
@@ -157,3 +158,22 @@ def test_undeclared_lookups_are_refused(viewer: Client, org: Organization) -> No
 def test_staff_without_view_permission_gets_403(client: Client, org: Organization) -> None:
     client.force_login(staff("nobody"))
     assert client.get(EVENTS).status_code == 403
+
+
+def test_consumer_choices_are_registered_done_and_dead_consumers(
+    viewer: Client, org: Organization
+) -> None:
+    emit(org, 1)
+    make_dead(org, 1)
+    # A consumer the code no longer has, with finished deliveries: still offered.
+    Delivery.objects.filter(consumer="effect-a-worker").update(
+        consumer="retired-worker", status="done"
+    )
+    response = viewer.get(DELIVERIES)
+    (consumer_filter,) = [
+        spec for spec in response.context["cl"].filter_specs if spec.title == "consumer"
+    ]
+    offered = {value for value, _ in consumer_filter.lookup_choices}
+    assert {"retired-worker", "effect-b-worker", "flaky-worker"} <= offered
+    assert offered == set(selectors.consumer_choices())
+    assert [v for v, _ in consumer_filter.lookup_choices] == sorted(offered)

@@ -12,6 +12,7 @@ from django.test.utils import override_settings
 import eventbus
 from deskcomm import context
 from deskcomm.models import Lead, Organization
+from eventbus import emitter
 from eventbus.models import Delivery, EventLog
 from tests.support.consumers import EFFECT_CONSUMERS
 
@@ -282,3 +283,70 @@ def test_sql_emit_event_validates(
     with pytest.raises(DatabaseError, match=message), transaction.atomic():
         emit_sql(*call)
     assert counts() == (0, 0)
+
+
+def _effects(n: int, **extra: object) -> list[dict[str, object]]:
+    return [
+        {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": i}, **extra}
+        for i in range(n)
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_emit_many_is_all_or_nothing_across_pipelined_statements(org: Organization) -> None:
+    # Outside any transaction (autocommit), with the bad item after two statements went out.
+    rows = emitter.EMIT_MANY_STATEMENT_ROWS
+    items = _effects(2 * rows + 10)
+    items[2 * rows + 5] = {"event_type": "test.effect", "entity_kind": "t", "payload": {}}
+    with pytest.raises(eventbus.EventValidationError, match=f"item {2 * rows + 5}: .*missing"):
+        eventbus.emit_many(items, organization=org)
+    assert counts() == (0, 0)
+    # A database error (the organization is gone, found at commit) takes everything away too.
+    ghost = Organization(pk=uuid.uuid4(), name="Ghost", slug="ghost")
+    with pytest.raises(DatabaseError):
+        eventbus.emit_many(_effects(rows + 1), organization=ghost)
+    assert counts() == (0, 0)
+    ids = eventbus.emit_many(_effects(rows + 1), organization=org)
+    assert len(set(ids)) == rows + 1
+    assert counts() == (rows + 1, 3 * (rows + 1))
+
+
+def test_emit_many_idempotency_key_repeated_in_a_later_statement(org: Organization) -> None:
+    rows = emitter.EMIT_MANY_STATEMENT_ROWS
+    items = _effects(rows + 2)
+    items[0]["idempotency_key"] = "same"
+    items[rows + 1]["idempotency_key"] = "same"  # in the next statement of the pipeline
+    ids = eventbus.emit_many(items, organization=org)
+    assert ids[0] == ids[rows + 1]
+    assert counts() == (rows + 1, 3 * (rows + 1))
+    assert EventLog.objects.get(pk=ids[0]).payload == {"n": 0}  # the first one won
+
+
+def test_emit_many_metadata_is_per_event(org: Organization) -> None:
+    with context.bind(request_id="req-bulk"):
+        ids = eventbus.emit_many(
+            [*_effects(2), *_effects(1, metadata={"k": "v"}, idempotency_key="key-1")],
+            organization=org,
+        )
+    meta = dict(EventLog.objects.values_list("id", "metadata"))
+    assert meta[ids[0]] == meta[ids[1]]
+    assert meta[ids[0]]["request_id"] == "req-bulk"
+    assert meta[ids[0]]["schema_version"] == 1
+    assert "k" not in meta[ids[0]]
+    assert meta[ids[2]]["k"] == "v"
+    assert meta[ids[2]]["idempotency_key"] == "key-1"
+    assert meta[ids[2]]["request_id"] == "req-bulk"
+
+
+def test_deleting_an_organization_takes_its_events_and_deliveries(
+    org: Organization, org_b: Organization
+) -> None:
+    # The delivery's keys carry no database constraint (a cost at every emit); Django's
+    # cascade still removes the rows with their organization or their event.
+    eventbus.emit_many(_effects(3), organization=org)
+    eventbus.emit_many(_effects(2), organization=org_b)
+    org.delete()
+    assert counts() == (2, 6)
+    assert set(Delivery.objects.values_list("organization_id", flat=True)) == {org_b.pk}
+    EventLog.objects.filter(organization=org_b).first().delete()  # type: ignore[union-attr]
+    assert counts() == (1, 3)

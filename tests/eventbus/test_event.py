@@ -1,0 +1,72 @@
+"""The Event handed to consumers: read-only, decoded on demand, with its correlation ids."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+
+import pytest
+
+import eventbus
+from deskcomm import context
+from deskcomm.models import Organization
+from eventbus import claim as claims
+from eventbus.event import Event
+
+
+def make(**overrides: object) -> Event:
+    fields: dict[str, object] = {
+        "id": uuid.uuid4(),
+        "organization_id": uuid.uuid4(),
+        "event_type": "test.effect",
+        "entity_kind": "thing",
+        "entity_id": None,
+        "payload": json.dumps({"n": 1, "text": "olá"}),
+        "metadata": json.dumps({"request_id": "req-1", "trace_id": 5, "schema_version": 1}),
+        "created_at": dt.datetime(2026, 11, 29, tzinfo=dt.UTC),
+        "consumer": "c1",
+        "delivery_id": 3,
+        "attempt": 1,
+        "max_attempts": 8,
+    }
+    return Event(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def test_json_text_is_decoded_when_read() -> None:
+    event = make()
+    assert event.payload == {"n": 1, "text": "olá"}
+    assert event.payload is event.payload  # decoded once
+    assert event.metadata["schema_version"] == 1
+    assert event.correlation == {"request_id": "req-1", "trace_id": "5"}
+    assert event.request_id == "req-1"
+    assert make(payload={"n": 2}).payload == {"n": 2}  # dicts are taken as they are
+
+
+def test_an_event_is_read_only() -> None:
+    event = make()
+    with pytest.raises(AttributeError, match="read-only"):
+        event.consumer = "other"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="read-only"):
+        del event.payload
+    assert event == make(id=event.id, organization_id=event.organization_id)
+    assert event != make()
+    assert "test.effect" in repr(event) and "olá" not in repr(event)
+
+
+@pytest.mark.django_db
+def test_the_claim_reads_correlation_ids_without_the_metadata(org: Organization) -> None:
+    with context.bind(request_id="req-claim", actor_id="api_key:ab12"):
+        emitted = eventbus.emit(
+            "test.effect", organization=org, entity_kind="thing", payload={"n": 4}
+        )
+    claimed = claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="w")
+    (event,) = claimed.events
+    assert event.correlation == {"request_id": "req-claim", "actor_id": "api_key:ab12"}
+    assert (event.id, event.payload, event.metadata) == (
+        emitted.id,
+        {"n": 4},
+        emitted.metadata,
+    )
+    assert event.created_at == emitted.created_at
+    assert event.created_at.utcoffset() == dt.timedelta(0)
