@@ -8,7 +8,7 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential \
  && rm -rf /var/lib/apt/lists/*
-COPY requirements.txt /tmp/requirements.txt
+COPY requirements.txt constraints.txt /tmp/
 RUN python -m venv /opt/venv && /opt/venv/bin/pip install -r /tmp/requirements.txt
 
 FROM python:3.11-slim-bookworm AS runtime

@@ -74,7 +74,7 @@ MIN_PYTHON = (3, 11)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_DIR = REPO_ROOT / ".venv"
 VENV_PYTHON = VENV_DIR / "bin" / "python"
-REQUIREMENT_FILES = ("requirements.txt", "requirements-dev.txt")
+REQUIREMENT_FILES = ("requirements.txt", "requirements-dev.txt", "constraints.txt")
 STAMP_FILE = VENV_DIR / ".deskcomm-requirements.sha256"
 PIP_INSTALL = ("-m", "pip", "--disable-pip-version-check", "install", "--quiet")
 

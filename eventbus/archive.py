@@ -94,6 +94,8 @@ WITH ev AS (
 DELETE FROM event_log WHERE id IN (SELECT id FROM ev)
 """
 
+TENANT_SQL = "SELECT id FROM deskcomm_organization WHERE id = %s FOR KEY SHARE"
+
 RESTORE_EVENT_SQL = """
 INSERT INTO event_log SELECT * FROM jsonb_populate_record(NULL::event_log, %s::jsonb)
 ON CONFLICT DO NOTHING
@@ -203,6 +205,14 @@ def restore_day(
     counts = [0, 0, 0]
     event_ids: list[uuid.UUID] = []
     with transaction.atomic(), connection.cursor() as cursor:
+        # event_log has no per-row foreign key (see eventbus.emitter): check the tenant here,
+        # holding it until the restore commits, as every emit does.
+        cursor.execute(TENANT_SQL, [organization_id])
+        if cursor.fetchone() is None:
+            raise ArchiveError(
+                f"organization {organization_id} does not exist: nothing to restore its events "
+                "into (re-create the organization first)"
+            )
         for line in lines:
             record = json.loads(line)
             event_ids.append(uuid.UUID(record["event"]["id"]))

@@ -24,6 +24,7 @@ from deskcomm.db import pipeline
 from eventbus import catalog, metrics
 from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
+from eventbus.ids import uuid7
 from eventbus.registry import registry
 
 if TYPE_CHECKING:
@@ -35,12 +36,16 @@ EMIT_MANY_STATEMENT_ROWS = 250  # items per statement; statements are pipelined
 _JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
-# One statement: the routes (the registry's consumers, passed as arrays, plus the organization's
+# One statement: the tenant check (event_log has no per-row foreign key: the organization row is
+# locked once, FOR KEY SHARE as such a check would, and a missing one writes nothing and returns
+# a NULL row), the routes (the registry's consumers, passed as arrays, plus the organization's
 # own from eventbus_org_routes, e.g. webhook subscriptions), the event with `fanout` = how many,
 # then one delivery per route. ON CONFLICT makes a repeated idempotency key a no-op (no row from
 # `ev`, so no deliveries either).
 INSERT_EVENT_SQL = """
-WITH routes AS MATERIALIZED (
+WITH tenant AS MATERIALIZED (
+    SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
+), routes AS MATERIALIZED (
     SELECT r.consumer, r.max_attempts, r.delay
       FROM unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
            AS r(consumer, max_attempts, delay)
@@ -54,7 +59,7 @@ WITH routes AS MATERIALIZED (
     SELECT %(id)s, %(org)s, %(event_type)s, %(entity_kind)s, %(entity_id)s, %(payload)s::jsonb,
            %(metadata)s::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n,
            %(idempotency_key)s, %(now)s, %(now)s
-      FROM (SELECT count(*)::int AS n FROM routes) c
+      FROM (SELECT count(*)::int AS n FROM routes) c, tenant
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, fanout
 ), deliveries AS (
@@ -65,19 +70,23 @@ WITH routes AS MATERIALIZED (
       FROM ev, routes r
 )
 SELECT id, fanout{notify} FROM ev
+UNION ALL
+SELECT NULL, NULL{notify_none} WHERE NOT EXISTS (SELECT FROM tenant)
 """
-INSERT_EVENT_QUIET_SQL = INSERT_EVENT_SQL.replace("{notify}", "")
+INSERT_EVENT_QUIET_SQL = INSERT_EVENT_SQL.replace("{notify}", "").replace("{notify_none}", "")
 # High-priority types also wake idle workers; NOTIFY is delivered when the caller commits.
 INSERT_EVENT_NOTIFY_SQL = INSERT_EVENT_SQL.replace(
     "{notify}", f", pg_notify('{WAKEUP_CHANNEL}', %(event_type)s)"
-)
+).replace("{notify_none}", ", NULL")
 
 # Bulk variant: events from parallel arrays (in input order, so the first of two items with the
 # same idempotency key wins); routes per event from the registry's (type, consumer) arrays plus
 # eventbus_org_routes; each event's fanout counts its routes. The arrays are binary parameters
 # (`%(...)b`, deskcomm.db.bound_cursor): no quoting and escaping of every JSON text.
 INSERT_MANY_SQL = """
-WITH i AS MATERIALIZED (
+WITH tenant AS MATERIALIZED (
+    SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
+), i AS MATERIALIZED (
     SELECT * FROM unnest(%(ids)b::uuid[], %(event_types)b::text[], %(entity_kinds)b::text[],
                          %(entity_ids)b::uuid[], %(payloads)b::text[], %(metadatas)b::text[],
                          %(idempotency_keys)b::text[]) WITH ORDINALITY
@@ -99,7 +108,7 @@ WITH i AS MATERIALIZED (
     SELECT i.id, %(org)s, i.event_type, i.entity_kind, i.entity_id, i.payload::jsonb,
            i.metadata::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END,
            coalesce(c.n, 0), i.idempotency_key, %(now)s, %(now)s
-      FROM i LEFT JOIN counts c ON c.event_id = i.id
+      FROM i LEFT JOIN counts c ON c.event_id = i.id CROSS JOIN tenant
      ORDER BY i.ord
     ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, event_type
@@ -111,6 +120,8 @@ WITH i AS MATERIALIZED (
       FROM ev JOIN routes r ON r.event_id = ev.id
 )
 SELECT id FROM ev
+UNION ALL
+SELECT NULL WHERE NOT EXISTS (SELECT FROM tenant)
 """
 
 EXISTING_BY_KEY_SQL = """
@@ -183,6 +194,8 @@ def emit(
         inserted = cursor.fetchone()
     if inserted is None:
         return _existing_event(org_id, prepared.idempotency_key)
+    if inserted[0] is None:
+        raise _missing_organization(org_id)
     metrics.count_emitted([prepared.event_type])
     return _as_model(prepared, org_id, now, fanout=inserted[1])
 
@@ -217,6 +230,8 @@ def emit_many(
     types: set[str] = set()
     for cursor, chunk in sent:
         inserted = {row[0] for row in cursor.fetchall()}
+        if None in inserted:  # every statement found it missing: nothing was written
+            raise _missing_organization(org_id)
         ids.extend(_ids_in_order(chunk, inserted, org_id))
         types.update(e.event_type for e in chunk)
         metrics.count_emitted(e.event_type for e in chunk)
@@ -278,7 +293,7 @@ class Preparer:
                 meta["idempotency_key"] = key
             metadata_json = _dumps("metadata", meta)
         return PreparedEvent(
-            uuid.uuid4(), schema.name, kind, ent_id, body, meta, payload_json, metadata_json, key
+            uuid7(), schema.name, kind, ent_id, body, meta, payload_json, metadata_json, key
         )
 
     def _event_type(self, event_type: object) -> str:
@@ -399,6 +414,13 @@ def _ids_in_order(
             key = e.idempotency_key or ""
             ids.append(existing.get(key) or first_by_key[key])
     return ids
+
+
+def _missing_organization(org_id: uuid.UUID) -> EventValidationError:
+    return EventValidationError(
+        f"organization {org_id} does not exist (deleted?); nothing was written",
+        field="organization",
+    )
 
 
 def _existing_event(org_id: uuid.UUID, key: str | None) -> EventLog:

@@ -162,7 +162,16 @@ def test_two_schedulers_fire_each_slot_once_and_the_standby_takes_over(
         what=lambda: f"a slot fired by the standby\n{standby.output()}",
     )
     slots = fired_slots()
-    assert len(slots) == len(set(slots)), f"a slot fired twice: {sorted(slots)}"
+    # The one double firing the design allows (deskcomm/scheduler.py): the leader enqueued a slot
+    # and was killed before saving its last run time, so the standby fires that slot again (the
+    # job still runs once per slot: test_cron's test_a_slot_runs_once...). Anything else fired
+    # twice, or twice by the same scheduler, is a bug.
+    repeated = {s for s in slots if slots.count(s) > 1}
+    assert len(repeated) <= 1, f"slots fired twice: {sorted(slots)}"
+    assert all(slots.count(s) == 2 for s in repeated), f"a slot fired 3+ times: {sorted(slots)}"
+    assert all(dt.datetime.fromisoformat(s) <= killed_at for s in repeated), (
+        f"a slot after the takeover fired twice: {sorted(slots)}"
+    )
 
 
 @pytest.mark.slow

@@ -160,6 +160,18 @@ def test_a_tampered_archive_is_refused(
     assert not EventLog.objects.filter(pk__in=old_events["a1"]).exists()
 
 
+def test_restore_refuses_an_organization_that_is_gone(
+    archive_root: Path, org: Organization, old_events: dict[str, list[uuid.UUID]]
+) -> None:
+    run_archive()
+    org_id = org.pk
+    org.delete()
+    with pytest.raises(archive.ArchiveError, match=f"organization {org_id} does not exist"):
+        archive.restore_day(org_id, OLD_DAYS[0])
+    assert not EventLog.objects.filter(organization_id=org_id).exists()
+    assert not Delivery.objects.filter(organization_id=org_id).exists()
+
+
 def test_restore_archive_command(
     archive_root: Path, org: Organization, old_events: dict[str, list[uuid.UUID]]
 ) -> None:

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
 import uuid
+from typing import Any
 
+import psycopg
 import pytest
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
 from django.test.utils import override_settings
 
 import eventbus
 from deskcomm import context
+from deskcomm.db import conninfo
 from deskcomm.models import Lead, Organization
 from eventbus import emitter
 from eventbus.models import Delivery, EventLog
 from tests.support.consumers import EFFECT_CONSUMERS
 
 pytestmark = pytest.mark.django_db
+GHOST_ID = uuid.UUID(int=0xDEAD)
 
 
 def counts() -> tuple[int, int]:
@@ -274,6 +280,7 @@ def test_sql_emit_event_fans_out_from_the_route_table(org: Organization) -> None
         (("test.unknown", "thing", None, '{"n": 1}', "{}", "ORG"), "unknown event type"),
         (("test.effect", "thing", None, "{}", "{}", "ORG"), "missing required field"),
         (("test.effect", "", None, '{"n": 1}', "{}", "ORG"), "entity_kind is required"),
+        (("test.effect", "thing", None, '{"n": 1}', "{}", GHOST_ID), "organization .* not exist"),
     ],
 )
 def test_sql_emit_event_validates(
@@ -283,6 +290,60 @@ def test_sql_emit_event_validates(
     with pytest.raises(DatabaseError, match=message), transaction.atomic():
         emit_sql(*call)
     assert counts() == (0, 0)
+
+
+def test_emit_checks_its_tenant_once_and_writes_nothing_without_it(org: Organization) -> None:
+    ghost = Organization(pk=GHOST_ID, name="Ghost", slug="ghost")  # deleted since it was loaded
+    with pytest.raises(eventbus.EventValidationError, match="does not exist") as caught:
+        eventbus.emit("test.effect", organization=ghost, entity_kind="t", payload={"n": 1})
+    assert caught.value.field == "organization"
+    assert counts() == (0, 0)
+    eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    assert counts() == (1, 3)  # the transaction is still usable
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_emit_waits_for_a_concurrent_delete_of_its_tenant(org: Organization) -> None:
+    # Another transaction deleted the organization and has not committed yet: the emit's tenant
+    # check (FOR KEY SHARE) waits for it, then finds the organization gone and writes nothing.
+    with (
+        psycopg.connect(conninfo()) as other,
+        psycopg.connect(conninfo(), autocommit=True) as watcher,
+    ):
+        other.execute("DELETE FROM deskcomm_organization WHERE id = %s", [org.pk])
+        outcome: list[BaseException | None] = []
+
+        def emit_now() -> None:
+            try:
+                eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+                outcome.append(None)
+            except BaseException as exc:  # handed to the test thread
+                outcome.append(exc)
+            finally:
+                connections.close_all()
+
+        emitter_thread = threading.Thread(target=emit_now)
+        emitter_thread.start()
+        deadline = time.monotonic() + 10
+        while not _waiting_on_a_lock(watcher) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _waiting_on_a_lock(watcher), "the emit did not wait for the deleting transaction"
+        other.commit()
+    emitter_thread.join(timeout=10)
+    (error,) = outcome
+    assert isinstance(error, eventbus.EventValidationError)
+    assert "does not exist" in str(error)
+    assert counts() == (0, 0)
+
+
+def _waiting_on_a_lock(conn: psycopg.Connection[Any]) -> bool:
+    """Whether a backend of this database waits on a lock (read in autocommit: pg_stat_activity
+    is a snapshot per transaction)."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _effects(n: int, **extra: object) -> list[dict[str, object]]:
@@ -301,9 +362,9 @@ def test_emit_many_is_all_or_nothing_across_pipelined_statements(org: Organizati
     with pytest.raises(eventbus.EventValidationError, match=f"item {2 * rows + 5}: .*missing"):
         eventbus.emit_many(items, organization=org)
     assert counts() == (0, 0)
-    # A database error (the organization is gone, found at commit) takes everything away too.
-    ghost = Organization(pk=uuid.uuid4(), name="Ghost", slug="ghost")
-    with pytest.raises(DatabaseError):
+    # An organization deleted since it was loaded: every statement finds it missing.
+    ghost = Organization(pk=GHOST_ID, name="Ghost", slug="ghost")
+    with pytest.raises(eventbus.EventValidationError, match=f"organization {GHOST_ID} does not"):
         eventbus.emit_many(_effects(rows + 1), organization=ghost)
     assert counts() == (0, 0)
     ids = eventbus.emit_many(_effects(rows + 1), organization=org)
