@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from deskcomm import context
-from deskcomm.db import pipeline
+from deskcomm.db import bound_cursor, pipeline
 from eventbus import catalog, metrics
 from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
@@ -173,7 +173,7 @@ def emit(
     routes = registry.for_event(prepared.event_type)
     notify = prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES)
     sql = INSERT_EVENT_NOTIFY_SQL if notify else INSERT_EVENT_QUIET_SQL
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(
             sql,
             {
