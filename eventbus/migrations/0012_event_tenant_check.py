@@ -4,6 +4,11 @@ The deferred foreign-key check ran a lookup and a row lock per event at every em
 Every emit path now locks the organization row itself, once per statement (`FOR KEY SHARE`, what
 the constraint's check takes), and writes nothing when it does not exist: `eventbus.emit` and
 `emit_many` in their INSERT statements, the `emit_event` SQL function here.
+
+The seed's `on delete cascade` is kept at the database level by a trigger: deleting an
+organization (Django's cascade deletes the rows first; a raw DELETE relies on it) deletes its
+events, deliveries and attempts. An emit holding the organization row makes the delete wait, and
+the trigger's statements then see the emitted rows too, so none is left behind.
 """
 
 from importlib import import_module
@@ -32,6 +37,28 @@ EMIT_EVENT_SQL = PREVIOUS_EMIT_EVENT_SQL.replace(
 )
 
 
+CASCADE_SQL = """
+CREATE FUNCTION eventbus_organization_deleted() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    DELETE FROM eventbus_deliveryattempt a USING eventbus_delivery d, event_log e
+     WHERE a.delivery_id = d.id AND d.event_id = e.id AND e.organization_id = OLD.id;
+    DELETE FROM eventbus_delivery d USING event_log e
+     WHERE d.event_id = e.id AND e.organization_id = OLD.id;
+    DELETE FROM event_log WHERE organization_id = OLD.id;
+    RETURN OLD;
+END
+$$;
+CREATE TRIGGER eventbus_organization_cascade BEFORE DELETE ON deskcomm_organization
+    FOR EACH ROW EXECUTE FUNCTION eventbus_organization_deleted();
+"""
+DROP_CASCADE_SQL = """
+DROP TRIGGER eventbus_organization_cascade ON deskcomm_organization;
+DROP FUNCTION eventbus_organization_deleted();
+"""
+
+
 def add_tenant_check(apps: Any, schema_editor: Any) -> None:
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(EMIT_EVENT_SQL)
@@ -50,6 +77,7 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.RunPython(add_tenant_check, remove_tenant_check),
+        migrations.RunSQL(CASCADE_SQL, DROP_CASCADE_SQL),
         migrations.AlterField(
             model_name="eventlog",
             name="organization",

@@ -18,7 +18,7 @@ from deskcomm import context
 from deskcomm.db import conninfo
 from deskcomm.models import Lead, Organization
 from eventbus import emitter
-from eventbus.models import Delivery, EventLog
+from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from tests.support.consumers import EFFECT_CONSUMERS
 
 pytestmark = pytest.mark.django_db
@@ -334,6 +334,53 @@ def test_an_emit_waits_for_a_concurrent_delete_of_its_tenant(org: Organization) 
     assert isinstance(error, eventbus.EventValidationError)
     assert "does not exist" in str(error)
     assert counts() == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_an_organization_in_sql_cascades_even_under_an_open_emit(
+    org: Organization, org_b: Organization
+) -> None:
+    eventbus.emit_many(_effects(2), organization=org)
+    eventbus.emit_many(_effects(1), organization=org_b)
+    with connection.cursor() as cursor:  # a failed attempt, so the cascade has all three tables
+        cursor.execute(
+            "INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class,"
+            " error, worker, created_at) SELECT id, 1, 'retry', 'E', 'e', 'w', now()"
+            " FROM eventbus_delivery WHERE organization_id = %s",
+            [org.pk],
+        )
+    with (
+        psycopg.connect(conninfo()) as emitting,
+        psycopg.connect(conninfo(), autocommit=True) as deleting,
+        psycopg.connect(conninfo(), autocommit=True) as watcher,
+    ):
+        # An emit of `org` is open (it holds the organization row) when the raw DELETE comes.
+        emitting.execute(
+            "SELECT id FROM deskcomm_organization WHERE id = %s FOR KEY SHARE", [org.pk]
+        )
+        emitting.execute(
+            "INSERT INTO event_log (id, organization_id, event_type, entity_kind, payload,"
+            " metadata, consumed_by, attempts, status, fanout, created_at, updated_at)"
+            " VALUES (gen_random_uuid(), %s, 'test.effect', 't', '{}', '{}', '{}', 0, 'done', 0,"
+            " now(), now())",
+            [org.pk],
+        )
+        deleter = threading.Thread(
+            target=lambda: deleting.execute(
+                "DELETE FROM deskcomm_organization WHERE id = %s", [org.pk]
+            )
+        )
+        deleter.start()
+        deadline = time.monotonic() + 10
+        while not _waiting_on_a_lock(watcher) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _waiting_on_a_lock(watcher), "the delete did not wait for the open emit"
+        emitting.commit()
+        deleter.join(timeout=10)
+    assert not deleter.is_alive()
+    assert not Organization.objects.filter(pk=org.pk).exists()
+    assert counts() == (1, 3)  # only org_b's rows are left, none of org's (the late one too)
+    assert not DeliveryAttempt.objects.exists()
 
 
 def _waiting_on_a_lock(conn: psycopg.Connection[Any]) -> bool:
