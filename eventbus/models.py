@@ -268,6 +268,11 @@ class DeliveryAttempt(models.Model):
 
     class Meta:
         ordering = ["delivery_id", "attempt"]
+        indexes = [
+            # The status page's failures in the last hour (a range; rows exist only for
+            # failures, so success costs nothing here).
+            models.Index(fields=["created_at"], name="delivery_attempt_created_idx"),
+        ]
 
 
 class Route(models.Model):

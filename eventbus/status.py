@@ -1,10 +1,12 @@
-"""Status page aggregates: backlog, lag, DLQ and throughput per event type, consumer and tenant.
+"""Status page aggregates: backlog, lag, DLQ, throughput, failures and latency per event type,
+consumer and tenant (the bus's metrics as the admin shows them, R-O3).
 
-Two statements over `eventbus_delivery` alone (deliveries carry their event's type), neither
-reading the finished history: the backlog comes from the three partial indexes (pending,
-processing, dead rows only) and the throughput from an index range over the last hour's finished
-rows (`delivery_consumer_done_idx`). Each is grouped twice in one pass (GROUPING SETS): per
-(event type, consumer) and per organization.
+Statements over `eventbus_delivery` (deliveries carry their event's type), none reading the
+finished history: the backlog comes from the three partial indexes (pending, processing, dead rows
+only), the throughput and the emit-to-done latency from an index range over the last hour's done
+rows (`delivery_consumer_done_idx`), the failures from the last hour's attempt rows
+(`delivery_attempt_created_idx`). Backlog and throughput are grouped twice in one pass (GROUPING
+SETS): per (event type, consumer) and per organization.
 """
 
 from __future__ import annotations
@@ -66,6 +68,28 @@ SELECT event_type, consumer, organization_id, bucket, count(*)
  GROUP BY GROUPING SETS ((event_type, consumer, bucket), (organization_id))
 """
 
+# FAILURES. Failed attempts in the window per (event type, consumer): a range of
+# delivery_attempt_created_idx (attempt rows exist only for failures), each joined to its delivery.
+FAILURES_SQL = """
+SELECT d.event_type, d.consumer, count(*)
+  FROM eventbus_deliveryattempt a JOIN eventbus_delivery d ON d.id = a.delivery_id
+ WHERE a.created_at >= %(since)s AND a.created_at < %(now)s
+ GROUP BY d.event_type, d.consumer
+"""
+
+# LATENCY. How long the deliveries done in the window took from emit to done (their due time
+# included: initial delays and retries count), median and 95th percentile per (event type,
+# consumer): the same index range as THROUGHPUT.
+LATENCY_SQL = """
+SELECT d.event_type, d.consumer,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY d.finished_at - d.created_at),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY d.finished_at - d.created_at)
+  FROM eventbus_delivery d
+ WHERE d.consumer = ANY(%(consumers)s) AND d.status = 'done'
+   AND d.finished_at >= %(since)s AND d.finished_at < %(now)s
+ GROUP BY d.event_type, d.consumer
+"""
+
 ESTIMATE_SQL = "SELECT reltuples::bigint FROM pg_class WHERE oid = 'event_log'::regclass"
 
 
@@ -80,6 +104,15 @@ class Counts:
     oldest_due_at: dt.datetime | None = None
     done: int = 0  # finished in the window
     throughput: list[int] = field(default_factory=lambda: [0] * BUCKETS)  # done per bucket
+    failed: int = 0  # failed attempts in the window (each retry or death)
+    latency_p50: dt.timedelta | None = None  # emit -> done, deliveries done in the window
+    latency_p95: dt.timedelta | None = None
+
+    @property
+    def fail_rate(self) -> float | None:
+        """Failed attempts / attempts that ended in the window (done or failed)."""
+        ended = self.done + self.failed
+        return self.failed / ended if ended else None
 
     def add_backlog(
         self, pending: int, due: int, processing: int, dead: int, oldest: dt.datetime | None
@@ -124,12 +157,14 @@ def bus_status(*, now: dt.datetime | None = None) -> BusStatus:
     by_org: dict[uuid.UUID, Counts] = defaultdict(Counts)
     _read_backlog(now, by_type, by_org)
     _read_throughput(now, by_type, by_org)
+    _read_failures_and_latency(now, by_type)
     totals = Counts()
     for counts in by_type.values():
         totals.add_backlog(
             counts.pending, counts.due, counts.processing, counts.dead, counts.oldest_due_at
         )
         totals.add_done(counts.throughput)
+        totals.failed += counts.failed
     return BusStatus(
         now=now,
         by_type=[Row(key, by_type[key]) for key in sorted(by_type)],
@@ -174,6 +209,21 @@ def _read_throughput(
                 by_org[org_id].done += done  # per tenant: the hour's total only
             elif 1 <= bucket <= BUCKETS:
                 by_type[(event_type, consumer)].add_done(_one_bucket(bucket, done))
+
+
+def _read_failures_and_latency(now: dt.datetime, by_type: dict[tuple[str, str], Counts]) -> None:
+    params: dict[str, Any] = {"now": now, "since": now - WINDOW}
+    with connection.cursor() as cursor:
+        cursor.execute(FAILURES_SQL, params)
+        for event_type, consumer, failed in cursor.fetchall():
+            by_type[(event_type, consumer)].failed = failed
+        consumers = sorted({consumer for _, consumer in by_type})
+        if not consumers:
+            return
+        cursor.execute(LATENCY_SQL, {**params, "consumers": consumers})
+        for event_type, consumer, p50, p95 in cursor.fetchall():
+            counts = by_type[(event_type, consumer)]
+            counts.latency_p50, counts.latency_p95 = p50, p95
 
 
 def _one_bucket(bucket: int, done: int) -> list[int]:

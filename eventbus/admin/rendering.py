@@ -86,7 +86,10 @@ def age(since: dt.datetime | None, now: dt.datetime) -> str:
     """'3 h 12 min', '45 s': how long ago, compact (for lag columns)."""
     if since is None:
         return "-"
-    seconds = max(int((now - since).total_seconds()), 0)
+    return _compact(max(int((now - since).total_seconds()), 0))
+
+
+def _compact(seconds: int) -> str:
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
@@ -95,6 +98,25 @@ def age(since: dt.datetime | None, now: dt.datetime) -> str:
     if hours:
         return f"{hours} h {minutes} min"
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def duration(value: dt.timedelta | None) -> str:
+    """'1.2 s', '350 ms', '4 min 10 s': a compact duration ('-' when there is none)."""
+    if value is None:
+        return "-"
+    seconds = value.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return _compact(int(seconds))
+
+
+def percent(value: float | None) -> str:
+    """'2.5%', '0%', '-' (no attempts ended)."""
+    if value is None:
+        return "-"
+    return f"{value * 100:.1f}%".replace(".0%", "%")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ class StatusLine:
     row: Row
     lag: str
     spark: rendering.Sparkline
+    fail_rate: str = "-"
+    latency: str = "-"  # emit -> done, "p50 / p95"
 
 
 def status_view(request: HttpRequest) -> TemplateResponse:
@@ -35,6 +37,7 @@ def status_view(request: HttpRequest) -> TemplateResponse:
         "lines": [_line(row, status) for row in status.by_type],
         "organizations": [_line(row, status) for row in status.by_organization],
         "totals_lag": rendering.age(status.totals.oldest_due_at, status.now),
+        "totals_fail_rate": rendering.percent(status.totals.fail_rate),
         "totals_spark": rendering.sparkline(status.totals.throughput, height=40, column_width=18),
         "dlq_by_type": rendering.bar_chart(_dead_by_type(status)),
         "dlq_by_org": rendering.bar_chart(
@@ -46,10 +49,18 @@ def status_view(request: HttpRequest) -> TemplateResponse:
 
 
 def _line(row: Row, status: BusStatus) -> StatusLine:
+    counts = row.counts
+    latency = "-"
+    if counts.latency_p50 is not None:
+        latency = (
+            f"{rendering.duration(counts.latency_p50)} / {rendering.duration(counts.latency_p95)}"
+        )
     return StatusLine(
         row,
-        rendering.age(row.counts.oldest_due_at, status.now),
-        rendering.sparkline(row.counts.throughput),
+        rendering.age(counts.oldest_due_at, status.now),
+        rendering.sparkline(counts.throughput),
+        rendering.percent(counts.fail_rate),
+        latency,
     )
 
 

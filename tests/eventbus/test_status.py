@@ -85,6 +85,23 @@ def test_per_organization_breakdown(traffic: None, org: Organization, org_b: Org
     assert status.by_organization[0].key == (str(org.pk), "Acme")  # busiest first
 
 
+def test_failures_fail_rate_and_emit_to_done_latency(traffic: None) -> None:
+    status = bus_status(now=T0)
+    rows = {row.key: row.counts for row in status.by_type}
+    a = rows[("test.effect", "effect-a-worker")]
+    assert (a.failed, a.fail_rate) == (0, 0.0)
+    # Emitted 2 h before T0, done 32 min before it: 88 minutes from emit to done.
+    assert a.latency_p50 == a.latency_p95 == dt.timedelta(minutes=88)
+    flaky = rows[("test.flaky", "flaky-worker")]
+    assert (flaky.failed, flaky.fail_rate, flaky.latency_p50) == (2, 1.0, None)
+    c = rows[("test.effect", "effect-c-worker")]
+    assert (c.failed, c.fail_rate, c.latency_p50) == (0, None, None)  # nothing ended yet
+    assert status.totals.failed == 2
+    assert status.totals.fail_rate == pytest.approx(2 / 6)  # 2 failed, 4 done
+    later = bus_status(now=T0 + dt.timedelta(minutes=55))  # the failures are 65 min old
+    assert later.totals.failed == 0
+
+
 def test_work_finished_before_the_hour_is_not_throughput(traffic: None) -> None:
     status = bus_status(now=T0 + dt.timedelta(minutes=40))  # the 4 acks are 72 min old now
     assert status.totals.done == 0
@@ -100,6 +117,8 @@ def test_status_page_draws_tables_and_svg_charts_without_a_cdn(
     assert response.status_code == 200
     assert html.count("<svg") >= 5
     assert "effect-c-worker" in html and "2 h 0 min" in html  # lag of the oldest due work
+    assert "1 h 28 min / 1 h 28 min" in html  # effect-a: emit -> done, p50 / p95
+    assert "100%" in html and "33.3%" in html  # flaky's fail rate; the hour's overall
     dlq = reverse("admin:eventbus_deadletter_changelist")
     assert f"{dlq}?event_type=test.flaky&amp;consumer=flaky-worker" in html
     assert "Beta" in html
