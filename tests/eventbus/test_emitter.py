@@ -430,6 +430,14 @@ def test_emit_many_idempotency_key_repeated_in_a_later_statement(org: Organizati
     assert EventLog.objects.get(pk=ids[0]).payload == {"n": 0}  # the first one won
 
 
+def test_emit_many_of_nothing_writes_nothing(org: Organization) -> None:
+    assert eventbus.emit_many([], organization=org) == []
+    assert eventbus.emit_many(iter(()), organization=org) == []
+    assert counts() == (0, 0)
+    ids = eventbus.emit_many((item for item in _effects(3)), organization=org)  # a generator
+    assert len(ids) == 3 and counts() == (3, 9)
+
+
 def test_emit_many_metadata_is_per_event(org: Organization) -> None:
     with context.bind(request_id="req-bulk"):
         ids = eventbus.emit_many(
