@@ -125,16 +125,26 @@ def _allowed_hosts_errors() -> list[CheckMessage]:
 @register(Tags.security, deploy=True)
 def check_outbound_http(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Private and loopback targets for outbound HTTP are a development convenience only."""
-    if settings.OUTBOUND_HTTP_ALLOW_PRIVATE and not settings.DEBUG:
-        return [
-            Warning(
-                "OUTBOUND_HTTP_ALLOW_PRIVATE is on: webhooks and alert webhooks may reach "
-                "private and loopback addresses (SSRF).",
-                hint="Turn it off outside development (OUTBOUND_HTTP_ALLOW_PRIVATE=false).",
-                id="deskcomm.W002",
-            )
-        ]
-    return []
+    if settings.DEBUG:
+        return []
+    switches = [
+        name
+        for name, on in (
+            ("OUTBOUND_HTTP_ALLOW_PRIVATE", settings.OUTBOUND_HTTP_ALLOW_PRIVATE),
+            ("WEBHOOKS_ALLOW_PRIVATE_TARGETS", settings.WEBHOOKS.get("ALLOW_PRIVATE_TARGETS")),
+        )
+        if on
+    ]
+    if not switches:
+        return []
+    return [
+        Warning(
+            f"{' and '.join(switches)} on: outbound requests (alert webhooks, webhooks) may "
+            "reach private and loopback addresses (SSRF).",
+            hint=f"Turn {' and '.join(switches)} off outside development.",
+            id="deskcomm.W002",
+        )
+    ]
 
 
 def _key_errors() -> list[CheckMessage]:

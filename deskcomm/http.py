@@ -24,10 +24,14 @@ Resolver = Callable[..., list[tuple[Any, ...]]]
 ALLOWED_SCHEMES = ("http", "https")
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CONNECT_TIMEOUT = 3.0
-# Cloud instance metadata endpoints: never reachable, not even with private targets allowed.
+# Cloud instance metadata endpoints (AWS, ECS, Alibaba, AWS IPv6): never reachable, not even
+# with private targets allowed.
 METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
 )
+CGNAT = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: internal, not private
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # IPv6 addresses that carry an IPv4 one
 
 
 class UnsafeDestinationError(httpx.ConnectError):
@@ -106,16 +110,38 @@ class GuardedTransport(httpx.HTTPTransport):
         return addresses
 
 
+def embedded_ipv4(address: IPAddress) -> IPAddress:
+    """The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address (else `address` itself)."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped
+        if address in NAT64:
+            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
 def refusal_reason(address: IPAddress, *, allow_private: bool) -> str:
-    """Why `address` must not be contacted ("" when it may be)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Why `address` must not be contacted ("" when it may be): THE outbound address policy.
+
+    Every outbound client applies it to every address a name resolves to (this module's
+    transport for alerts, webhooks.transport's connection backend for webhooks). Metadata,
+    link-local, unspecified and multicast addresses are always refused; loopback, private and
+    carrier-grade NAT addresses only while `allow_private` (development) is off.
+    """
+    address = embedded_ipv4(address)
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
     if address.is_link_local or address.is_unspecified or address.is_multicast:
         return "a link-local, unspecified or multicast address"
     if address.is_global:
         return ""
-    if allow_private and (address.is_private or address.is_loopback):
-        return ""
-    return "a private, loopback or reserved address (OUTBOUND_HTTP_ALLOW_PRIVATE is off)"
+    internal = (
+        ("a loopback address", address.is_loopback),
+        ("a carrier-grade NAT address", isinstance(address, ipaddress.IPv4Address)
+         and address in CGNAT),
+        ("a private address", address.is_private),
+    )  # fmt: skip
+    for label, hit in internal:
+        if hit:
+            return "" if allow_private else label
+    return "a non-public (reserved) address"

@@ -1,6 +1,8 @@
 """Which addresses a webhook may reach (SSRF protection), and URL checks at subscription time.
 
-The authoritative check runs at connection time on every resolved address (webhooks.transport);
+The address policy is deskcomm.http's (`refusal_reason`), the one every outbound client applies;
+webhooks only have their own switch for development (WEBHOOKS_ALLOW_PRIVATE_TARGETS). The
+authoritative check runs at connection time on every resolved address (webhooks.transport);
 `validate_url` gives an early, clear error when a subscription is saved.
 """
 
@@ -11,53 +13,17 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from deskcomm.http import IPAddress, refusal_reason
 from webhooks.conf import webhook_settings
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-# Cloud metadata services: never reachable, even when private targets are allowed.
-METADATA_ADDRESSES = frozenset(
-    ipaddress.ip_address(a)
-    for a in ("169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254")
-)
-CGNAT = ipaddress.ip_network("100.64.0.0/10")
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
 class BlockedDestination(Exception):
     """A webhook target that must not be contacted (SSRF guard); nothing was sent."""
 
 
-def embedded_ipv4(ip: IPAddress) -> IPAddress:
-    """The IPv4 address hidden in an IPv4-mapped or NAT64 IPv6 address (else `ip` itself)."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return ip.ipv4_mapped
-        if ip in NAT64:
-            return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return ip
-
-
 def refusal(ip: IPAddress, *, allow_private: bool) -> str | None:
-    """Why `ip` may not be contacted, or None when it may."""
-    ip = embedded_ipv4(ip)
-    if ip in METADATA_ADDRESSES:
-        return "a cloud metadata address"
-    if ip.is_unspecified:
-        return "an unspecified address"
-    if ip.is_multicast:
-        return "a multicast address"
-    if allow_private:
-        return None
-    for label, hit in (
-        ("a loopback address", ip.is_loopback),
-        ("a link-local address", ip.is_link_local),
-        ("a carrier-grade NAT address", isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT),
-        ("a private address", ip.is_private),
-    ):
-        if hit:
-            return label
-    return None if ip.is_global else "a non-public address"
+    """Why `ip` may not be contacted, or None when it may (deskcomm.http's one policy)."""
+    return refusal_reason(ip, allow_private=allow_private) or None
 
 
 def check_address(host: str, address: str) -> None:

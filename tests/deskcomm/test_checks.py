@@ -53,5 +53,9 @@ def test_private_outbound_targets_are_flagged_for_deploys(settings: object) -> N
     assert check_outbound_http() == []
     settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
     assert [w.id for w in check_outbound_http()] == ["deskcomm.W002"]
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False  # type: ignore[attr-defined]
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "ALLOW_PRIVATE_TARGETS": True}  # type: ignore[attr-defined]
+    (warning,) = check_outbound_http()
+    assert warning.id == "deskcomm.W002" and "WEBHOOKS_ALLOW_PRIVATE_TARGETS" in warning.msg
     settings.DEBUG = True  # type: ignore[attr-defined]
     assert check_outbound_http() == []

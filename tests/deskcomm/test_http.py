@@ -83,7 +83,16 @@ def test_redirects_are_not_followed(server: LoopbackServer, allow_private: None)
 
 @pytest.mark.parametrize(
     "address",
-    ["169.254.169.254", "fd00:ec2::254", "100.100.100.200", "169.254.1.1", "0.0.0.0", "224.0.0.1"],
+    [
+        "169.254.169.254",
+        "169.254.170.2",
+        "fd00:ec2::254",
+        "100.100.100.200",
+        "169.254.1.1",
+        "0.0.0.0",
+        "224.0.0.1",
+        "64:ff9b::a9fe:a9fe",  # NAT64 for 169.254.169.254
+    ],
 )
 def test_metadata_link_local_and_unspecified_are_refused_even_when_allowed(address: str) -> None:
     assert refusal_reason(ipaddress.ip_address(address), allow_private=True)
@@ -100,10 +109,26 @@ def test_metadata_link_local_and_unspecified_are_refused_even_when_allowed(addre
         "fc00::1",
         "::ffff:127.0.0.1",
         "100.64.0.1",
+        "64:ff9b::a00:1",  # NAT64 for 10.0.0.1
     ],
 )
 def test_private_addresses_are_refused_by_default(address: str) -> None:
     assert refusal_reason(ipaddress.ip_address(address), allow_private=False)
+    assert refusal_reason(ipaddress.ip_address(address), allow_private=True) == ""
+
+
+def test_webhooks_apply_the_same_policy() -> None:
+    from webhooks import ssrf
+
+    samples = [
+        "93.184.216.34", "127.0.0.1", "10.1.2.3", "100.64.0.1", "169.254.1.1", "169.254.170.2",
+        "::1", "fe80::1", "64:ff9b::a00:1", "::ffff:10.0.0.1", "0.0.0.0", "224.0.0.1", "240.0.0.1",
+    ]  # fmt: skip
+    for text in samples:
+        address = ipaddress.ip_address(text)
+        for allow in (False, True):
+            ours = refusal_reason(address, allow_private=allow)
+            assert (ssrf.refusal(address, allow_private=allow) or "") == ours, (text, allow)
 
 
 def test_public_addresses_pass() -> None:
