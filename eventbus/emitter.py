@@ -13,6 +13,7 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -196,7 +197,7 @@ def emit(
         return _existing_event(org_id, prepared.idempotency_key)
     if inserted[0] is None:
         raise _missing_organization(org_id)
-    metrics.count_emitted([prepared.event_type])
+    _count_on_commit([prepared.event_type])
     return _as_model(prepared, org_id, now, fanout=inserted[1])
 
 
@@ -234,7 +235,7 @@ def emit_many(
             raise _missing_organization(org_id)
         ids.extend(_ids_in_order(chunk, inserted, org_id))
         types.update(e.event_type for e in chunk)
-        metrics.count_emitted(e.event_type for e in chunk)
+    _count_on_commit([e.event_type for _, chunk in sent for e in chunk])
     if types & set(bus_settings.NOTIFY_EVENT_TYPES):
         with connection.cursor() as notify:
             notify.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])
@@ -414,6 +415,12 @@ def _ids_in_order(
             key = e.idempotency_key or ""
             ids.append(existing.get(key) or first_by_key[key])
     return ids
+
+
+def _count_on_commit(event_types: list[str]) -> None:
+    """Count emitted events when the caller's transaction commits (at once in autocommit): an
+    emit that is rolled back never happened."""
+    transaction.on_commit(partial(metrics.count_emitted, event_types), robust=True)
 
 
 def _missing_organization(org_id: uuid.UUID) -> EventValidationError:

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 import time_machine
 from django.conf import settings
+from django.db import transaction
 from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone
@@ -73,6 +74,29 @@ def test_counts_and_queue_shape_after_a_known_workload(
     assert ("deskcomm_eventbus_deliveries_pending", (("consumer", "effect-a-worker"),)) not in after
     lag = after[("deskcomm_eventbus_lag_seconds", (("consumer", "effect-c-worker"),))]
     assert lag == pytest.approx(90, abs=1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_emit_is_counted_when_it_commits_and_not_when_it_rolls_back(
+    org: Organization,
+) -> None:
+    counted = "deskcomm_eventbus_events_emitted_total"
+    before = scrape()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        emit(org, "test.effect", 2)
+        eventbus.emit_many(
+            [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 9}}],
+            organization=org,
+        )
+        raise RuntimeError("the caller's transaction fails")
+    assert delta(before, scrape(), counted, event_type="test.effect") == 0
+    with transaction.atomic():
+        emit(org, "test.effect", 2)
+        assert delta(before, scrape(), counted, event_type="test.effect") == 0  # not yet
+    eventbus.emit_many(  # autocommit: counted at once
+        [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 9}}], organization=org
+    )
+    assert delta(before, scrape(), counted, event_type="test.effect") == 3
 
 
 @pytest.mark.django_db
