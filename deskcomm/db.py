@@ -58,6 +58,10 @@ class _Cursor(psycopg.Cursor[Any]):
 
 
 def _cursor(connection: BaseDatabaseWrapper) -> _Cursor:
+    # What Django checks before handing out a cursor: this thread's connection, and no query
+    # after an error inside an atomic block (TransactionManagementError, not a server error).
+    connection.validate_thread_sharing()
+    connection.validate_no_broken_transaction()
     cursor = _Cursor(connection.connection)
     cursor._django = connection
     # psycopg's own (compiled) timestamptz loader instead of Django's Python subclass: the

@@ -7,6 +7,8 @@ import json
 import uuid
 
 import pytest
+from django.db import DatabaseError, connection, transaction
+from django.db.transaction import TransactionManagementError
 
 import eventbus
 from deskcomm import context
@@ -70,3 +72,21 @@ def test_the_claim_reads_correlation_ids_without_the_metadata(org: Organization)
     )
     assert event.created_at == emitted.created_at
     assert event.created_at.utcoffset() == dt.timedelta(0)
+
+
+@pytest.mark.django_db
+def test_the_hot_path_cursor_refuses_a_broken_transaction_like_django(org: Organization) -> None:
+    with transaction.atomic():
+        with (
+            pytest.raises(DatabaseError),
+            transaction.atomic(savepoint=False),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute("SELECT 1 / 0")
+        with pytest.raises(TransactionManagementError):
+            eventbus.emit_many(
+                [{"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}}],
+                organization=org,
+            )
+        with pytest.raises(TransactionManagementError):
+            claims.claim(consumers=["effect-a-worker"], batch_size=1, worker_id="w")
