@@ -172,6 +172,8 @@ CLAIM_PREFIXED_SQL = (
 # the latest version of a row another worker's ack changed meanwhile, so no consumer is lost.
 # Its input is materialised in event id order, so two acks of overlapping events lock their
 # rows in the same order (no separate SELECT ... FOR UPDATE pass: that wrote every row twice).
+# Should a plan ever visit them in another order, PostgreSQL detects the deadlock, and the
+# worker keeps the results and settles them again (the fenced statements are safe to repeat).
 # The update touches no indexed column: it stays on the page (HOT, see the fillfactor in
 # migration 0011). `consumed_by` stays sorted and distinct; with one consumer (the usual case)
 # that needs no sort.
