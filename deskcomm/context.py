@@ -9,10 +9,11 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 CORRELATION_KEYS = ("request_id", "trace_id", "actor_id", "source")
 
-_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "deskcomm_correlation", default=None
 )
 
@@ -29,15 +30,18 @@ def bind(**values: object) -> AbstractContextManager[dict[str, str]]:
 
 @contextmanager
 def _bind(
-    var: contextvars.ContextVar[dict[str, str] | None],
+    var: contextvars.ContextVar[dict[str, Any] | None],
     kind: str,
     allowed: tuple[str, ...],
     values: dict[str, object],
-) -> Iterator[dict[str, str]]:
+    *,
+    stringify: bool = True,
+) -> Iterator[dict[str, Any]]:
     unknown = set(values) - set(allowed)
     if unknown:
         raise ValueError(f"unknown {kind} keys: {sorted(unknown)}; allowed: {allowed}")
-    merged = {**(var.get() or {}), **{k: str(v) for k, v in values.items() if v is not None}}
+    bound = {k: str(v) if stringify else v for k, v in values.items() if v is not None}
+    merged = {**(var.get() or {}), **bound}
     token = var.set(merged)
     try:
         yield merged
@@ -50,7 +54,7 @@ def _bind(
 # above because emit copies those into event metadata, and these must not travel that way.
 LOG_KEYS = ("organization_id", "event_id", "delivery_id", "consumer")
 
-_log_context: contextvars.ContextVar[dict[str, object] | None] = contextvars.ContextVar(
+_log_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "deskcomm_log_context", default=None
 )
 
@@ -60,21 +64,13 @@ def current_log() -> dict[str, str]:
     return {k: str(v) for k, v in (_log_context.get() or {}).items()}
 
 
-@contextmanager
-def bind_log(**values: object) -> Iterator[dict[str, object]]:
+def bind_log(**values: object) -> AbstractContextManager[dict[str, Any]]:
     """Bind log-only ids (organization_id, event_id, delivery_id, consumer) for a `with` block.
 
-    A new scope each time, so `annotate_log` inside it never leaks to the caller's scope.
+    A new scope each time, so `annotate_log` inside it never leaks to the caller's scope. The
+    values are stringified when a record reads them (`current_log`), not here.
     """
-    unknown = set(values) - set(LOG_KEYS)
-    if unknown:
-        raise ValueError(f"unknown log keys: {sorted(unknown)}; allowed: {LOG_KEYS}")
-    merged = {**(_log_context.get() or {}), **{k: v for k, v in values.items() if v is not None}}
-    token = _log_context.set(merged)
-    try:
-        yield merged
-    finally:
-        _log_context.reset(token)
+    return _bind(_log_context, "log", LOG_KEYS, values, stringify=False)
 
 
 class run_scope:

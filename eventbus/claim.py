@@ -439,25 +439,15 @@ def claim(
     now: dt.datetime | None = None,
 ) -> Claim:
     """Claim up to `batch_size` due deliveries of `consumers`, fairly across organizations."""
-    now = now or timezone.now()
-    token = uuid.uuid4()
     if not consumers or batch_size < 1:
-        return Claim(token, [])
-    with bound_cursor() as cursor:
-        cursor.execute(
-            CLAIM_SQL,
-            {
-                "start": uuid.uuid4(),
-                "batch": batch_size,
-                "consumers": list(consumers),
-                "now": now,
-                "token": token,
-                "worker": worker_id,
-                "lease_until": _lease_until(now),
-            },
-        )
-        rows = cursor.fetchall()
-    return Claim(token, [_event_from_row(row) for row in rows])
+        return Claim(uuid.uuid4(), [])
+    return _claim(
+        CLAIM_SQL,
+        {"consumers": list(consumers)},
+        batch_size=batch_size,
+        worker_id=worker_id,
+        now=now,
+    )
 
 
 def claim_prefixed(
@@ -474,25 +464,42 @@ def claim_prefixed(
     Each consumer gets at most `cap` rows, or `busy[consumer]` (its free in-flight slots) when
     the caller already runs some of its deliveries; 0 skips it.
     """
-    now = now or timezone.now()
-    token = uuid.uuid4()
     if batch_size < 1 or cap < 1:
-        return Claim(token, [])
+        return Claim(uuid.uuid4(), [])
     busy = busy or {}
     params: dict[str, Any] = {
-        "start": uuid.uuid4(),
-        "batch": batch_size,
         "prefix": prefix,
         "cap": cap,
         "busy": list(busy),
         "busy_free": [max(0, free) for free in busy.values()],
-        "now": now,
-        "token": token,
-        "worker": worker_id,
-        "lease_until": _lease_until(now),
     }
+    return _claim(CLAIM_PREFIXED_SQL, params, batch_size=batch_size, worker_id=worker_id, now=now)
+
+
+def _claim(
+    sql: str,
+    params: dict[str, Any],
+    *,
+    batch_size: int,
+    worker_id: str,
+    now: dt.datetime | None,
+) -> Claim:
+    """Run a claim statement with a new lease token; its rows become the claim's events."""
+    now = now or timezone.now()
+    token = uuid.uuid4()
     with bound_cursor() as cursor:
-        cursor.execute(CLAIM_PREFIXED_SQL, params)
+        cursor.execute(
+            sql,
+            {
+                **params,
+                "start": uuid.uuid4(),  # the organization the fair scan starts at
+                "batch": batch_size,
+                "now": now,
+                "token": token,
+                "worker": worker_id,
+                "lease_until": _lease_until(now),
+            },
+        )
         rows = cursor.fetchall()
     return Claim(token, [_event_from_row(row) for row in rows])
 

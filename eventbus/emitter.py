@@ -318,8 +318,9 @@ class Preparer:
         if found is None:
             meta = {**self.context, "schema_version": schema.version, "emitted_at": self.emitted_at}
             found = self._plain_metadata[schema] = (meta, _dumps("metadata", meta))
-        # Each event gets its own dict; the JSON text is shared.
-        return dict(found[0]), found[1]
+        # Shared by this call's events, like the JSON text: a Preparer lives for one emit call,
+        # and only emit() hands the dict out (on the one event it returns).
+        return found
 
 
 def resolve_organization(organization: object) -> uuid.UUID:

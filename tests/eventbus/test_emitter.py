@@ -324,10 +324,9 @@ def test_an_emit_waits_for_a_concurrent_delete_of_its_tenant(org: Organization) 
 
         emitter_thread = threading.Thread(target=emit_now)
         emitter_thread.start()
-        deadline = time.monotonic() + 10
-        while not _waiting_on_a_lock(watcher) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert _waiting_on_a_lock(watcher), "the emit did not wait for the deleting transaction"
+        assert _someone_waits_on_a_lock(watcher), (
+            "the emit did not wait for the deleting transaction"
+        )
         other.commit()
     emitter_thread.join(timeout=10)
     (error,) = outcome
@@ -371,10 +370,7 @@ def test_deleting_an_organization_in_sql_cascades_even_under_an_open_emit(
             )
         )
         deleter.start()
-        deadline = time.monotonic() + 10
-        while not _waiting_on_a_lock(watcher) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert _waiting_on_a_lock(watcher), "the delete did not wait for the open emit"
+        assert _someone_waits_on_a_lock(watcher), "the delete did not wait for the open emit"
         emitting.commit()
         deleter.join(timeout=10)
     assert not deleter.is_alive()
@@ -383,14 +379,20 @@ def test_deleting_an_organization_in_sql_cascades_even_under_an_open_emit(
     assert not DeliveryAttempt.objects.exists()
 
 
-def _waiting_on_a_lock(conn: psycopg.Connection[Any]) -> bool:
-    """Whether a backend of this database waits on a lock (read in autocommit: pg_stat_activity
-    is a snapshot per transaction)."""
-    row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND datname = current_database() AND pid <> pg_backend_pid()"
-    ).fetchone()
-    return bool(row and row[0])
+def _someone_waits_on_a_lock(conn: psycopg.Connection[Any], timeout: float = 10.0) -> bool:
+    """Whether a backend of this database comes to wait on a lock within `timeout` (polled; read
+    in autocommit, as pg_stat_activity is a snapshot per transaction)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+        if row and row[0]:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
 
 
 def _effects(n: int, **extra: object) -> list[dict[str, object]]:
