@@ -6,11 +6,14 @@ scratch database and its worker processes); the product never imports this modul
 - `bench.single` has one consumer, `bench-noop-1-worker`.
 - `bench.fanout` has three, `bench-fanout-1-worker` .. `bench-fanout-3-worker`, so every emit
   writes three deliveries.
+- `bench.sleep` has one, `bench-sleep-worker`, which sleeps `payload["ms"]` (bench/isolation.py).
 
 The handlers do nothing: the benchmark measures the bus (claim, dispatch, ack), not the work.
 """
 
 from __future__ import annotations
+
+import time
 
 from eventbus.catalog import declare
 from eventbus.event import Event
@@ -28,10 +31,19 @@ ENTITY_KIND = "bench_item"
 
 declare(SINGLE_EVENT, required=("seq",), description="drain benchmark: one consumer")
 declare(FANOUT_EVENT, required=("seq",), description="drain benchmark: three consumers")
+SLEEP_EVENT = "bench.sleep"
+SLEEP_CONSUMER = "bench-sleep-worker"
+declare(SLEEP_EVENT, required=("seq", "ms"), description="isolation benchmark: timed handlers")
 
 
 def noop(event: Event) -> None:
     """Accept the delivery and do nothing."""
+
+
+@consumer(SLEEP_CONSUMER, events=[SLEEP_EVENT])
+def sleep(event: Event) -> None:
+    """Take `payload["ms"]` milliseconds (simulated I/O)."""
+    time.sleep(float(event.payload["ms"]) / 1000)
 
 
 for _name in SINGLE_CONSUMERS:

@@ -249,8 +249,19 @@ EVENTBUS = {
     # Extra random delay, as a fraction of the step (0.3 = +0-30%).
     "RETRY_JITTER": env.float("EVENTBUS_RETRY_JITTER", default=0.3),
     "MAX_ATTEMPTS": env.int("EVENTBUS_MAX_ATTEMPTS", default=8),
-    # A claimed delivery returns to pending if its worker has not finished it by then (seed: 5 min).
-    "LEASE_SECONDS": env.float("EVENTBUS_LEASE_SECONDS", default=300.0),
+    # A claim's lease; the worker's heartbeat renews it every third of it while it holds the
+    # deliveries, so it only runs out when the worker died, hung or lost the database. A killed
+    # worker's deliveries are back in play within the lease plus the reap interval (~35 s).
+    "LEASE_SECONDS": env.float("EVENTBUS_LEASE_SECONDS", default=30.0),
+    # One handler run longer than this fails with HandlerTimeout and is retried (per consumer:
+    # @consumer(timeout=...)); webhook deliveries use WEBHOOKS_TIMEOUT instead.
+    "HANDLER_TIMEOUT_SECONDS": env.float("EVENTBUS_HANDLER_TIMEOUT_SECONDS", default=300.0),
+    # Every slot of a worker busy with one run for this long: its claimed, unstarted deliveries
+    # are released for other workers (no head-of-line blocking).
+    "STUCK_RELEASE_SECONDS": env.float("EVENTBUS_STUCK_RELEASE_SECONDS", default=1.0),
+    # Timed-out handler threads cannot be killed; past this many still running, the worker
+    # stops and exits (code 75) so its supervisor starts a clean process.
+    "MAX_ABANDONED_THREADS": env.int("EVENTBUS_MAX_ABANDONED_THREADS", default=8),
     "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=256 * 1024),
     # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next poll.
     "NOTIFY_EVENT_TYPES": env.list(

@@ -5,16 +5,23 @@ dramatiq never retries them (max_retries=0)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from deskcomm.cron import declare_actor
 from eventbus.registry import registry
 from eventbus.relay import BROKER_QUEUE, run_published
 
 
-def _run(delivery_id: int, lease_token: str) -> None:
-    run_published(delivery_id, lease_token)
+def _runner(consumer: str) -> Callable[[int, str], None]:
+    def run(delivery_id: int, lease_token: str) -> None:
+        run_published(delivery_id, lease_token, consumer)
+
+    return run
 
 
 ACTORS = {
-    consumer.name: declare_actor(consumer.name, _run, queue_name=BROKER_QUEUE, max_retries=0)
+    consumer.name: declare_actor(
+        consumer.name, _runner(consumer.name), queue_name=BROKER_QUEUE, max_retries=0
+    )
     for consumer in registry.running_on("broker")
 }

@@ -7,15 +7,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 from django.utils.module_loading import import_string
 
-from eventbus.claim import DeadLetter
+from eventbus.claim import DeadDelivery
 from eventbus.conf import bus_settings
 
 logger = logging.getLogger(__name__)
 
-DeadLetterHook = Callable[[Sequence[DeadLetter]], None]
+DeadLetterHook = Callable[[Sequence[DeadDelivery]], None]
 
 
-def notify_dead(dead: Sequence[DeadLetter]) -> None:
+def notify_dead(dead: Sequence[DeadDelivery]) -> None:
     """Log each dead delivery at ERROR and call every hook in EVENTBUS["DEAD_LETTER_HOOKS"].
 
     A failing hook is logged and never stops the others (nor the worker).
@@ -43,7 +43,7 @@ def notify_dead(dead: Sequence[DeadLetter]) -> None:
         _call_hook(path, dead)
 
 
-def _call_hook(path: str, dead: Sequence[DeadLetter]) -> None:
+def _call_hook(path: str, dead: Sequence[DeadDelivery]) -> None:
     try:
         hook: DeadLetterHook = import_string(path)
         hook(dead)

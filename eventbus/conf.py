@@ -10,7 +10,15 @@ DEFAULTS: dict[str, Any] = {
     "RETRY_SCHEDULE": [30, 60, 120, 300, 600, 1800, 3600, 7200],
     "RETRY_JITTER": 0.3,
     "MAX_ATTEMPTS": 8,
-    "LEASE_SECONDS": 300.0,
+    # A worker's claim is leased this long and renewed every third of it by the heartbeat, so a
+    # killed worker's deliveries are back in play within about this long plus the reap interval.
+    "LEASE_SECONDS": 30.0,
+    # A handler run past this fails with HandlerTimeout (per consumer: @consumer(timeout=...)).
+    "HANDLER_TIMEOUT_SECONDS": 300.0,
+    # Every slot busy with one run for this long: the claimed, unstarted rest is released.
+    "STUCK_RELEASE_SECONDS": 1.0,
+    # Abandoned (timed-out) handler threads a worker tolerates before it exits to be restarted.
+    "MAX_ABANDONED_THREADS": 8,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
     "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
     "HANDLER_MODULES": [],

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from deskcomm.http import guarded_client
 from eventbus.alerts import alert
-from eventbus.claim import DeadLetter
+from eventbus.claim import DeadDelivery
 from eventbus.conf import bus_settings
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def dlq_alerts_check(*, now: dt.datetime | None = None) -> list[DlqGrowth]:
     return due
 
 
-def on_dead_letters(dead: Sequence[DeadLetter]) -> None:
+def on_dead_letters(dead: Sequence[DeadDelivery]) -> None:
     """EVENTBUS_DEAD_LETTER_HOOKS entry: check the DLQ growth right after work dies."""
     if dead:
         dlq_alerts_check()

@@ -21,3 +21,11 @@ class PermanentError(Exception):
 
 class ConsumerRegistrationError(ValueError):
     """A consumer declaration is invalid (bad name, bad event type, duplicate name)."""
+
+
+class HandlerTimeout(Exception):
+    """A handler ran past its consumer's timeout: the attempt failed (retried per the table)."""
+
+
+class LeaseLost(Exception):
+    """An atomic consumer's ack changed nothing (its lease was taken over): roll its writes back."""

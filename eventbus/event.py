@@ -20,6 +20,7 @@ _FIELDS = (
     "delivery_id",
     "attempt",
     "max_attempts",
+    "redelivered",
 )
 
 
@@ -31,6 +32,10 @@ class Event:
     decoded on first access, so a handler that never looks at them never pays for decoding.
     `correlation` holds the ids a handler run binds (request_id, trace_id, actor_id) when the
     claim read them from the metadata itself; otherwise they come from `metadata`.
+    `redelivered` is true when an earlier run of this delivery may have happened without its
+    outcome being recorded (its worker died, stalled past its lease or lost the database while
+    holding it): check the idempotency key before repeating a side effect.
+    `redelivery_reason` says what happened.
     """
 
     __slots__ = (
@@ -47,6 +52,8 @@ class Event:
         "id",
         "max_attempts",
         "organization_id",
+        "redelivered",
+        "redelivery_reason",
     )
 
     id: uuid.UUID
@@ -59,6 +66,8 @@ class Event:
     delivery_id: int
     attempt: int
     max_attempts: int
+    redelivered: bool
+    redelivery_reason: str | None
     _payload: dict[str, Any] | str
     _metadata: dict[str, Any] | str
     _correlation: dict[str, str] | None
@@ -79,6 +88,8 @@ class Event:
         attempt: int = 0,
         max_attempts: int = 0,
         correlation: dict[str, str] | None = None,
+        redelivered: bool = False,
+        redelivery_reason: str | None = None,
     ) -> None:
         init = object.__setattr__
         init(self, "id", id)
@@ -94,6 +105,8 @@ class Event:
         init(self, "attempt", attempt)
         init(self, "max_attempts", max_attempts)
         init(self, "_correlation", correlation)
+        init(self, "redelivered", redelivered)
+        init(self, "redelivery_reason", redelivery_reason)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Event is read-only: cannot set {name!r}")

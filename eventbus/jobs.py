@@ -11,9 +11,7 @@ import logging
 from django.db import connection
 
 from deskcomm.cron import job, job_setting
-from eventbus import archive
-from eventbus import claim as claims
-from eventbus.alerts import notify_dead
+from eventbus import archive, settle
 from eventbus.conf import bus_settings
 from eventbus.dlq_alerts import dlq_alerts_check
 from eventbus.emitter import WAKEUP_CHANNEL
@@ -25,8 +23,7 @@ logger = logging.getLogger(__name__)
 @job("event-log-reaper", every=dt.timedelta(minutes=1))
 def reap_expired_leases() -> int:
     """Return deliveries of dead workers (expired leases) to pending (seed 000 §11.4)."""
-    reaped, dead = claims.reap(worker_id="cron:event-log-reaper")
-    notify_dead(dead)
+    reaped, _ = settle.reap(worker_id="cron:event-log-reaper")
     return reaped
 
 

@@ -35,6 +35,26 @@ HANDLER_DURATION = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 
+# Failure isolation (eventbus/claim.py, eventbus/slots.py): what the worker took back or gave up.
+DELIVERIES_REAPED = Counter(
+    "deskcomm_eventbus_deliveries_reaped_total",
+    "Deliveries taken over after their worker's lease ran out (killed, stuck, disconnected).",
+)
+HANDLER_TIMEOUTS = Counter(
+    "deskcomm_eventbus_handler_timeouts_total",
+    "Handler runs given up after their consumer's timeout (the thread is abandoned).",
+    ["consumer"],
+)
+LEASES_LOST = Counter(
+    "deskcomm_eventbus_leases_lost_total",
+    "Deliveries a worker found taken over by another at its heartbeat (not run, results dropped).",
+)
+
+
+def count_reaped(n: int) -> None:
+    if n:
+        DELIVERIES_REAPED.inc(n)
+
 
 def count_emitted(event_types: Iterable[str]) -> None:
     """One increment per event type of a statement."""

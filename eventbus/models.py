@@ -173,6 +173,13 @@ class Delivery(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)  # done or dead at
+    # Failure isolation (claim.py, reap.sql): its worker died holding it together with others,
+    # so it runs alone next (claim_isolated.sql) and is charged if it kills its worker again.
+    isolate = models.BooleanField(default=False, db_default=False)
+    # An earlier run may have happened without its outcome being recorded (worker killed,
+    # stalled past its lease, disconnected): handlers see it as `event.redelivered`.
+    redelivered = models.BooleanField(default=False, db_default=False)
+    redelivery_reason = models.TextField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -193,6 +200,12 @@ class Delivery(models.Model):
                 fields=["organization", "consumer", "next_attempt_at"],
                 condition=Q(status="pending"),
                 name="delivery_claim_idx",
+            ),
+            # claim_isolated.sql: deliveries waiting to run alone (usually none).
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status="pending", isolate=True),
+                name="delivery_isolated_idx",
             ),
             # The reaper: leases that ran out.
             models.Index(

@@ -43,6 +43,7 @@ class Consumer:
     delay: Delay | None = None  # initial delay before the first attempt
     atomic: bool = False  # run the handler and the ack in one transaction
     runs_on: RunsOn = "drain"
+    timeout: dt.timedelta | None = None  # None: settings.EVENTBUS["HANDLER_TIMEOUT_SECONDS"]
 
     @property
     def delay_seconds(self) -> float:
@@ -55,6 +56,14 @@ class Consumer:
         # An operator's per-consumer setting (e.g. ORDER_POST_ATTEMPTS) wins over the declaration.
         configured = bus_settings.CONSUMER_MAX_ATTEMPTS.get(self.name)
         return int(configured or self.max_attempts or bus_settings.MAX_ATTEMPTS)
+
+    def timeout_seconds(self) -> float:
+        """How long one run may take before it fails with `HandlerTimeout`."""
+        from eventbus.conf import bus_settings
+
+        if self.timeout is not None:
+            return self.timeout.total_seconds()
+        return float(bus_settings.HANDLER_TIMEOUT_SECONDS)
 
     @property
     def label(self) -> str:
@@ -100,6 +109,9 @@ class Registry:
                 f"unknown consumer {name!r} (registered: {known})"
             ) from None
 
+    def find(self, name: str | None) -> Consumer | None:
+        return self._consumers.get(name) if name else None
+
     def all(self) -> list[Consumer]:
         return sorted(self._consumers.values(), key=lambda c: c.name)
 
@@ -132,6 +144,7 @@ def make_consumer(
     delay: Delay | None = None,
     atomic: bool = False,
     runs_on: RunsOn = "drain",
+    timeout: float | dt.timedelta | None = None,
 ) -> Consumer:
     """Validate a declaration and build the Consumer (does not register it)."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -155,7 +168,20 @@ def make_consumer(
         raise ConsumerRegistrationError(
             f"{name}: runs_on must be one of {RUNS_ON}, got {runs_on!r}"
         )
-    return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on)
+    limit = _timeout(name, timeout)
+    return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on, limit)
+
+
+def _timeout(name: str, timeout: float | dt.timedelta | None) -> dt.timedelta | None:
+    if timeout is None:
+        return None
+    if not isinstance(timeout, dt.timedelta):
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise ConsumerRegistrationError(f"{name}: timeout must be seconds or a timedelta")
+        timeout = dt.timedelta(seconds=timeout)
+    if timeout <= dt.timedelta(0):
+        raise ConsumerRegistrationError(f"{name}: timeout must be positive")
+    return timeout
 
 
 def consumer(
@@ -166,6 +192,7 @@ def consumer(
     delay: Delay | None = None,
     atomic: bool = False,
     runs_on: RunsOn = "drain",
+    timeout: float | dt.timedelta | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register `fn(event) -> None` as consumer `name` of `events`.
 
@@ -175,7 +202,9 @@ def consumer(
     `atomic=True` commits the handler's database writes together with the ack,
     so a killed worker can never leave them half-applied or applied twice. `runs_on="broker"`
     hands the consumer to the jobs process: the relay publishes each due delivery to the dramatiq
-    broker and the actor runs it and acks/nacks the same delivery row.
+    broker and the actor runs it and acks/nacks the same delivery row. `timeout` (seconds or a
+    timedelta; default EVENTBUS_HANDLER_TIMEOUT_SECONDS) bounds one run: past it the attempt
+    fails with `HandlerTimeout` and is retried per the table, and the worker's slot is freed.
     """
 
     def decorate(fn: Handler) -> Handler:
@@ -188,6 +217,7 @@ def consumer(
                 delay=delay,
                 atomic=atomic,
                 runs_on=runs_on,
+                timeout=timeout,
             )
         )
         return fn
@@ -212,5 +242,6 @@ def describe(consumer_: Consumer) -> dict[str, Any]:
         "delay_seconds": consumer_.delay_seconds,
         "atomic": consumer_.atomic,
         "runs_on": consumer_.runs_on,
+        "timeout_seconds": consumer_.timeout_seconds(),
         "handler": consumer_.label,
     }

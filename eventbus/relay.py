@@ -1,15 +1,18 @@
-"""Broker-run consumers: the outbox relay (seed 004) and the run of a published delivery.
+"""Broker-run consumers: the outbox relay pump (seed 004) and the run of a published delivery.
 
-Publish side (`Relay`, in `drain_events`): claim due deliveries of consumers declared with
-`runs_on="broker"` (the ordinary claim: SKIP LOCKED, lease, attempt counted), publish each to the
-dramatiq broker with message id = delivery id and the claim's lease token, and keep the lease. A
-broker that cannot be reached stops the batch: every unpublished delivery gets its attempt back, a
-publish failure counted, and a backoff; after OUTBOX_MAX_ATTEMPTS failures it is dead.
+Publish side (`Relay`, a pump of `drain_events`): claim due deliveries of consumers declared with
+`runs_on="broker"` (the ordinary claim: SKIP LOCKED, lease, attempt counted; those waiting to run
+alone too, since publishing runs no handler), publish each to the dramatiq broker with message
+id = delivery id and the claim's lease token, and keep the lease. A broker that cannot be
+reached stops the batch: every unpublished delivery gets its attempt back, a publish failure
+counted, and a backoff; after OUTBOX_MAX_ATTEMPTS failures it is dead.
 
 Run side (`run_published`, in the `rundramatiq` jobs process): adopt the delivery with the token
 the message carries (0 rows: the lease was lost, the message is stale and nothing runs), run the
-consumer and ack/nack the same row. The database, not the broker, owns retries and the DLQ.
-Messages carry ids and the token only: never payloads or personal data.
+consumer and settle the same row. The adoption leases it for the consumer's timeout plus one
+lease (the actor's time limit is that timeout), since no heartbeat runs there. The database,
+not the broker, owns retries and the DLQ. Messages carry ids and the token only: never payloads
+or personal data.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -24,12 +29,12 @@ import dramatiq
 from dramatiq import Message
 
 from eventbus import claim as claims
-from eventbus.alerts import notify_dead
 from eventbus.conf import bus_settings
-from eventbus.dispatch import Dispatcher
+from eventbus.drain import run_adopted
 from eventbus.event import Event
 from eventbus.registry import Consumer, registry
 from eventbus.retry import judge_publish_failure
+from eventbus.settle import publish_failed
 
 logger = logging.getLogger(__name__)
 
@@ -43,46 +48,62 @@ def message_id_for(delivery_id: int) -> str:
     return str(uuid.UUID(int=delivery_id))
 
 
-def delivery_message(consumer: str, delivery_id: int, token: uuid.UUID) -> Message[None]:
+def delivery_message(consumer: Consumer, delivery_id: int, token: uuid.UUID) -> Message[None]:
     """The message for one published delivery: the actor named after the consumer, ids only."""
     return Message(
         queue_name=BROKER_QUEUE,
-        actor_name=consumer,
+        actor_name=consumer.name,
         args=(delivery_id, str(token)),
         kwargs={},
-        # The database owns retries; an actor never outlives the lease it runs under.
-        options={"max_retries": 0, "time_limit": int(float(bus_settings.LEASE_SECONDS) * 1000)},
+        # The database owns retries; the actor's run is bounded by the consumer's timeout.
+        options={"max_retries": 0, "time_limit": int(consumer.timeout_seconds() * 1000)},
         message_id=message_id_for(delivery_id),
     )
 
 
 class Relay:
-    """`run_once()` publishes one batch of due broker deliveries; returns how many it claimed."""
+    """The relay pump: `run_once()` publishes one batch of due broker deliveries."""
+
+    name = "relay"
 
     def __init__(self, *, worker_id: str, broker: dramatiq.Broker | None = None) -> None:
         self.worker_id = f"{claims.RELAY_WORKER_PREFIX}{worker_id}"
-        self.names = [c.name for c in registry.running_on("broker")]
+        self.consumers = {c.name: c for c in registry.running_on("broker")}
+        self.names = list(self.consumers)
+        self.processed = 0
+        self.settling = threading.Lock()
         self._broker = broker
+        self._next_due = 0.0
+        self._stopping = False
+        self._idle = False
 
     @property
     def broker(self) -> dramatiq.Broker:
         return self._broker or dramatiq.get_broker()
 
     def run_once(self) -> int:
-        batch = claims.claim(
-            consumers=self.names,
-            batch_size=int(bus_settings.RELAY_BATCH_SIZE),
-            worker_id=self.worker_id,
-        )
-        for index, event in enumerate(batch.events):
+        """Claim and publish one batch; returns how many deliveries were claimed."""
+        size = int(bus_settings.RELAY_BATCH_SIZE)
+        batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
+        self._publish(batch.token, batch.events)
+        claimed = len(batch.events)
+        if claimed < size:  # deliveries waiting to run alone: publishing runs no handler
+            isolated = claims.claim_isolated(
+                consumers=self.names, batch_size=size - claimed, worker_id=self.worker_id
+            )
+            self._publish(isolated.token, isolated.events)
+            claimed += len(isolated.events)
+        self._idle = claimed < size
+        return claimed
+
+    def _publish(self, token: uuid.UUID, events: Sequence[Event]) -> None:
+        for index, event in enumerate(events):
             try:
-                self.broker.enqueue(
-                    delivery_message(event.consumer, event.delivery_id, batch.token)
-                )
+                consumer = self.consumers[event.consumer]
+                self.broker.enqueue(delivery_message(consumer, event.delivery_id, token))
             except Exception as exc:  # any broker error: the rest of the batch waits too
-                self._publish_failed(batch.token, batch.events[index:], exc)
-                break
-        return len(batch.events)
+                self._publish_failed(token, events[index:], exc)
+                return
 
     def _publish_failed(self, token: uuid.UUID, events: Sequence[Event], exc: Exception) -> None:
         logger.warning(
@@ -106,24 +127,66 @@ class Relay:
             )
             for e in events
         ]
-        notify_dead(claims.nack(token, failures, worker_id=self.worker_id))
+        consumer_of = {e.delivery_id: e.consumer for e in events}
+        publish_failed(token, failures, consumer_of, worker_id=self.worker_id)
+
+    # -- the runner's interface ---------------------------------------------------------------
+
+    def step(self) -> int:
+        """Publish a batch when due: at once after a full one, else every poll interval."""
+        now = time.monotonic()
+        if self._stopping or not self.names or now < self._next_due:
+            return 0
+        claimed = self.run_once()
+        poll = float(bus_settings.RELAY_POLL_INTERVAL_MS) / 1000
+        self._next_due = now if not self._idle else now + poll
+        return claimed
+
+    in_flight = 0  # published deliveries are the jobs process's to run and settle
+    degraded = False
+
+    def idle(self) -> bool:
+        return self._idle or not self.names
+
+    def held(self) -> dict[uuid.UUID, list[int]]:
+        return {}
+
+    def renewed(self, token: uuid.UUID) -> None:
+        """Nothing held: the relay keeps no delivery after publishing it."""
+
+    def lost(self, token: uuid.UUID, ids: set[int]) -> None:
+        """Nothing held: the relay keeps no delivery after publishing it."""
+
+    def poke(self) -> None:
+        self._next_due = 0.0
+
+    def interrupted(self) -> None:
+        self._next_due = 0.0
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def close(self) -> None:
+        self.stop()
+
+    def wait_hint(self, poll_interval: float) -> float:
+        return max(0.0, self._next_due - time.monotonic()) if self.names else poll_interval
 
 
-def run_published(delivery_id: int, lease_token: str) -> str:
-    """Run a published delivery in the jobs process: "done", "failed" or "stale" (lease lost)."""
+def run_published(delivery_id: int, lease_token: str, consumer: str | None = None) -> str:
+    """Run a published delivery in the jobs process: "done", "failed", "released" (the
+    database connection failed: not charged) or "stale" (lease lost, nothing ran)."""
     worker_id = f"jobs:{socket.gethostname()}:{os.getpid()}"
     token = uuid.UUID(lease_token)
-    event = claims.adopt(delivery_id, token, worker_id=worker_id)
-    if event is None:
+    name = consumer or claims.consumer_of(delivery_id)
+    declared = registry.find(name)
+    lease = declared.timeout_seconds() if declared else 0.0
+    event = claims.adopt(delivery_id, token, worker_id=worker_id, extra_lease=lease)
+    if event is None or declared is None:
         logger.info(
             "delivery %s: stale message (lease lost or already settled); nothing to run",
             delivery_id,
             extra={"delivery_id": delivery_id},
         )
         return "stale"
-    consumer: Consumer = registry.get(event.consumer)
-    dispatcher = Dispatcher([consumer], worker_id=worker_id)
-    batch = claims.Claim(token, [event])
-    outcome = dispatcher.run(batch)
-    dispatcher.settle(token, outcome)
-    return "failed" if outcome.failures else "done"
+    return run_adopted(declared, token, event, worker_id=worker_id)

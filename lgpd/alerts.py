@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from django.core.mail import send_mail
 
 from eventbus.alerts import alert
-from eventbus.claim import DeadLetter
+from eventbus.claim import DeadDelivery
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
 
@@ -19,7 +19,7 @@ LGPD_CONSUMERS = ("lgpd-export-worker", "lgpd-redact-worker")
 SlaNotifier = Callable[[DataRequest, dt.datetime], None]
 
 
-def dead_letter_hook(dead: Sequence[DeadLetter]) -> None:
+def dead_letter_hook(dead: Sequence[DeadDelivery]) -> None:
     """EVENTBUS dead-letter hook: a dead LGPD delivery is a compliance issue for the DPO."""
     for letter in dead:
         if letter.consumer not in LGPD_CONSUMERS:

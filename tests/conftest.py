@@ -112,6 +112,15 @@ class Drain(subprocess.Popen[bytes]):
         self.log.close()
 
 
+@pytest.fixture
+def processes() -> Iterator[list[Drain]]:
+    """Drain subprocesses a test started; whatever is still running at the end is killed."""
+    started: list[Drain] = []
+    yield started
+    for process in started:
+        process.close()
+
+
 def start_drain(*args: str, **env: str) -> Drain:
     """Start `manage.py drain_events ARGS` as a real subprocess on the test database."""
     return Drain(*args, **env)

@@ -17,8 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from eventbus import claim as claims
-from eventbus import metrics as bus_metrics
-from eventbus.alerts import notify_dead
+from eventbus import settle as bus_settle
 from eventbus.conf import bus_settings
 from eventbus.event import Event
 from webhooks import metrics
@@ -73,25 +72,21 @@ def policy() -> Policy:
 
 
 def settle(finished: Sequence[Finished], *, worker_id: str) -> None:
-    """Ack/nack per claim token, then the attempt log and the subscriptions' health."""
-    for token in dict.fromkeys(f.token for f in finished):
-        mine = [f for f in finished if f.token == token]
-        claims.ack(token, [f.event.delivery_id for f in mine if f.decision.ok])
-        failures = [
-            claims.Failure(
-                f.event.delivery_id, f.decision.verdict, f.result.duration_ms if f.result else None
+    """The bus's settlement per claim token, then the attempt log and the subscriptions' health."""
+    settlements = bus_settle.by_token(
+        [(f.token, f.event.delivery_id, f.event.consumer) for f in finished]
+    )
+    for f in finished:
+        settlement = settlements[f.token]
+        if f.decision.verdict is None:
+            settlement.done.append(f.event.delivery_id)
+        else:
+            duration = f.result.duration_ms if f.result else None
+            settlement.failures.append(
+                claims.Failure(f.event.delivery_id, f.decision.verdict, duration)
             )
-            for f in mine
-            if f.decision.verdict is not None
-        ]
-        dead = claims.nack(token, failures, worker_id=worker_id)
-        bus_metrics.count_settled(
-            {f.event.delivery_id: f.event.consumer for f in mine},
-            done=[f.event.delivery_id for f in mine if f.decision.ok],
-            failed=[f.delivery_id for f in failures],
-            dead=[d.delivery_id for d in dead],
-        )
-        notify_dead(dead)
+    for settlement in settlements.values():
+        bus_settle.settle(settlement, worker_id=worker_id)
     metrics.count_attempts(f.result.status_code for f in finished if f.result is not None)
     with transaction.atomic():
         _log_attempts(finished)

@@ -1,32 +1,37 @@
-"""The webhook worker: many HTTP requests in flight, one slow endpoint never holding the rest.
+"""The webhook sender pump: many HTTP requests in flight, one slow endpoint never holding the rest.
 
-Unlike the generic drain (claim a batch, run it all, settle, claim again), this loop keeps up to
-`concurrency` requests running on a thread pool and claims again as soon as slots free up:
-each claim asks only for the free slots, and each subscription for at most its own free
-in-flight slots (`per_subscription`), so a subscription whose endpoint hangs until the timeout
-holds at most that many threads while the others keep flowing. Finished attempts are settled in
-batches (ack, nack, attempt log, failure counters). Signals, the LISTEN wake-up, the lease
-heartbeat, reaping and database back-off are the bus worker's (this class extends it).
+It runs on the bus's runner (signals, LISTEN, heartbeats, reaping, database back-off) and slots
+(eventbus/slots.py): up to `concurrency` requests run at once, each subscription at most
+`per_subscription` of them (its lane), and the pump claims again as soon as slots free up: each
+claim asks only for the free room, and each subscription for at most its own free in-flight
+slots, so a subscription whose endpoint hangs until the timeout holds at most that many threads
+while the others keep flowing. Finished attempts are settled in batches (the bus's ack/nack,
+then the attempt log, failure counters and auto-disable: webhooks/settle.py). Anything an
+attempt raises becomes a recorded failure of that delivery (retried per the table); an attempt
+running past the HTTP timeout plus a margin is given up like a handler timeout.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 
 import httpx
-from django.db import DatabaseError
 from django.utils import timezone
 
 from deskcomm import context
 from eventbus import claim as claims
-from eventbus.dispatch import HandlerPool, log_ids
+from eventbus import settle as bus_settle
+from eventbus.conf import bus_settings
+from eventbus.drain import log_ids
 from eventbus.event import Event
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.retry import Verdict, backoff_seconds
+from eventbus.runner import Pump, Runner, RunnerOptions
+from eventbus.slots import Job, Leases, SlotPool, log_lost
+from eventbus.worker import WorkerOptions, worker_id
 from webhooks import outcome, selectors, sender, settle
 from webhooks.conf import CONSUMER_PREFIX, webhook_settings
 from webhooks.transport import build_client
@@ -36,9 +41,9 @@ logger = logging.getLogger(__name__)
 # Deliveries claimed per sending slot (the running one and those queued behind it): enough that a
 # slot never idles while the loop settles and claims again.
 PREFETCH = 4
-# After a completion wakes the loop, how long to let others finish before settling and claiming:
-# amortises the settle/claim statements over several deliveries at a bounded latency cost.
-GATHER_SECONDS = 0.002
+# An attempt still running this long after the HTTP timeout is given up (a bug or a stuck DNS
+# lookup; the client's own timeouts normally end it first).
+TIMEOUT_MARGIN_SECONDS = 5.0
 
 
 @dataclass
@@ -47,55 +52,122 @@ class WebhookWorkerOptions(WorkerOptions):
     per_subscription: int | None = None  # None: WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION
 
 
-@dataclass(frozen=True)
-class _Job:
-    token: uuid.UUID
-    event: Event
-    sub_id: uuid.UUID | None
-    target: sender.Target | None
+@dataclass(eq=False)
+class SendJob(Job):
+    """One delivery to send: the job plus its subscription's target (None: deleted)."""
+
+    subscription_id: uuid.UUID | None = None
+    target: sender.Target | None = None
 
 
 @dataclass(frozen=True)
-class _Unstarted:
-    token: uuid.UUID
-    event: Event
+class _Released:
+    job: Job
 
 
-class WebhookWorker(Worker):
-    """`run()` until stopped; `run_once()` settles what finished and claims for free slots."""
+class WebhookPump:
+    """Claims webhook deliveries for the free slots, sends them, settles what finished."""
+
+    name = "webhooks"
 
     def __init__(
-        self, options: WebhookWorkerOptions | None = None, *, client: httpx.Client | None = None
+        self,
+        options: WebhookWorkerOptions,
+        *,
+        worker_id: str,
+        client: httpx.Client | None = None,
+        wake: threading.Event,
     ) -> None:
-        options = options or WebhookWorkerOptions()
-        # The base class's own dispatcher stays inline and unused: this worker has its pool.
-        super().__init__(
-            WorkerOptions(listen=options.listen, startup_jitter=options.startup_jitter)
-        )
         self.options = options
-        self.names = [f"{CONSUMER_PREFIX}*"]
+        self.worker_id = worker_id
         self.per_subscription = options.per_subscription or int(
             webhook_settings.MAX_IN_FLIGHT_PER_SUBSCRIPTION
         )
+        self.processed = 0
+        self.settling = threading.Lock()
+        self.leases = Leases()
         self._client = client or build_client(max_connections=options.concurrency)
-        self._pool = HandlerPool(options.concurrency)
-        self._results: queue.SimpleQueue[settle.Finished | _Unstarted] = queue.SimpleQueue()
-        # Claimed and not yet collected, per consumer: requests running plus those queued
-        # behind them (PREFETCH rounds per slot, so a finished request starts the next one at
-        # once instead of waiting for the loop to claim).
-        self._held: Counter[str] = Counter()
-        self._lock = threading.Lock()  # guards _queued and _serving (pool threads use them)
-        self._queued: dict[str, deque[_Job]] = {}
-        self._serving: Counter[str] = Counter()  # consumer -> threads sending for it
-        self._waiting: list[settle.Finished] = []  # finished, not settled yet (DB trouble)
+        self._wake = wake
+        self.pool: SlotPool[settle.Finished | _Released] = SlotPool(
+            options.concurrency,
+            self._attempt,
+            on_error=self._crashed,
+            on_progress=wake.set,
+            lane_limit=self.per_subscription,
+            can_start=self.leases.trusted,
+            name="webhook-sender",
+        )
+        self._lock = threading.Lock()  # _dropped (the heartbeat thread adds to it)
+        self._dropped: list[Job] = []  # queued jobs of a lost lease
+        self._per_consumer: Counter[str] = Counter()  # claimed, not settled, per consumer
+        self._waiting: list[settle.Finished | _Released] = []  # finished, not settled yet
+        self._stopping = False
+        self._drained = False
 
-    def run_once(self) -> int:
-        """Settle finished attempts, then claim deliveries for the free slots; returns claimed."""
-        self._maybe_reap()
-        self._collect()
-        self._settle_waiting()
-        free = min(PREFETCH * self.options.concurrency - self.in_flight, self._batch_size())
-        if self._stop.is_set() or free <= 0:
+    # -- the runner's interface ---------------------------------------------------------------
+
+    def step(self) -> int:
+        self._waiting.extend(self.pool.take())
+        self._watch()
+        progress = self._settle()
+        return progress + self._claim()
+
+    @property
+    def in_flight(self) -> int:
+        """Deliveries claimed by this worker and not settled yet (running, queued, finished)."""
+        return sum(self._per_consumer.values())
+
+    @property
+    def degraded(self) -> bool:
+        return self.pool.orphans >= int(bus_settings.MAX_ABANDONED_THREADS)
+
+    def idle(self) -> bool:
+        return self._drained and self.in_flight == 0
+
+    def held(self) -> dict[uuid.UUID, list[int]]:
+        return self.leases.held()
+
+    def lost(self, token: uuid.UUID, ids: set[int]) -> None:
+        dropped = self.pool.drop(ids)
+        self.leases.lose(token, ids, never_started={job.event.delivery_id for job in dropped})
+        with self._lock:
+            self._dropped.extend(dropped)
+        log_lost(self.name, token, ids, len(dropped))
+
+    def renewed(self, token: uuid.UUID) -> None:
+        self.leases.renew(token)
+
+    def poke(self) -> None:
+        """A NOTIFY arrived: the runner steps at once anyway."""
+
+    def interrupted(self) -> None:
+        self.pool.pause()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.pool.pause()
+
+    def close(self) -> None:
+        """On exit: let running requests finish, release the unstarted, settle everything."""
+        self.stop()
+        never_sent = self.pool.wind_down(self._tick)
+        self._waiting.extend(self.pool.take())
+        self._waiting.extend(_Released(job) for job in never_sent)
+        try:
+            self._settle()
+        finally:
+            self._client.close()
+
+    def wait_hint(self, poll_interval: float) -> float:
+        return 0.1 if self.in_flight else poll_interval
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    def _claim(self) -> int:
+        if self._stopping:
+            return 0
+        free = min(PREFETCH * self.options.concurrency - self.in_flight, self._room())
+        if free <= 0:
             return 0
         held_cap = PREFETCH * self.per_subscription
         batch = claims.claim_prefixed(
@@ -103,145 +175,166 @@ class WebhookWorker(Worker):
             batch_size=free,
             worker_id=self.worker_id,
             cap=held_cap,
-            busy={c: held_cap - n for c, n in self._held.items() if n},
+            busy={c: held_cap - n for c, n in self._per_consumer.items() if n},
         )
+        self._drained = not batch.events
         if batch.events:
             self._launch(batch)
         return len(batch.events)
 
-    @property
-    def in_flight(self) -> int:
-        """Deliveries claimed by this worker and not collected yet (running or queued)."""
-        return sum(self._held.values())
-
-    # -- running ----------------------------------------------------------------------------
+    def _room(self) -> int:
+        limit = self.options.max_events
+        if limit is None:
+            return self.options.batch_size
+        return max(0, min(self.options.batch_size, limit - self.processed - self.in_flight))
 
     def _launch(self, batch: claims.Claim) -> None:
         sub_ids = {selectors.subscription_id_of(e.consumer) for e in batch.events}
         targets = selectors.targets_for({s for s in sub_ids if s}, now=timezone.now())
-        with self._inflight_lock:
-            self._inflight[batch.token] = list(batch.ids)
+        timeout = float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
+        self.leases.hold(batch.token, batch.ids)
+        jobs = []
         for event in batch.events:
-            self._held[event.consumer] += 1
+            self._per_consumer[event.consumer] += 1
             sub_id = selectors.subscription_id_of(event.consumer)
-            job = _Job(batch.token, event, sub_id, targets.get(sub_id) if sub_id else None)
-            self._enqueue(job)
+            target = targets.get(sub_id) if sub_id else None
+            jobs.append(SendJob(batch.token, event, timeout, event.consumer, sub_id, target))
+        self.pool.submit(jobs)
 
-    def _enqueue(self, job: _Job) -> None:
-        """Queue behind the consumer's requests; start a sender while under the bound."""
-        consumer = job.event.consumer
-        with self._lock:
-            self._queued.setdefault(consumer, deque()).append(job)
-            if self._serving[consumer] >= self.per_subscription:
-                return
-            self._serving[consumer] += 1
-        self._pool.submit(lambda: self._serve(consumer))
+    # -- sending ------------------------------------------------------------------------------
 
-    def _serve(self, consumer: str) -> None:
-        """Send the consumer's queued deliveries one after another (one of its bounded slots)."""
-        while True:
-            with self._lock:
-                jobs = self._queued.get(consumer)
-                if not jobs:
-                    self._serving[consumer] -= 1
-                    if self._serving[consumer] <= 0:
-                        del self._serving[consumer]
-                        self._queued.pop(consumer, None)
-                    return
-                job = jobs.popleft()
-            try:
-                self._results.put(self._attempt(job.token, job.event, job.sub_id, job.target))
-            finally:
-                self._wakeup.set()  # the loop settles it and claims for the freed slot
-
-    def _attempt(
-        self,
-        token: uuid.UUID,
-        event: Event,
-        sub_id: uuid.UUID | None,
-        target: sender.Target | None,
-    ) -> settle.Finished | _Unstarted:
-        if self._stop.is_set():
-            return _Unstarted(token, event)
+    def _attempt(self, job: Job) -> settle.Finished:
+        assert isinstance(job, SendJob)
+        event, target = job.event, job.target
         if target is None or not target.enabled:
-            return settle.Finished(token, event, sub_id, None, outcome.disabled_subscription())
+            decision = outcome.disabled_subscription()
+            return settle.Finished(job.token, event, job.subscription_id, None, decision)
         with context.bind_log(**log_ids(event)):
             result = sender.send(self._client, target, event)
         decision = outcome.judge(
             result, attempt=event.attempt, max_attempts=event.max_attempts, policy=settle.policy()
         )
-        return settle.Finished(token, event, sub_id, result, decision)
+        return settle.Finished(job.token, event, job.subscription_id, result, decision)
 
-    # -- settling ---------------------------------------------------------------------------
+    def _crashed(self, job: Job, exc: BaseException, elapsed: float) -> settle.Finished:
+        """An attempt raised (a bug, not the endpoint): a transient failure of that delivery."""
+        logger.error(
+            "webhook delivery %s: the attempt raised %s: %s",
+            job.event.delivery_id,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+            extra=log_ids(job.event),
+        )
+        return self._failure(job, type(exc).__name__, f"{type(exc).__name__}: {exc}")
 
-    def _collect(self) -> None:
-        """Take finished work off the queue: free its slots, release what never started."""
-        unstarted: dict[uuid.UUID, list[int]] = {}
-        while True:
-            try:
-                item = self._results.get_nowait()
-            except queue.Empty:
-                break
-            self._forget(item.token, item.event)
-            if isinstance(item, _Unstarted):
-                unstarted.setdefault(item.token, []).append(item.event.delivery_id)
-            else:
-                self._waiting.append(item)
-        for token, ids in unstarted.items():
-            claims.release(token, ids)
+    def _failure(self, job: Job, error_class: str, error: str) -> settle.Finished:
+        event = job.event
+        dead = event.attempt >= event.max_attempts
+        policy = settle.policy()
+        delay = (
+            0.0
+            if dead
+            else backoff_seconds(event.attempt, schedule=policy.schedule, jitter=policy.jitter)
+        )
+        decision = outcome.Decision(Verdict(dead, delay, error_class, error[:4000]))
+        sub_id = job.subscription_id if isinstance(job, SendJob) else None
+        return settle.Finished(job.token, event, sub_id, None, decision)
 
-    def _forget(self, token: uuid.UUID, event: Event) -> None:
-        self._held[event.consumer] -= 1
-        if self._held[event.consumer] <= 0:
-            del self._held[event.consumer]
-        with self._inflight_lock:
-            ids = self._inflight.get(token, [])
-            if event.delivery_id in ids:
-                ids.remove(event.delivery_id)
-            if not ids:
-                self._inflight.pop(token, None)
+    def _tick(self) -> None:
+        self._waiting.extend(self.pool.take())
+        self._watch()
 
-    def _settle_waiting(self) -> None:
+    def _watch(self) -> None:
+        for job, elapsed in self.pool.expired():
+            error = f"HandlerTimeout: the attempt was still running after {elapsed:.1f}s"
+            self._waiting.append(self._failure(job, "HandlerTimeout", error))
+
+    # -- settling -----------------------------------------------------------------------------
+
+    def _settle(self) -> int:
+        with self._lock:
+            dropped, self._dropped = self._dropped, []
+        self._forget([_Released(job) for job in dropped], held=False)
+        seen = self.leases.take_lost(_event(w).delivery_id for w in self._waiting)
         if not self._waiting:
-            return
-        batch = self._waiting
-        # On a database error the results stay in _waiting and are settled again next pass
-        # (the fenced ack/nack are safe to repeat).
-        settle.settle(batch, worker_id=self.worker_id)
+            return 0
+        batch = [w for w in self._waiting if _event(w).delivery_id not in seen]
+        finished = [w for w in batch if isinstance(w, settle.Finished)]
+        with self.settling:
+            # On a database error the results stay in _waiting and are settled again next pass
+            # (the fenced ack/nack are safe to repeat).
+            _release([w.job for w in batch if isinstance(w, _Released)], worker_id=self.worker_id)
+            if finished:
+                settle.settle(finished, worker_id=self.worker_id)
+        self._forget(self._waiting, held=True)
         self._waiting = []
-        self.processed += len(batch)
+        self.processed += len(finished)
+        return len(batch)
 
-    # -- loop overrides ---------------------------------------------------------------------
+    def _forget(self, items: list[settle.Finished | _Released], *, held: bool) -> None:
+        """No longer in flight: free the consumer's share (and the lease, once settled)."""
+        for item in items:
+            event = _event(item)
+            self._per_consumer[event.consumer] -= 1
+            if self._per_consumer[event.consumer] <= 0:
+                del self._per_consumer[event.consumer]
+            if held:
+                self.leases.settled(_token(item), [event.delivery_id])
 
-    def _idle_wait(self) -> None:
-        """Wait for a completion (or the poll interval); then let a few more finish so one
-        settle and one claim serve several deliveries instead of one each."""
-        super()._idle_wait()
-        if self.in_flight:
-            self._stop.wait(GATHER_SECONDS)
 
-    def _finished(self, claimed: int) -> bool:
-        limit = self.options.max_events
-        if limit is not None and self.processed >= limit:
-            return True
-        return self.options.once and claimed == 0 and self.in_flight == 0 and not self._waiting
+def _event(item: settle.Finished | _Released) -> Event:
+    return item.job.event if isinstance(item, _Released) else item.event
 
-    def _batch_size(self) -> int:
-        if self.options.max_events is None:
-            return self.options.batch_size
-        left = self.options.max_events - self.processed - self.in_flight
-        return max(0, min(self.options.batch_size, left))
 
-    def _settle_leftovers(self) -> None:
-        """On exit: let running requests finish, release the unstarted, settle everything."""
-        self._pool.shutdown()
-        try:
-            self._collect()
-            self._settle_waiting()
-        except DatabaseError:
-            logger.error(
-                "could not settle %d webhook attempt(s) before exit; their leases will expire",
-                len(self._waiting),
-            )
-        finally:
-            self._client.close()
+def _token(item: settle.Finished | _Released) -> uuid.UUID:
+    return item.job.token if isinstance(item, _Released) else item.token
+
+
+def _release(jobs: list[Job], *, worker_id: str) -> None:
+    """Deliveries never sent (the worker is stopping): pending again, attempt refunded."""
+    triples = [(job.token, job.event.delivery_id, job.event.consumer) for job in jobs]
+    for settlement in bus_settle.by_token(triples).values():
+        settlement.released = list(settlement.consumer_of)
+        bus_settle.settle(settlement, worker_id=worker_id)
+
+
+class WebhookWorker:
+    """`deliver_webhooks`' worker: the runner driving the webhook pump."""
+
+    def __init__(
+        self, options: WebhookWorkerOptions | None = None, *, client: httpx.Client | None = None
+    ) -> None:
+        self.options = options = options or WebhookWorkerOptions()
+        self.worker_id = worker_id()
+        wake = threading.Event()
+        self.pump = WebhookPump(options, worker_id=self.worker_id, client=client, wake=wake)
+        pumps: list[Pump] = [self.pump]
+        self.runner = Runner(
+            pumps,
+            RunnerOptions.of(options),
+            worker_id=self.worker_id,
+            wake=wake,
+        )
+        self.wake = wake
+
+    @property
+    def processed(self) -> int:
+        return self.pump.processed
+
+    @property
+    def in_flight(self) -> int:
+        return self.pump.in_flight
+
+    def run(self) -> int:
+        return self.runner.run()
+
+    def run_once(self) -> int:
+        """One pass: reap when due, settle what finished, claim for the free slots."""
+        return self.runner.step()
+
+    def request_stop(self) -> None:
+        self.runner.request_stop()
+
+    def close(self) -> None:
+        self.pump.close()

@@ -140,6 +140,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
                     "died_at",
                     "error_class",
                     "error_full",
+                    "may_have_run",
                 )
             },
         ),
@@ -190,6 +191,10 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     @admin.display(description="error")
     def error_full(self, obj: Delivery) -> SafeString:
         return rendering.pretty_text(obj.last_error)
+
+    @admin.display(description="may have run before")
+    def may_have_run(self, obj: Delivery) -> str:
+        return rendering.redelivery(obj)
 
     @admin.display(description="event")
     def event_link(self, obj: Delivery) -> SafeString:

@@ -117,8 +117,9 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         "organization_name",
         "next_attempt_at",
         "finished_at",
+        "redelivered",
     )
-    list_filter = (filters.DeliveryStatusFilter, filters.ConsumerFilter)
+    list_filter = (filters.DeliveryStatusFilter, filters.ConsumerFilter, "redelivered")
     search_fields = ("event__id",)
     search_help_text = "Exact event id, entity id or request id."
     ordering = ("-id",)
@@ -138,6 +139,7 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         "finished_at",
         "error_class",
         "error_full",
+        "may_have_run",
     )
     readonly_fields = fields
 
@@ -150,6 +152,10 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         if not search_term.strip():
             return queryset, False
         return selectors.deliveries_matching(queryset, search_term), False
+
+    @admin.display(description="may have run before")
+    def may_have_run(self, obj: Delivery) -> str:
+        return rendering.redelivery(obj)
 
     @admin.display(description="event")
     def event_link(self, obj: Delivery) -> SafeString:

@@ -173,3 +173,10 @@ def sparkline(values: list[int], *, height: int = 22, column_width: int = 7) -> 
         columns.append((i * (column_width + 1), height - h, h, value))
     width = len(values) * (column_width + 1)
     return Sparkline(columns, width, height, column_width, peak)
+
+
+def redelivery(obj: Any) -> str:
+    """Whether a delivery's handler may have run before without its outcome being recorded."""
+    if not getattr(obj, "redelivered", False):
+        return "no"
+    return f"yes: {obj.redelivery_reason or 'its worker died or lost its lease while holding it'}"

@@ -112,6 +112,11 @@ class DeliverySerializer(serializers.Serializer):
     error_class = serializers.CharField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     updated_at = serializers.DateTimeField()
+    redelivered = serializers.BooleanField(
+        help_text="An earlier run may have happened without its outcome being recorded (its "
+        "worker died, stalled past its lease or lost the database): side effects may exist."
+    )
+    redelivery_reason = serializers.CharField(allow_null=True)
 
 
 class EventSerializer(serializers.Serializer):

@@ -18,11 +18,13 @@ from eventbus import claim as claims
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.retry import Verdict
+from eventbus.sql import statement
 from eventbus.worker import Worker, WorkerOptions
 from tests.conftest import raw_connection, side_effect_rows
 from tests.support.consumers import EFFECT_CONSUMERS
 
 START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
+LEASE = dt.timedelta(seconds=30)  # the default EVENTBUS_LEASE_SECONDS
 SEED_STEPS = [30, 60, 120, 300, 600, 1800, 3600]
 
 
@@ -153,14 +155,14 @@ def test_fencing_a_stale_ack_changes_nothing(org: Organization) -> None:
         clock.shift(dt.timedelta(seconds=301))  # the stale worker's lease runs out
         reaped, _ = claims.reap()
         assert reaped == 1
-        fresh = claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="fresh")
+        fresh = claims.claim_isolated(consumers=["effect-a-worker"], worker_id="fresh")  # ran alone
         assert fresh.ids == stale.ids
         assert fresh.events[0].attempt == 2
         assert claims.ack(stale.token, stale.ids) == 0
         dead = claims.nack(stale.token, [claims.Failure(stale.ids[0], Verdict(True, 0, "X", "X"))])
         assert dead == []
         assert claims.release(stale.token, stale.ids) == 0
-        assert claims.extend(stale.token, stale.ids) == 0
+        assert claims.extend(stale.token, stale.ids) == set()
         delivery = Delivery.objects.get(pk=stale.ids[0])
         assert (delivery.status, delivery.lease_token) == ("processing", fresh.token)
         assert claims.ack(fresh.token, fresh.ids) == 1
@@ -187,7 +189,7 @@ def test_reaper_kills_deliveries_out_of_attempts(org: Organization) -> None:
         emit_effects(org, 1)
         Delivery.objects.filter(consumer="effect-a-worker").update(attempts=7)
         claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="gone:1")
-        clock.shift(dt.timedelta(seconds=299))
+        clock.shift(LEASE - dt.timedelta(seconds=1))
         assert claims.reap() == (0, [])
         clock.shift(dt.timedelta(seconds=2))
         reaped, dead = claims.reap()
@@ -340,7 +342,7 @@ def test_claim_plan_uses_the_partial_index(org: Organization) -> None:
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE eventbus_delivery")
         cursor.execute(
-            "EXPLAIN (FORMAT TEXT) " + claims.CLAIM_SQL,
+            "EXPLAIN (FORMAT TEXT) " + statement("claim"),
             {
                 "start": org.pk,
                 "batch": 100,
@@ -360,10 +362,15 @@ def test_claim_plan_uses_the_partial_index(org: Organization) -> None:
 def test_hot_path_query_budget(org: Organization, side_effects: None) -> None:
     emit_effects(org, 50)
     worker = Worker(WorkerOptions(batch_size=200, listen=False))
-    worker.run_once()  # the first pass also reaps
+    worker.run_once()
     Delivery.objects.update(status="pending", attempts=0, lease_token=None)
     with CaptureQueriesContext(connection) as queries:
-        assert worker.run_once() == 150
-    # One claim and one ack for the whole batch (the handlers' own 150 inserts aside).
+        assert worker.drain.run_batch() == 150
+    # The isolation probe, one claim and one ack for the whole batch (the handlers' own 150
+    # inserts aside): each bus statement opens with its name.
     bus_queries = [q["sql"] for q in queries if "test_side_effect" not in q["sql"]]
-    assert len(bus_queries) == 2, [q[:60] for q in bus_queries]
+    assert [q.splitlines()[0] for q in bus_queries] == [
+        "-- name: isolated_due",
+        "-- name: claim",
+        "-- name: ack",
+    ]

@@ -8,6 +8,8 @@ per (event, consumer) and a counter of runs, so "exactly once" and "happened onc
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 
 from django.db import connection
@@ -95,3 +97,45 @@ def broker_order_effect(event: eventbus.Event) -> None:
 )
 def broker_flaky(event: eventbus.Event) -> None:
     raise RuntimeError(f"broker-flaky-worker always fails (n={event.payload['n']})")
+
+
+# -- failure isolation (tests/eventbus/test_isolation.py) ------------------------------------
+
+catalog.declare("test.poison", required=["n"], description="tests: one event kills its worker")
+catalog.declare("test.hol", required=["n"], description="tests: slow and quick handlers")
+catalog.declare("test.hang", required=["n"], description="tests: a handler that never returns")
+
+STARTED_SQL = """
+INSERT INTO test_side_effect (event_id, consumer, runs, pid)
+VALUES (%s, %s, 0, %s)
+ON CONFLICT (event_id, consumer) DO NOTHING
+"""
+
+
+@eventbus.consumer("poison-worker", events=["test.poison"], atomic=True, max_attempts=3)
+def poison(event: eventbus.Event) -> None:
+    """SIGKILLs its own worker on `{"poison": true}`; otherwise counts the run (committed with
+    the ack, so a counted run is a finished one)."""
+    if event.payload.get("poison"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    record_run(event)
+
+
+@eventbus.consumer("hol-worker", events=["test.hol"])
+def head_of_line(event: eventbus.Event) -> None:
+    """Marks its start, takes `seconds`, then counts the run."""
+    with connection.cursor() as cursor:
+        cursor.execute(STARTED_SQL, [event.id, event.consumer, os.getpid()])
+    time.sleep(float(event.payload.get("seconds", 0)))  # simulated slow I/O
+    record_run(event)
+
+
+HANG = threading.Event()  # in-process tests set it to let abandoned handler threads end
+
+
+@eventbus.consumer("hang-worker", events=["test.hang"], timeout=1.0, max_attempts=2)
+def hang(event: eventbus.Event) -> None:
+    """Does not return on `{"hang": true}` (a stuck socket read); otherwise counts the run."""
+    if event.payload.get("hang"):
+        HANG.wait(600)
+    record_run(event)

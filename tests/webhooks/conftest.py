@@ -63,8 +63,8 @@ def pump(worker: WebhookWorker) -> int:
     before = worker.processed
     worker.run_once()
     while worker.in_flight:
-        worker._wakeup.wait(5)
-        worker._wakeup.clear()
+        worker.wake.wait(5)
+        worker.wake.clear()
         worker.run_once()
     return worker.processed - before
 

@@ -194,11 +194,11 @@ def test_a_subscription_deleted_mid_flight_settles_cleanly(
         worker.run_once()  # claimed and sending
         services.subscription_delete(subscription=subscription, actor="t")
         while worker.in_flight:
-            worker._wakeup.wait(5)
-            worker._wakeup.clear()
+            worker.wake.wait(5)
+            worker.wake.clear()
             worker.run_once()
     finally:
-        worker._settle_leftovers()
+        worker.close()
     assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
     assert len(receiver.requests) == 2
     assert Attempt.objects.count() == 2  # logged although the subscription is gone

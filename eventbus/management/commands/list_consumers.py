@@ -13,7 +13,7 @@ from eventbus.routes import sync_routes
 
 
 class Command(BaseCommand):
-    help = "List registered consumers (name, events, attempts, delay, handler)."
+    help = "List registered consumers (name, events, attempts, delay, timeout, handler)."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="Machine-readable output.")
@@ -40,6 +40,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  events:       {', '.join(row['events'])}")
             self.stdout.write(
                 f"  max_attempts: {row['max_attempts']}   delay: {delay}   atomic: {row['atomic']}"
+                f"   timeout: {row['timeout_seconds']:g}s"
                 f"   runs_on: {row['runs_on']}"
             )
             self.stdout.write(f"  handler:      {row['handler']}")

@@ -7,8 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from eventbus.alerts import notify_dead
-from eventbus.claim import reap
+from eventbus.settle import reap
 
 
 class Command(BaseCommand):
@@ -25,8 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         total = dead_total = 0
         while True:
-            reaped, dead = reap(limit=options["limit"])
-            notify_dead(dead)
+            reaped, dead = reap(worker_id="manage:reap_events", limit=options["limit"])
             total += reaped
             dead_total += len(dead)
             if reaped < options["limit"]:

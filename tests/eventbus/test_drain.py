@@ -1,4 +1,4 @@
-"""Dispatch details: the thread pool, atomic consumers, lease heartbeats, dead-letter hooks."""
+"""The drain pump: handler slots, atomic consumers, lease heartbeats, dead-letter hooks."""
 
 from __future__ import annotations
 
@@ -11,21 +11,21 @@ from django.test.utils import override_settings
 import eventbus
 from deskcomm.models import Organization
 from eventbus import claim as claims
-from eventbus.claim import DeadLetter
-from eventbus.dispatch import Dispatcher
-from eventbus.models import Delivery, EventLog
+from eventbus.claim import DeadDelivery
+from eventbus.drain import DrainPump
+from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.worker import Worker, WorkerOptions
 from tests.conftest import raw_connection, side_effect_rows
 
-HOOK_CALLS: list[list[DeadLetter]] = []
+HOOK_CALLS: list[list[DeadDelivery]] = []
 
 
-def record_dead(dead: Sequence[DeadLetter]) -> None:
+def record_dead(dead: Sequence[DeadDelivery]) -> None:
     HOOK_CALLS.append(list(dead))
 
 
-def broken_hook(dead: Sequence[DeadLetter]) -> None:
+def broken_hook(dead: Sequence[DeadDelivery]) -> None:
     raise RuntimeError("slack is down")
 
 
@@ -88,12 +88,10 @@ def test_atomic_consumer_rolls_back_when_its_lease_was_lost(
     )
     with registry.temporarily(consumer):
         emit_jobs(org, 1)
-        batch = claims.claim(consumers=["atomic-lost-worker"], batch_size=5, worker_id="w")
-        dispatcher = Dispatcher([consumer], worker_id="w")
-        outcome = dispatcher.run(batch)
-        dispatcher.settle(batch.token, outcome)
+        pump = DrainPump([consumer], worker_id="w")
+        assert pump.run_batch() == 1
     assert side_effect_rows() == []  # the handler's write was rolled back with the lost ack
-    assert [f.verdict.error_class for f in outcome.failures] == ["LeaseLost"]
+    assert not DeliveryAttempt.objects.exists()  # the LeaseLost nack is fenced out as well
     assert Delivery.objects.get().status == "processing"  # still the other worker's
 
 

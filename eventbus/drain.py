@@ -1,0 +1,442 @@
+"""The drain pump: claim due deliveries of the Python consumers, run them on slots, settle them.
+
+`step()` never blocks: it settles what the slots finished (one ack, one nack, one release per
+claim), gives up runs past their timeout, releases what waits behind stuck slots, and claims
+more while the queue is short, so the slots never wait for a settle or a claim. Deliveries
+marked `isolate` (their worker died holding them with others) run one at a time with nothing
+else in flight: a delivery that kills its worker is then the only one that worker held.
+When the database fails, nothing more is started; what finished is kept and settled after the
+reconnection, and what had not started is released, never charged. A handler that fails
+because the worker's own connection died is released too: the failure was not its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import psycopg
+from django.db import InterfaceError, OperationalError, connection, transaction
+from prometheus_client import Histogram
+from psycopg.pq import TransactionStatus
+
+from deskcomm import context
+from eventbus import claim as claims
+from eventbus import metrics
+from eventbus.conf import bus_settings
+from eventbus.errors import HandlerTimeout, LeaseLost
+from eventbus.event import Event
+from eventbus.registry import Consumer
+from eventbus.retry import judge_failure
+from eventbus.settle import Settlement, settle
+from eventbus.slots import Job, Leases, SlotPool, log_lost
+
+logger = logging.getLogger(__name__)
+
+# How often a busy drain looks for deliveries waiting to run alone (an index probe).
+ISOLATION_CHECK_SECONDS = 1.0
+
+Kind = Literal["done", "committed", "failed", "released"]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What one run came to; `failure` is set when `kind` is "failed"."""
+
+    job: Job
+    kind: Kind
+    failure: claims.Failure | None = None
+
+
+class DrainPump:
+    """Runs the drain consumers (`runs_on="drain"`); driven by the runner's loop."""
+
+    name = "drain"
+
+    def __init__(
+        self,
+        consumers: Sequence[Consumer],
+        *,
+        worker_id: str,
+        concurrency: int = 1,
+        batch_size: int = 100,
+        max_events: int | None = None,
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.consumers = {c.name: c for c in consumers}
+        self.names = list(self.consumers)
+        self.worker_id = worker_id
+        self.batch_size = batch_size
+        self.max_events = max_events
+        self.processed = 0
+        self._low_water = max(concurrency, batch_size // 2)
+        self._results: list[Finished] = []  # finished, not settled yet
+        self.settling = threading.Lock()  # the runner's heartbeat never extends mid-settle
+        self.leases = Leases()
+        self._stopping = False
+        self._interrupted = threading.Event()  # the database failed: start nothing
+        self._alone = False  # an isolated delivery is in flight: claim nothing else
+        self._isolated_waiting = False
+        self._next_isolation_check = 0.0
+        self._drained = False  # the last claim found nothing due
+        self.pool: SlotPool[Finished] = SlotPool(
+            concurrency,
+            self._run,
+            on_error=self._failed,
+            on_progress=wake,
+            signal_every=max(1, batch_size // 2),
+            can_start=self.leases.trusted,
+            name="eventbus-handler",
+        )
+
+    # -- the runner's interface ---------------------------------------------------------------
+
+    def step(self) -> int:
+        """Settle, watch, claim: returns how many deliveries were settled or claimed."""
+        self._collect()
+        progress = self._settle()
+        if self._interrupted.is_set():
+            self._recover()
+        progress += self._watch()
+        return progress + self._claim()
+
+    @property
+    def in_flight(self) -> int:
+        return self.pool.outstanding + len(self._results)
+
+    def idle(self) -> bool:
+        """Nothing due was found and nothing is in flight (`--once` may exit)."""
+        return self._drained and not self._isolated_waiting and self.in_flight == 0
+
+    def held(self) -> dict[uuid.UUID, list[int]]:
+        return self.leases.held()
+
+    def lost(self, token: uuid.UUID, ids: set[int]) -> None:
+        """The heartbeat found these taken over: start none of them, drop their results."""
+        dropped = {job.event.delivery_id for job in self.pool.drop(ids)}
+        self.leases.lose(token, ids, never_started=dropped)
+        metrics.LEASES_LOST.inc(len(ids))
+        log_lost(self.name, token, ids, len(dropped))
+
+    def renewed(self, token: uuid.UUID) -> None:
+        self.leases.renew(token)
+
+    def poke(self) -> None:
+        """A NOTIFY arrived: the runner steps at once anyway (nothing to remember here)."""
+
+    def interrupted(self) -> None:
+        """The database failed: start no further handler until a settle succeeds again."""
+        self._interrupted.set()
+        self.pool.pause()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.pool.pause()
+
+    def close(self) -> None:
+        """Let running handlers finish (each within its timeout), release the rest, settle."""
+        self.stop()
+        never_started = self.pool.wind_down(self._tick)
+        self._collect()
+        self._results.extend(Finished(job, "released") for job in never_started)
+        self._settle()
+
+    def _tick(self) -> None:
+        self._collect()
+        self._watch()
+
+    def wait_hint(self, poll_interval: float) -> float:
+        """How long the runner may sleep: short while handlers run (the watchdog's tick)."""
+        return 0.1 if self.in_flight else poll_interval
+
+    # -- running ------------------------------------------------------------------------------
+
+    def _run(self, job: Job) -> Finished:
+        return run_job(self.consumers[job.event.consumer], job, self.interrupted)
+
+    def _failed(self, job: Job, exc: BaseException, elapsed: float) -> Finished:
+        return failed(job, exc, elapsed, self.interrupted)
+
+    def _timed_out(self, job: Job, elapsed: float) -> Finished:
+        metrics.HANDLER_TIMEOUTS.labels(job.event.consumer).inc()
+        exc = HandlerTimeout(f"handler still running after {elapsed:.1f}s (timeout {job.timeout}s)")
+        return Finished(job, "failed", failure(job.event, exc, elapsed))
+
+    # -- watching -----------------------------------------------------------------------------
+
+    def _watch(self) -> int:
+        """Timeouts and stuck slots: returns how many results that produced."""
+        found = [self._timed_out(job, elapsed) for job, elapsed in self.pool.expired()]
+        stuck_after = float(bus_settings.STUCK_RELEASE_SECONDS)
+        if self.pool.queued and self.pool.stuck(stuck_after):
+            waiting = self.pool.take_queued()
+            logger.info(
+                "every slot busy for over %.1fs: releasing %d claimed deliveries to other workers",
+                stuck_after,
+                len(waiting),
+            )
+            found.extend(Finished(job, "released") for job in waiting)
+        self._results.extend(found)
+        return len(found)
+
+    @property
+    def degraded(self) -> bool:
+        """Too many abandoned handler threads: the process should be replaced."""
+        return self.pool.orphans >= int(bus_settings.MAX_ABANDONED_THREADS)
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    def _claim(self) -> int:
+        if self._stopping or self._interrupted.is_set() or not self.names:
+            return 0
+        if self._alone:
+            if self.in_flight:
+                return 0
+            self._alone = False
+            self._next_isolation_check = 0.0  # the next one may be waiting too
+        now = time.monotonic()
+        if now >= self._next_isolation_check:
+            self._next_isolation_check = now + ISOLATION_CHECK_SECONDS
+            self._isolated_waiting = claims.isolated_due(self.names)
+        if self._isolated_waiting:
+            return self._claim_isolated()
+        return self._claim_batch()
+
+    def _claim_isolated(self) -> int:
+        if self.in_flight:
+            return 0  # let what runs finish first: the isolated one runs alone
+        batch = claims.claim_isolated(consumers=self.names, worker_id=self.worker_id)
+        self._isolated_waiting = bool(batch.events)
+        self._alone = bool(batch.events)
+        self._submit(batch)
+        return len(batch.events)
+
+    def _claim_batch(self) -> int:
+        if self.pool.queued > self._low_water:
+            return 0
+        if self.pool.stuck(float(bus_settings.STUCK_RELEASE_SECONDS)):
+            return 0  # every slot is stuck: claiming would only hold work from other workers
+        size = self._room()
+        if size <= 0:
+            return 0
+        batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
+        self._drained = not batch.events
+        self._submit(batch)
+        return len(batch.events)
+
+    def _room(self) -> int:
+        if self.max_events is None:
+            return self.batch_size
+        return min(self.batch_size, self.max_events - self.processed - self.in_flight)
+
+    def _submit(self, batch: claims.Claim) -> None:
+        if not batch.events:
+            return
+        self.leases.hold(batch.token, batch.ids)
+        batch.events.sort(key=_age)  # oldest first within the claim
+        self.pool.submit(
+            Job(batch.token, e, self.consumers[e.consumer].timeout_seconds()) for e in batch.events
+        )
+
+    # -- settling -----------------------------------------------------------------------------
+
+    def _collect(self) -> None:
+        self._results.extend(self.pool.take())
+
+    def _settle(self) -> int:
+        """Settle the finished runs per claim; on a database error the rest is kept."""
+        if not self._results:
+            return 0
+        with self.settling:
+            return self._settle_results()
+
+    def _settle_results(self) -> int:
+        lost = self.leases.take_lost(r.job.event.delivery_id for r in self._results)
+        self._results = [r for r in self._results if r.job.event.delivery_id not in lost]
+        settled = 0
+        for settlement in _by_claim(self._results).values():
+            settle(settlement, worker_id=self.worker_id)
+            self.leases.settled(settlement.token, settlement.consumer_of)
+            self.processed += settlement.processed
+            settled += len(settlement.consumer_of)
+            self._results = [r for r in self._results if r.job.token != settlement.token]
+        return settled
+
+    def _recover(self) -> None:
+        """A settle worked again after a database failure: release what waited, start again."""
+        waiting = self.pool.take_queued()
+        self._results.extend(Finished(job, "released") for job in waiting)
+        self._settle()
+        self._interrupted.clear()
+        if not self._stopping:
+            self.pool.resume()
+        if waiting:
+            logger.info("database back: released %d deliveries that had not started", len(waiting))
+
+    # -- run_once: one batch inline ---------------------------------------------------------
+
+    def run_batch(self) -> int:
+        """Claim one batch (an isolated delivery alone, if one waits) and run it in this thread,
+        then settle it. For tests and the fallback drain job: no slot threads, so no timeout
+        (the job's own time limit bounds it), and the handlers share the caller's connection."""
+        self._settle()
+        batch = None
+        if claims.isolated_due(self.names):
+            batch = claims.claim_isolated(consumers=self.names, worker_id=self.worker_id)
+        if batch is None or not batch.events:
+            size = max(0, self._room())
+            batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
+        for event in batch.events:
+            timeout = self.consumers[event.consumer].timeout_seconds()
+            self._results.append(self._run(Job(batch.token, event, timeout)))
+        self._settle()
+        return len(batch.events)
+
+
+def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]) -> Finished:
+    """Run one delivery's handler (in the caller's thread) and say what came of it."""
+    started = time.monotonic()
+    try:
+        with context.run_scope(_correlation(job.event), log_ids(job.event)):
+            _call(consumer, job.token, job.event)
+    except BaseException as exc:  # recorded too: dramatiq's time limit, a handler's SystemExit
+        return failed(job, exc, time.monotonic() - started, on_connection_lost)
+    finally:
+        _duration(consumer.name).observe(time.monotonic() - started)
+    return Finished(job, "committed" if consumer.atomic else "done")
+
+
+def run_adopted(consumer: Consumer, token: uuid.UUID, event: Event, *, worker_id: str) -> str:
+    """Run and settle one delivery the jobs process adopted: "done", "failed" or "released"."""
+    finished = run_job(consumer, Job(token, event, consumer.timeout_seconds()), lambda: None)
+    for settlement in _by_claim([finished]).values():
+        settle(settlement, worker_id=worker_id)
+    return {"committed": "done"}.get(finished.kind, finished.kind)
+
+
+def failed(
+    job: Job, exc: BaseException, elapsed: float, on_connection_lost: Callable[[], None]
+) -> Finished:
+    """A run that raised: released when the worker's own connection died, else a failure."""
+    if connection_lost(exc):
+        logger.warning(
+            "delivery %s: the worker's database connection failed during the run (%s); "
+            "released, not charged",
+            job.event.delivery_id,
+            exc,
+            extra=log_ids(job.event),
+        )
+        with contextlib.suppress(Exception):
+            connection.close()  # this thread reconnects on its next query
+        on_connection_lost()
+        return Finished(job, "released")
+    return Finished(job, "failed", failure(job.event, exc, elapsed))
+
+
+_DURATIONS: dict[str, Histogram] = {}
+
+
+def _duration(consumer: str) -> Histogram:
+    """The consumer's handler-duration histogram (the labelled child, looked up once)."""
+    child = _DURATIONS.get(consumer)
+    if child is None:
+        child = _DURATIONS[consumer] = metrics.HANDLER_DURATION.labels(consumer)
+    return child
+
+
+def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
+    settlements: dict[uuid.UUID, Settlement] = {}
+    for r in results:
+        event = r.job.event
+        s = settlements.get(r.job.token)
+        if s is None:
+            s = settlements[r.job.token] = Settlement(r.job.token)
+        s.consumer_of[event.delivery_id] = event.consumer
+        if r.kind == "failed" and r.failure is not None:
+            s.failures.append(r.failure)
+        elif r.kind == "done":
+            s.done.append(event.delivery_id)
+        elif r.kind == "committed":
+            s.committed.append(event.delivery_id)
+        else:
+            s.released.append(event.delivery_id)
+    return settlements
+
+
+def _call(consumer: Consumer, token: uuid.UUID, event: Event) -> None:
+    if not consumer.atomic:
+        consumer.handler(event)
+        return
+    with transaction.atomic():
+        consumer.handler(event)
+        if claims.ack(token, [event.delivery_id]) != 1:
+            raise LeaseLost(f"delivery {event.delivery_id} lease lost before commit")
+
+
+def failure(event: Event, exc: BaseException, elapsed: float) -> claims.Failure:
+    """A failed run as the nack records it (retry per the table, or dead), logged."""
+    verdict = judge_failure(
+        exc,
+        attempt=event.attempt,
+        max_attempts=event.max_attempts,
+        schedule=bus_settings.RETRY_SCHEDULE,
+        jitter=float(bus_settings.RETRY_JITTER),
+    )
+    log = logger.warning if not verdict.dead else logger.error
+    log(
+        "consumer %s failed on event %s (attempt %d/%d): %s",
+        event.consumer,
+        event.id,
+        event.attempt,
+        event.max_attempts,
+        verdict.error,
+        extra={
+            "event_id": str(event.id),
+            "delivery_id": event.delivery_id,
+            "consumer": event.consumer,
+            "attempt": event.attempt,
+            "organization_id": str(event.organization_id),
+        },
+    )
+    return claims.Failure(event.delivery_id, verdict, int(elapsed * 1000))
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` came from this thread's database connection dying, not from the handler's
+    own statement (a statement timeout or a constraint leaves the connection usable)."""
+    if not isinstance(exc, InterfaceError | OperationalError | psycopg.Error):
+        return False
+    raw = connection.connection
+    if raw is None or raw.closed or raw.broken:
+        return True
+    if raw.info.transaction_status == TransactionStatus.INERROR:
+        return False  # inside a caller's failed transaction (tests): the handler's error
+    try:
+        raw.execute("SELECT 1")
+    except psycopg.Error:
+        return True
+    return False
+
+
+def _age(event: Event) -> tuple[object, int]:
+    return event.created_at, event.delivery_id
+
+
+def _correlation(event: Event) -> dict[str, str]:
+    return {**event.correlation, "source": f"consumer:{event.consumer}"}
+
+
+def log_ids(event: Event) -> dict[str, object]:
+    """The ids a handler run's log records carry (deskcomm.context.bind_log / run_scope)."""
+    return {
+        "organization_id": event.organization_id,
+        "event_id": event.id,
+        "delivery_id": event.delivery_id,
+        "consumer": event.consumer,
+    }

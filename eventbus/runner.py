@@ -1,0 +1,305 @@
+"""The runner: what every long-running bus process needs once, around the pumps it drives.
+
+A pump does one kind of work (the drain, the outbox relay, the webhook sender) behind a small
+interface: `step()` settles what finished and claims more without blocking, `held()` lists the
+leases it holds, `lost()` is told which of them were taken over, `close()` finishes. The runner
+owns the rest, once for all of them:
+
+- signals: first SIGTERM/SIGINT stops claiming, running work finishes (each within its timeout),
+  unstarted work is released, exit 0; a second signal exits at once (leases then expire);
+- the loop: step again at once while there was progress, otherwise wait, interruptibly, for a
+  wake-up (LISTEN/NOTIFY, a finished handler, a stop) or the pump's own hint;
+- heartbeats: every third of the lease, extend what each pump holds; rows no longer ours (the
+  worker stalled past its lease and was taken over) are reported to the pump, which starts none
+  of them and drops their results;
+- reaping: every idle pass (at most once a second) and every few seconds while busy, so a
+  killed worker's claim is back within the lease plus a few seconds;
+- database back-off: a failed step tells every pump to start nothing more, then retries with
+  a capped exponential delay; the pumps settle what they kept once the database is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Protocol
+
+import psycopg
+from django.db import DatabaseError, close_old_connections, connection, connections
+
+from deskcomm.db import conninfo
+from eventbus import claim as claims
+from eventbus import settle
+from eventbus.conf import bus_settings
+from eventbus.emitter import WAKEUP_CHANNEL
+
+logger = logging.getLogger(__name__)
+
+MAX_DB_BACKOFF = 30.0
+IDLE_REAP_INTERVAL = 1.0  # reap at most this often while idle
+BUSY_REAP_INTERVAL = 5.0  # ...and this often while busy (or a sixth of a shorter lease)
+EXIT_DEGRADED = 75  # EX_TEMPFAIL: too many abandoned handler threads, start a fresh process
+# Woken by a finished handler: wait this long for others to finish too, so one settle (one
+# ack statement) serves several deliveries at a bounded cost in latency.
+GATHER_SECONDS = 0.005
+
+
+class Pump(Protocol):
+    """One kind of work the runner drives (see the module docstring)."""
+
+    name: str
+    processed: int
+    settling: threading.Lock  # held while settling: the heartbeat never races a settle
+
+    def step(self) -> int: ...
+    def idle(self) -> bool: ...
+    def held(self) -> dict[uuid.UUID, list[int]]: ...
+    def renewed(self, token: uuid.UUID) -> None: ...
+    def lost(self, token: uuid.UUID, ids: set[int]) -> None: ...
+    def poke(self) -> None: ...
+    def interrupted(self) -> None: ...
+    def stop(self) -> None: ...
+    def close(self) -> None: ...
+    def wait_hint(self, poll_interval: float) -> float: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+    @property
+    def degraded(self) -> bool: ...
+
+
+@dataclass
+class RunnerOptions:
+    poll_interval: float = 1.0
+    once: bool = False  # stop when every pump is idle
+    max_events: int | None = None  # stop after this many deliveries processed
+    listen: bool = True
+    startup_jitter: float = 0.25
+
+    @classmethod
+    def of(cls, options: Any) -> RunnerOptions:
+        """The loop options of a command's options (drain_events, deliver_webhooks)."""
+        return cls(
+            poll_interval=options.poll_interval,
+            once=options.once,
+            max_events=options.max_events,
+            listen=options.listen,
+            startup_jitter=options.startup_jitter,
+        )
+
+
+class Runner:
+    """`run()` drives the pumps until stopped; returns the exit code."""
+
+    def __init__(
+        self,
+        pumps: Sequence[Pump],
+        options: RunnerOptions,
+        *,
+        worker_id: str,
+        wake: threading.Event,
+    ) -> None:
+        self.pumps = list(pumps)
+        self.options = options
+        self.worker_id = worker_id
+        self.wake = wake
+        self._stop = threading.Event()
+        self._signals_seen = 0
+        self._next_reap = 0.0
+        self.exit_code = 0
+
+    @property
+    def processed(self) -> int:
+        return sum(p.processed for p in self.pumps)
+
+    def request_stop(self) -> None:
+        """Stop claiming; running work finishes, unstarted work is released."""
+        self._stop.set()
+        for pump in self.pumps:
+            pump.stop()
+        self.wake.set()
+
+    def run(self) -> int:
+        previous = self._install_signal_handlers()
+        threads = [self._start(self._heartbeat_loop, "eventbus-heartbeat")]
+        if self.options.listen:
+            threads.append(self._start(self._listen_loop, "eventbus-listen"))
+        logger.info("worker %s started: %s", self.worker_id, ", ".join(p.name for p in self.pumps))
+        try:
+            self._stop.wait(random.uniform(0, self.options.startup_jitter))
+            self._loop()
+        finally:
+            self._stop.set()
+            self._close_pumps()
+            for thread in threads:
+                thread.join(timeout=5)
+            self._restore_signal_handlers(previous)
+            connections.close_all()
+        logger.info("worker %s stopped after %d deliveries", self.worker_id, self.processed)
+        return self.exit_code
+
+    def step(self) -> int:
+        """One pass over the pumps (reaping first when due); returns their progress."""
+        self._maybe_reap()
+        return sum(pump.step() for pump in self.pumps)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                close_old_connections()
+                progress = self.step()
+                failures = 0
+            except DatabaseError as exc:
+                failures += 1
+                for pump in self.pumps:
+                    pump.interrupted()
+                self._back_off(exc, failures)
+                continue
+            if self._finished() or self._degraded():
+                return
+            if progress == 0:
+                self._idle_wait()
+
+    def _finished(self) -> bool:
+        limit = self.options.max_events
+        if limit is not None and self.processed >= limit:
+            return True
+        return self.options.once and all(pump.idle() for pump in self.pumps)
+
+    def _degraded(self) -> bool:
+        sick = [pump.name for pump in self.pumps if pump.degraded]
+        if sick:
+            logger.critical(
+                "worker %s: too many abandoned handler threads in %s (timed-out handlers that "
+                "never returned); exiting with code %d so a fresh process takes over",
+                self.worker_id,
+                ", ".join(sick),
+                EXIT_DEGRADED,
+            )
+            self.exit_code = EXIT_DEGRADED
+        return bool(sick)
+
+    def _idle_wait(self) -> None:
+        poll = self.options.poll_interval
+        self.wake.wait(min(pump.wait_hint(poll) for pump in self.pumps))
+        self.wake.clear()
+        if any(pump.in_flight for pump in self.pumps):
+            self._stop.wait(GATHER_SECONDS)
+
+    def _back_off(self, exc: Exception, failures: int) -> None:
+        delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
+        logger.warning(
+            "database error (%s: %s); reconnecting in %.1fs (failure %d)",
+            type(exc).__name__,
+            str(exc).strip(),
+            delay,
+            failures,
+        )
+        try:
+            connection.close()
+        except DatabaseError:
+            logger.debug("closing the broken connection failed", exc_info=True)
+        self._stop.wait(delay)
+
+    def _maybe_reap(self) -> None:
+        now = time.monotonic()
+        if now < self._next_reap:
+            return
+        busy = any(pump.in_flight for pump in self.pumps)
+        lease = float(bus_settings.LEASE_SECONDS)
+        interval = min(BUSY_REAP_INTERVAL, lease / 6) if busy else IDLE_REAP_INTERVAL
+        self._next_reap = now + interval
+        settle.reap(worker_id=self.worker_id)  # alerts on deaths itself
+
+    def _close_pumps(self) -> None:
+        for pump in self.pumps:
+            pump.stop()
+        for pump in self.pumps:
+            try:
+                pump.close()
+            except DatabaseError:
+                logger.error(
+                    "%s: could not settle its last results before exit; their leases will "
+                    "expire and the reaper takes them over",
+                    pump.name,
+                )
+
+    # -- background threads -------------------------------------------------------------------
+
+    def _start(self, target: Callable[[], None], name: str) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    def _heartbeat_loop(self) -> None:
+        """Extend every pump's leases every third of the lease."""
+        try:
+            while not self._stop.wait(float(bus_settings.LEASE_SECONDS) / 3):
+                for pump in self.pumps:
+                    self._beat(pump)
+        finally:
+            connections.close_all()
+
+    def _beat(self, pump: Pump) -> None:
+        try:
+            with pump.settling:
+                for token, ids in pump.held().items():
+                    lost = set(ids) - claims.extend(token, ids)
+                    pump.renewed(token)
+                    if lost:
+                        pump.lost(token, lost)
+        except DatabaseError:
+            logger.warning("%s: could not extend its leases", pump.name, exc_info=True)
+            close_old_connections()
+
+    def _listen_loop(self) -> None:
+        """LISTEN for wake-up hints; polling stays the fallback when this connection is down."""
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(conninfo(), autocommit=True) as conn:
+                    conn.execute(f"LISTEN {WAKEUP_CHANNEL}")
+                    delay = 1.0
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            for pump in self.pumps:
+                                pump.poke()
+                            self.wake.set()
+            except psycopg.Error as exc:
+                logger.warning("LISTEN connection failed (%s); polling meanwhile", exc)
+                self._stop.wait(delay)
+                delay = min(MAX_DB_BACKOFF, delay * 2)
+
+    # -- signals ------------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        return previous
+
+    def _restore_signal_handlers(self, previous: dict[int, Any]) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals_seen += 1
+        if self._signals_seen > 1:
+            os.write(2, b"second signal: exiting now\n")
+            os._exit(1)
+        logger.info("signal %s: finishing the running work, then exiting", signum)
+        self.request_stop()

@@ -1,0 +1,86 @@
+"""The one settlement path: ack, nack, release, metrics and dead-letter alerts, per claim.
+
+Every pump (drain, relay, webhook sender), the jobs process and the reaper settle through
+`settle()` or `reap()` here, so none of them can forget the metrics or the alert on a death.
+The statements are fenced by the claim's lease token (see claim.py): settling again after a
+database error is safe, and a lost lease changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from eventbus import claim as claims
+from eventbus import metrics
+from eventbus.alerts import notify_dead
+
+
+@dataclass
+class Settlement:
+    """What became of the deliveries of one claim."""
+
+    token: uuid.UUID
+    done: list[int] = field(default_factory=list)  # to ack
+    committed: list[int] = field(default_factory=list)  # atomic consumers: acked already
+    failures: list[claims.Failure] = field(default_factory=list)  # to nack (retry or dead)
+    released: list[int] = field(default_factory=list)  # never ran: back to pending, refunded
+    consumer_of: dict[int, str] = field(default_factory=dict)  # delivery id -> consumer
+
+    @property
+    def processed(self) -> int:
+        """Deliveries whose handler ran to an outcome (not the released ones)."""
+        return len(self.done) + len(self.committed) + len(self.failures)
+
+
+def settle(settlement: Settlement, *, worker_id: str) -> list[claims.DeadDelivery]:
+    """Ack, nack and release in three fenced statements; count them; alert on deaths."""
+    token = settlement.token
+    claims.ack(token, settlement.done)
+    dead = claims.nack(token, settlement.failures, worker_id=worker_id)
+    claims.release(token, settlement.released)
+    metrics.count_settled(
+        settlement.consumer_of,
+        done=[*settlement.done, *settlement.committed],
+        failed=[f.delivery_id for f in settlement.failures],
+        dead=[d.delivery_id for d in dead],
+    )
+    notify_dead(dead)
+    return dead
+
+
+def by_token(
+    items: Sequence[tuple[uuid.UUID, int, str]],
+) -> dict[uuid.UUID, Settlement]:
+    """Empty settlements for (token, delivery id, consumer) triples, one per claim."""
+    settlements: dict[uuid.UUID, Settlement] = {}
+    for token, delivery_id, consumer in items:
+        settlement = settlements.get(token)
+        if settlement is None:
+            settlement = settlements[token] = Settlement(token)
+        settlement.consumer_of[delivery_id] = consumer
+    return settlements
+
+
+def reap(*, worker_id: str, limit: int = 1000) -> tuple[int, list[claims.DeadDelivery]]:
+    """Take over expired leases (claim.reap) and alert on what died; returns how many were
+    reaped and those that died."""
+    reaped, dead = claims.reap(worker_id=worker_id, limit=limit)
+    metrics.count_reaped(reaped)
+    notify_dead(dead)
+    return reaped, dead
+
+
+def publish_failed(
+    token: uuid.UUID,
+    failures: Sequence[claims.Failure],
+    consumer_of: Mapping[int, str],
+    *,
+    worker_id: str,
+) -> None:
+    """The relay could not hand these deliveries to the broker (their attempt is refunded)."""
+    settle(
+        Settlement(token, failures=list(failures), consumer_of=dict(consumer_of)),
+        worker_id=worker_id,
+    )

@@ -1,0 +1,76 @@
+-- name: claim
+-- Claim up to %(batch)s due deliveries of the named consumers, fairly across tenants.
+--
+-- List the organizations with pending work (a loose index scan over delivery_claim_idx,
+-- starting at a random organization, %(start)s, so no tenant is always last), keep the
+-- (organization, consumer) pairs that have due work (one index probe each: ORDER BY + LIMIT 1,
+-- which EXISTS may turn into a scan), give each pair an equal share of the batch and take each
+-- share in due order with FOR UPDATE SKIP LOCKED. The picked ids are materialised (one pass,
+-- never more than the batch) and the UPDATE re-checks eligibility itself, so a row rescheduled
+-- or claimed by another drain since the subquery's snapshot is never claimed twice.
+--
+-- Deliveries marked `isolate` (they were claimed together with others when a worker died) are
+-- left to claim_isolated.sql, which runs each of them alone. The claim counts the attempt; the
+-- reaper and the release give it back when the handler never ran.
+WITH RECURSIVE after_start(org) AS (
+    (SELECT organization_id FROM eventbus_delivery
+      WHERE status = 'pending' AND organization_id >= %(start)s
+      ORDER BY organization_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.organization_id FROM eventbus_delivery d
+             WHERE d.status = 'pending' AND d.organization_id > a.org
+             ORDER BY d.organization_id LIMIT 1)
+      FROM after_start a WHERE a.org IS NOT NULL
+), before_start(org) AS (
+    (SELECT organization_id FROM eventbus_delivery
+      WHERE status = 'pending' AND organization_id < %(start)s
+      ORDER BY organization_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.organization_id FROM eventbus_delivery d
+             WHERE d.status = 'pending' AND d.organization_id > b.org
+               AND d.organization_id < %(start)s
+             ORDER BY d.organization_id LIMIT 1)
+      FROM before_start b WHERE b.org IS NOT NULL
+), orgs AS MATERIALIZED (
+    SELECT org FROM (SELECT org FROM after_start WHERE org IS NOT NULL
+                     UNION ALL
+                     SELECT org FROM before_start WHERE org IS NOT NULL) o
+     LIMIT %(batch)s
+), active AS MATERIALIZED (
+    SELECT orgs.org, k.consumer
+      FROM orgs
+     CROSS JOIN unnest(%(consumers)s::text[]) AS k(consumer)
+     CROSS JOIN LATERAL (
+        SELECT 1 FROM eventbus_delivery d
+         WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
+           AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
+         ORDER BY d.next_attempt_at
+         LIMIT 1
+     ) AS probe
+), share AS MATERIALIZED (
+    SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*))))::int AS n FROM active
+), picked AS MATERIALIZED (
+    SELECT c.id
+      FROM active
+     CROSS JOIN LATERAL (
+        SELECT d.id FROM eventbus_delivery d
+         WHERE d.organization_id = active.org AND d.consumer = active.consumer
+           AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
+         ORDER BY d.next_attempt_at
+         LIMIT (SELECT n FROM share)
+           FOR UPDATE SKIP LOCKED
+     ) c
+     LIMIT %(batch)s
+)
+UPDATE eventbus_delivery d
+   SET status = 'processing', attempts = d.attempts + 1, lease_token = %(token)s,
+       locked_until = %(lease_until)s, locked_by = %(worker)s, updated_at = %(now)s
+  FROM event_log e
+ WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
+   AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
+   AND e.id = d.event_id
+RETURNING d.id AS delivery_id, d.consumer, d.attempts AS attempt, d.max_attempts,
+          d.redelivered, d.redelivery_reason, e.id AS event_id, e.organization_id,
+          e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at,
+          e.metadata ->> 'request_id' AS request_id, e.metadata ->> 'trace_id' AS trace_id,
+          e.metadata ->> 'actor_id' AS actor_id

@@ -1,0 +1,174 @@
+"""Slots: a job can neither kill a slot thread nor hold it past its timeout (no database)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from eventbus.event import Event
+from eventbus.slots import Job, Leases, SlotPool
+
+TOKEN = uuid.uuid4()
+
+
+def job(n: int, *, timeout: float = 30.0, lane: str | None = None) -> Job:
+    event = Event(
+        id=uuid.uuid4(),
+        organization_id=uuid.uuid4(),
+        event_type="test.job",
+        entity_kind="t",
+        entity_id=None,
+        payload={"n": n},
+        metadata={},
+        created_at=dt.datetime.now(dt.UTC),
+        consumer="slot-worker",
+        delivery_id=n,
+    )
+    return Job(TOKEN, event, timeout, lane)
+
+
+class Harness:
+    """A pool whose jobs run `behaviour[n]` (default: return n), results as (n, outcome)."""
+
+    def __init__(self, size: int, **options: object) -> None:
+        self.release = threading.Event()
+        self.progress = threading.Event()
+        self.behaviour: dict[int, str] = {}
+        self.pool: SlotPool[tuple[int, str]] = SlotPool(
+            size,
+            self._run,
+            on_error=lambda j, exc, _: (j.event.delivery_id, f"error:{type(exc).__name__}"),
+            on_progress=self.progress.set,
+            **options,  # type: ignore[arg-type]
+        )
+
+    def _run(self, j: Job) -> tuple[int, str]:
+        n = j.event.delivery_id
+        action = self.behaviour.get(n, "ok")
+        if action == "block":
+            self.release.wait(30)
+        elif action == "exit":
+            raise SystemExit(3)
+        elif action == "raise":
+            raise KeyError(n)
+        return n, "ok"
+
+    def results(self, count: int, *, within: float = 10.0) -> list[tuple[int, str]]:
+        """The next `count` results (fewer if they do not come `within` seconds)."""
+        got: list[tuple[int, str]] = []
+        deadline = time.monotonic() + within
+        while len(got) < count and time.monotonic() < deadline:
+            self.progress.wait(0.05)
+            self.progress.clear()
+            got.extend(self.pool.take())
+        return sorted(got)
+
+
+def poll(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        threading.Event().wait(0.01)
+    return True
+
+
+@pytest.fixture
+def harness() -> Iterator[Harness]:
+    made: list[Harness] = []
+
+    def make(size: int, **options: object) -> Harness:
+        made.append(Harness(size, **options))
+        return made[-1]
+
+    yield make  # type: ignore[misc]
+    for h in made:
+        h.release.set()
+        h.pool.close(5)
+
+
+def test_any_exception_even_system_exit_becomes_a_result_and_the_slot_lives_on(
+    harness: type[Harness],
+) -> None:
+    h = harness(1)
+    h.behaviour = {1: "raise", 2: "exit"}
+    h.pool.submit(job(n) for n in range(1, 5))
+    assert h.results(4) == [(1, "error:KeyError"), (2, "error:SystemExit"), (3, "ok"), (4, "ok")]
+    assert h.pool.outstanding == 0
+
+
+def test_a_job_past_its_timeout_is_given_up_and_its_slot_replaced(
+    harness: type[Harness],
+) -> None:
+    h = harness(1)
+    h.behaviour = {1: "block"}
+    h.pool.submit([job(1, timeout=0.2), job(2), job(3)])
+    expired: list[tuple[Job, float]] = []
+    assert poll(lambda: bool(expired.extend(h.pool.expired()) or expired))
+    assert [j.event.delivery_id for j, _ in expired] == [1]
+    assert expired[0][1] > 0.2
+    assert h.results(2) == [(2, "ok"), (3, "ok")]  # the replacement slot ran the rest
+    assert h.pool.orphans == 1
+    h.release.set()  # the abandoned thread returns: its result is dropped, it exits
+    assert poll(lambda: h.pool.orphans == 0)
+    assert h.pool.take() == []
+
+
+def test_stuck_slots_hand_back_the_queue(harness: type[Harness]) -> None:
+    h = harness(2)
+    h.behaviour = {1: "block", 2: "block"}
+    h.pool.submit(job(n) for n in range(1, 6))
+    assert poll(lambda: h.pool.running == 2)
+    assert not h.pool.stuck(after=60)
+    assert h.pool.stuck(after=0.0)
+    assert [j.event.delivery_id for j in h.pool.take_queued()] == [3, 4, 5]
+    h.release.set()
+    assert h.results(2) == [(1, "ok"), (2, "ok")]
+
+
+def test_a_lane_runs_at_most_its_limit_while_others_flow(harness: type[Harness]) -> None:
+    h = harness(4, lane_limit=1)
+    h.behaviour = {1: "block"}
+    h.pool.submit([job(1, lane="slow"), job(2, lane="slow"), job(3, lane="a"), job(4, lane="b")])
+    assert h.results(2) == [(3, "ok"), (4, "ok")]
+    assert h.pool.queued == 1  # job 2 waits behind job 1 in its lane
+    h.release.set()
+    assert h.results(2) == [(1, "ok"), (2, "ok")]
+
+
+def test_dropped_jobs_never_start(harness: type[Harness]) -> None:
+    h = harness(1)
+    h.behaviour = {1: "block"}
+    h.pool.submit(job(n) for n in range(1, 4))
+    assert poll(lambda: h.pool.running == 1)
+    assert [j.event.delivery_id for j in h.pool.drop({2, 3})] == [2, 3]
+    h.release.set()
+    assert h.results(1) == [(1, "ok")]
+    assert h.pool.outstanding == 0
+
+
+def test_jobs_of_an_unconfirmed_lease_wait_for_the_heartbeat(harness: type[Harness]) -> None:
+    leases = Leases()
+    h = harness(1, can_start=leases.trusted)
+    h.pool.submit([job(1)])
+    assert h.results(1, within=0.5) == []  # never confirmed: held back
+    assert h.pool.queued == 1
+    leases.renew(TOKEN)  # the heartbeat extended the claim
+    assert h.results(1) == [(1, "ok")]
+
+
+def test_leases_forget_what_was_lost_or_settled() -> None:
+    leases = Leases()
+    leases.hold(TOKEN, [1, 2, 3])
+    assert leases.trusted(job(1))
+    leases.lose(TOKEN, {2, 3}, never_started={3})
+    assert leases.held() == {TOKEN: [1]}
+    assert leases.take_lost([1, 2]) == {2}  # 2 ran: its result is dropped, once
+    assert leases.take_lost([2]) == set()
+    leases.settled(TOKEN, [1])
+    assert leases.held() == {} and not leases.trusted(job(1))
