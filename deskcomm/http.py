@@ -207,15 +207,16 @@ def _text_problem(text: object) -> str:
 
 
 def _host_and_port_text_problem(authority: str) -> str:
-    if authority.startswith("["):
-        host, _, rest = authority.partition("]")
+    if authority.startswith("["):  # an IPv6 literal: httpx checks it whole
+        _, _, rest = authority.partition("]")
         has_port, port = bool(rest), rest.removeprefix(":")
     else:
         host, colon, port = authority.partition(":")
         has_port = bool(colon)
-    # Judged here too: httpx's own refusal of "0177.0.0.1" does not say what to write instead.
-    if NUMERIC_LABEL.fullmatch(host.rpartition(".")[2].lower()):
-        return _ipv4_problem(host.lower())
+        # Judged before httpx: its refusal of "0177.0.0.1" does not say what to write instead.
+        numeric = NUMERIC_LABEL.fullmatch(host.rpartition(".")[2].lower())
+        if numeric and (problem := _ipv4_problem(host.lower())):
+            return problem
     # httpx reads the port with int(), which also takes "1_0", "+80" and "-1".
     if has_port and not (port.isascii() and port.isdigit()):
         return f"is not valid: port {port!r} is not a number from 1 to 65535"
