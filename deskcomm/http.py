@@ -62,12 +62,28 @@ def guarded_client(
     OUTBOUND_HTTP_ALLOW_PRIVATE. Both are read now, not at import.
     """
     total = float(timeout if timeout is not None else settings.OUTBOUND_HTTP_TIMEOUT)
-    return httpx.Client(
+    return GuardedClient(
         transport=GuardedTransport(allow_private=allow_private),
         timeout=httpx.Timeout(total, connect=min(total, CONNECT_TIMEOUT)),
         follow_redirects=False,
         trust_env=False,
     )
+
+
+class GuardedClient(httpx.Client):
+    """Parses URL strings with `parse_url`, so an unsendable one is an UnsafeDestinationError.
+
+    httpx would raise `InvalidURL` (not an `httpx.HTTPError`) for some, and quietly send others
+    differently from how they read; callers catch `httpx.HTTPError` for every failure.
+    """
+
+    def build_request(self, method: str, url: httpx.URL | str, **kwargs: Any) -> httpx.Request:
+        if isinstance(url, str):
+            try:
+                url = parse_url(url)
+            except UnsendableURL as exc:
+                raise UnsafeDestinationError(str(exc)) from None
+        return super().build_request(method, url, **kwargs)
 
 
 class GuardedTransport(httpx.HTTPTransport):

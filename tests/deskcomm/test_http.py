@@ -259,3 +259,15 @@ def test_the_alert_client_refuses_non_canonical_hosts_without_resolving(
     ):
         client.post(server.url("/", host=host))
     assert lookups == [] and server.received == []
+
+
+@pytest.mark.parametrize(
+    "url", ["http://0177.0.0.1:{port}/", "http://127.1:{port}/", "http://127.0.0.1:+{port}/"]
+)
+def test_the_alert_client_turns_an_unsendable_url_into_an_http_error(
+    server: LoopbackServer, allow_private: None, url: str
+) -> None:
+    """Callers catch httpx.HTTPError: httpx's own InvalidURL would escape them."""
+    with guarded_client() as client, pytest.raises(httpx.HTTPError, match="url "):
+        client.post(url.format(port=server.port), json={"text": "hi"})
+    assert server.received == []
