@@ -33,8 +33,8 @@ class EventTypesField(forms.CharField):
 
 
 class SubscriptionForm(forms.ModelForm):
-    # Checked by webhooks.ssrf.validate_url (schemes, credentials, forbidden hosts).
-    url = forms.CharField(max_length=2000)
+    # Checked by webhooks.ssrf.validate_url (the sending client's parser, forbidden hosts).
+    url = forms.CharField(max_length=services.ssrf.MAX_URL_LENGTH)
     event_types = EventTypesField(
         help_text="Comma-separated: exact types (lead.created), entity wildcards (lead.*) or *."
     )

@@ -52,6 +52,21 @@ def test_the_add_form_refuses_bad_input(admin_client: Client, org: Organization)
     assert not Subscription.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "url", ["https://0177.0.0.1/x", "https://127.1/x", "https://2130706433/x", "https://0x7f.1/x"]
+)
+def test_the_add_form_refuses_non_canonical_ipv4_hosts(
+    admin_client: Client, org: Organization, url: str
+) -> None:
+    response = admin_client.post(
+        "/admin/webhooks/subscription/add/",
+        {"organization": org.pk, "url": url, "event_types": "lead.*"},
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "is not a canonical IPv4 address" in page
+    assert not Subscription.objects.exists() and not AuditLog.objects.exists()
+
+
 def test_rotate_disable_enable_and_ping_actions(admin_client: Client, subscribe: Subscribe) -> None:
     subscription, old = subscribe(URL)
     changelist = "/admin/webhooks/subscription/"
