@@ -252,6 +252,10 @@ EVENTBUS = {
     # A claimed delivery returns to pending if its worker has not finished it by then (seed: 5 min).
     "LEASE_SECONDS": env.float("EVENTBUS_LEASE_SECONDS", default=300.0),
     "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=256 * 1024),
+    # Metadata is correlation data copied to every consumer and webhook: a few ids, not content.
+    "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=8 * 1024),
+    # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
+    "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=32),
     # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next poll.
     "NOTIFY_EVENT_TYPES": env.list(
         "EVENTBUS_NOTIFY_EVENT_TYPES", default=["message.received", "ai.handoff_triggered"]

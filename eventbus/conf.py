@@ -12,6 +12,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ATTEMPTS": 8,
     "LEASE_SECONDS": 300.0,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "MAX_METADATA_BYTES": 8 * 1024,
+    "MAX_JSON_DEPTH": 32,
     "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
     "HANDLER_MODULES": [],
     "DEAD_LETTER_HOOKS": [],

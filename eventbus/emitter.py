@@ -8,8 +8,6 @@ transaction takes both away and an error never leaves half an event behind.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
 from eventbus.ids import uuid7
 from eventbus.registry import registry
+from eventbus.storable import JsonLimits, check_text, json_text
 
 if TYPE_CHECKING:
     from deskcomm.models import Organization
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
 
 WAKEUP_CHANNEL = "eventbus_wakeup"
 EMIT_MANY_STATEMENT_ROWS = 250  # items per statement; statements are pipelined
-_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 # One statement: the tenant check (event_log has no per-row foreign key: the organization row is
 # locked once, FOR KEY SHARE as such a check would, and a missing one writes nothing and returns
@@ -255,7 +252,13 @@ class Preparer:
         self.today = now.date()
         self.emitted_at = now.isoformat()
         self.context = context.current()
-        self.limit = int(bus_settings.MAX_PAYLOAD_BYTES)
+        depth = int(bus_settings.MAX_JSON_DEPTH)
+        self.payload_limits = JsonLimits(
+            int(bus_settings.MAX_PAYLOAD_BYTES), "EVENTBUS_MAX_PAYLOAD_BYTES", depth
+        )
+        self.metadata_limits = JsonLimits(
+            int(bus_settings.MAX_METADATA_BYTES), "EVENTBUS_MAX_METADATA_BYTES", depth
+        )
         self._valid_types: set[str] = set()
         self._schemas: dict[tuple[str, int | None], catalog.EventSchema] = {}
         self._plain_metadata: dict[catalog.EventSchema, tuple[dict[str, Any], str]] = {}
@@ -280,7 +283,7 @@ class Preparer:
         )
         schema = self._schema(name, extra.get("schema_version"))
         catalog.check_payload(schema, body)
-        payload_json = _dumps("payload", body, limit=self.limit)
+        payload_json = json_text("payload", body, self.payload_limits)
         if not extra and key is None:
             meta, metadata_json = self._metadata_without_extras(schema)
         else:
@@ -292,7 +295,7 @@ class Preparer:
             }
             if key is not None:
                 meta["idempotency_key"] = key
-            metadata_json = _dumps("metadata", meta)
+            metadata_json = json_text("metadata", meta, self.metadata_limits)
         return PreparedEvent(
             uuid7(), schema.name, kind, ent_id, body, meta, payload_json, metadata_json, key
         )
@@ -317,7 +320,10 @@ class Preparer:
         found = self._plain_metadata.get(schema)
         if found is None:
             meta = {**self.context, "schema_version": schema.version, "emitted_at": self.emitted_at}
-            found = self._plain_metadata[schema] = (meta, _dumps("metadata", meta))
+            found = self._plain_metadata[schema] = (
+                meta,
+                json_text("metadata", meta, self.metadata_limits),
+            )
         # Shared by this call's events, like the JSON text: a Preparer lives for one emit call,
         # and only emit() hands the dict out (on the one event it returns).
         return found
@@ -469,7 +475,7 @@ def _validate_entity_kind(value: object) -> str:
             "entity_kind is required: a non-empty string of at most 64 characters",
             field="entity_kind",
         )
-    return value
+    return check_text("entity_kind", value)
 
 
 def _validate_entity_id(value: object) -> uuid.UUID | None:
@@ -503,35 +509,4 @@ def _validate_idempotency_key(value: object) -> str | None:
             "idempotency_key must be a non-empty string of at most 255 characters",
             field="idempotency_key",
         )
-    return value
-
-
-def _dumps(field: str, value: Mapping[str, Any], *, limit: int | None = None) -> str:
-    """JSON text for a jsonb column; refuses what jsonb cannot store, and `limit` bytes or more."""
-    try:
-        text = _JSON.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise EventValidationError(
-            f"{field} is not JSON-serializable: {exc}", field=field
-        ) from None
-    if text.isascii():  # the common case: its length is its size, and it holds no surrogate
-        size = len(text)
-    else:
-        try:
-            size = len(text.encode())
-        except UnicodeEncodeError:  # an unpaired surrogate ("\ud800"): not storable as UTF-8
-            raise EventValidationError(
-                f"{field} contains an unpaired UTF-16 surrogate, which is not valid Unicode",
-                field=field,
-            ) from None
-    if "\\u0000" in text and _NUL_ESCAPE.search(text):  # jsonb cannot store NUL characters
-        raise EventValidationError(
-            f"{field} contains a NUL character (\\u0000), which jsonb rejects", field=field
-        )
-    if limit is not None and size > limit:
-        raise EventValidationError(
-            f"{field} is {size} bytes; the limit is {limit} bytes "
-            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it.",
-            field=field,
-        )
-    return text
+    return check_text("idempotency_key", value)
