@@ -12,13 +12,15 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connection, connections, transaction
 from django.test.utils import override_settings
+from psycopg.rows import dict_row
 
 import eventbus
 from deskcomm import context
-from deskcomm.db import conninfo
+from deskcomm.db import bound_cursor, conninfo
 from deskcomm.models import Lead, Organization
 from eventbus import emitter
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.sql import statement
 from tests.support.consumers import EFFECT_CONSUMERS
 
 pytestmark = pytest.mark.django_db
@@ -357,6 +359,55 @@ def test_sql_emit_event_validates(
     with pytest.raises(DatabaseError, match=message), transaction.atomic():
         emit_sql(*call)
     assert counts() == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(EVENTBUS={"NOTIFY_EVENT_TYPES": ["test.effect"]})
+def test_high_priority_emits_wake_workers_when_they_commit(org: Organization) -> None:
+    with psycopg.connect(conninfo(), autocommit=True) as listener:
+        listener.execute(f"LISTEN {emitter.WAKEUP_CHANNEL}")
+        emit_effect(org, idempotency_key="k")
+        emit_effect(org, idempotency_key="k")  # a repeated key: no event, so no wake-up
+        with transaction.atomic():
+            emit_effect(org)
+            transaction.set_rollback(True)  # never committed: never heard
+        eventbus.emit(
+            "lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": "x"}
+        )  # not a high-priority type
+        eventbus.emit_many([EFFECT, EFFECT], organization=org)  # one wake-up for the call
+        with connection.cursor() as cursor:  # committed after all of the above: heard last
+            cursor.execute(f"NOTIFY {emitter.WAKEUP_CHANNEL}, 'end'")
+        heard: list[str] = []
+        for notification in listener.notifies(timeout=10):
+            heard.append(notification.payload)
+            if notification.payload == "end":
+                break
+    assert heard == ["test.effect", "emit_many", "end"]
+
+
+def function_definitions(name: str) -> list[str]:
+    """`CREATE OR REPLACE FUNCTION` text of every function called `name`, as the server has it."""
+    with bound_cursor() as cursor:
+        cursor.row_factory = dict_row
+        cursor.execute(
+            "SELECT pg_get_functiondef(oid) AS definition FROM pg_proc"
+            " WHERE proname = %(name)s ORDER BY oid",
+            {"name": name},
+        )
+        return [row["definition"] for row in cursor.fetchall()]
+
+
+def test_the_live_emit_event_function_is_the_one_in_its_sql_file() -> None:
+    # Migrations apply frozen copies; eventbus/sql/emit_event.sql is what must be live. Applying
+    # the file must change nothing (a new overload would show as a second definition).
+    live = function_definitions("emit_event")
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statement("emit_event"))
+        from_file = function_definitions("emit_event")
+        transaction.set_rollback(True)
+    assert len(live) == 1
+    assert from_file == live, "eventbus/sql/emit_event.sql differs from the migrated function"
 
 
 def test_emit_checks_its_tenant_once_and_writes_nothing_without_it(org: Organization) -> None:
