@@ -7,6 +7,7 @@ from pathlib import Path
 import environ
 
 from deskcomm.broker_config import choose_backend, dramatiq_broker
+from deskcomm.db_timeouts import with_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -97,6 +98,24 @@ DATABASES = {
 # Workers keep their connection between handler runs; health checks drop dead ones.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Server-side timeouts per process role, seconds (0 = none); README "Database timeouts". Every
+# connection opens with the web values; worker processes switch with
+# deskcomm.db_timeouts.use_database_timeouts("worker"); migrate lifts the statement timeout.
+DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=10.0)
+DB_IDLE_IN_TRANSACTION_TIMEOUT = env.float("DB_IDLE_IN_TRANSACTION_TIMEOUT", default=60.0)
+DATABASE_TIMEOUTS = {
+    role: {
+        "statement_timeout": statement_timeout,
+        "lock_timeout": DB_LOCK_TIMEOUT,
+        "idle_in_transaction_session_timeout": DB_IDLE_IN_TRANSACTION_TIMEOUT,
+    }
+    for role, statement_timeout in {
+        "web": env.float("DB_STATEMENT_TIMEOUT", default=20.0),
+        "worker": env.float("DB_WORKER_STATEMENT_TIMEOUT", default=120.0),
+    }.items()
+}
+db_options = DATABASES["default"].setdefault("OPTIONS", {})
+db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
