@@ -8,7 +8,7 @@
 -- `ev`, so no deliveries and no wake-up either).
 -- `notify`: high-priority types also wake idle workers on `channel`; PostgreSQL delivers the
 -- NOTIFY when the caller commits, and never for a rolled-back emit.
--- Rows: (id, fanout) of the new event; none for a repeated key; (NULL, NULL) without a tenant.
+-- Rows: (id, fanout, woken) of the new event; none for a repeated key; NULLs without a tenant.
 WITH tenant AS MATERIALIZED (
     SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
 ), routes AS MATERIALIZED (
