@@ -6,6 +6,7 @@ from importlib import import_module
 from importlib.util import find_spec
 
 from django.apps import AppConfig, apps
+from django.db.models.signals import post_migrate, pre_migrate
 
 
 class DeskcommConfig(AppConfig):
@@ -15,6 +16,14 @@ class DeskcommConfig(AppConfig):
     def ready(self) -> None:
         from deskcomm import checks  # noqa: F401  (registers the system checks)
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from deskcomm.db_timeouts import (
+            lift_statement_timeout_for_migrate,
+            restore_statement_timeout_after_migrate,
+        )
+
+        # Sent once per app: bound to this one, so `migrate` sets and resets the timeout once.
+        pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
+        post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
 
         # Scheduled jobs are declared in each app's `jobs` module (see deskcomm.cron).
         for config in apps.get_app_configs():

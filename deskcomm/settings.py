@@ -7,6 +7,7 @@ from pathlib import Path
 import environ
 
 from deskcomm.broker_config import choose_backend, dramatiq_broker
+from deskcomm.db_timeouts import with_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -97,6 +98,24 @@ DATABASES = {
 # Workers keep their connection between handler runs; health checks drop dead ones.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Server-side timeouts per process role, seconds (0 = none); README "Database timeouts". Every
+# connection opens with the web values; worker processes switch with
+# deskcomm.db_timeouts.use_database_timeouts("worker"); migrate lifts the statement timeout.
+DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=10.0)
+DB_IDLE_IN_TRANSACTION_TIMEOUT = env.float("DB_IDLE_IN_TRANSACTION_TIMEOUT", default=60.0)
+DATABASE_TIMEOUTS = {
+    role: {
+        "statement_timeout": statement_timeout,
+        "lock_timeout": DB_LOCK_TIMEOUT,
+        "idle_in_transaction_session_timeout": DB_IDLE_IN_TRANSACTION_TIMEOUT,
+    }
+    for role, statement_timeout in {
+        "web": env.float("DB_STATEMENT_TIMEOUT", default=20.0),
+        "worker": env.float("DB_WORKER_STATEMENT_TIMEOUT", default=120.0),
+    }.items()
+}
+db_options = DATABASES["default"].setdefault("OPTIONS", {})
+db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -263,6 +282,10 @@ EVENTBUS = {
     # stops and exits (code 75) so its supervisor starts a clean process.
     "MAX_ABANDONED_THREADS": env.int("EVENTBUS_MAX_ABANDONED_THREADS", default=8),
     "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=256 * 1024),
+    # Metadata is correlation data copied to every consumer and webhook: a few ids, not content.
+    "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=8 * 1024),
+    # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
+    "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=32),
     # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next poll.
     "NOTIFY_EVENT_TYPES": env.list(
         "EVENTBUS_NOTIFY_EVENT_TYPES", default=["message.received", "ai.handoff_triggered"]

@@ -20,6 +20,8 @@ DEFAULTS: dict[str, Any] = {
     # Abandoned (timed-out) handler threads a worker tolerates before it exits to be restarted.
     "MAX_ABANDONED_THREADS": 8,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "MAX_METADATA_BYTES": 8 * 1024,
+    "MAX_JSON_DEPTH": 32,
     "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
     "HANDLER_MODULES": [],
     "DEAD_LETTER_HOOKS": [],
