@@ -102,6 +102,7 @@ class WebhookPump:
         self._per_consumer: Counter[str] = Counter()  # claimed, not settled, per consumer
         self._waiting: list[settle.Finished | _Released] = []  # finished, not settled yet
         self._stopping = False
+        self._interrupted = False
         self._drained = False
 
     # -- the runner's interface ---------------------------------------------------------------
@@ -110,6 +111,8 @@ class WebhookPump:
         self._waiting.extend(self.pool.take())
         self._watch()
         progress = self._settle()
+        if self._interrupted:
+            self._recover()
         return progress + self._claim()
 
     @property
@@ -141,7 +144,17 @@ class WebhookPump:
         """A NOTIFY arrived: the runner steps at once anyway."""
 
     def interrupted(self) -> None:
+        """The database failed: send nothing more until a settle succeeds again."""
+        self._interrupted = True
         self.pool.pause()
+
+    def _recover(self) -> None:
+        """The database is back: release what waited (never sent, not charged), send again."""
+        self._waiting.extend(_Released(job) for job in self.pool.take_queued())
+        self._settle()
+        self._interrupted = False
+        if not self._stopping:
+            self.pool.resume()
 
     def stop(self) -> None:
         self._stopping = True
@@ -164,7 +177,7 @@ class WebhookPump:
     # -- claiming -----------------------------------------------------------------------------
 
     def _claim(self) -> int:
-        if self._stopping:
+        if self._stopping or self._interrupted:
             return 0
         free = min(PREFETCH * self.options.concurrency - self.in_flight, self._room())
         if free <= 0:

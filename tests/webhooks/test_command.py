@@ -6,11 +6,12 @@ import signal
 import sys
 
 import pytest
+from django.db import connections
 
 import eventbus
 from deskcomm.models import Organization
 from eventbus.models import Delivery
-from tests.conftest import REPO, subprocess_env
+from tests.conftest import REPO, Managed, raw_connection, subprocess_env, wait_for
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import Subscribe
 
@@ -48,3 +49,43 @@ def test_deliver_webhooks_sends_and_exits_0_on_sigterm(
         output = process.communicate()[0]
     assert "stopped after" in output, output
     assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+
+
+def test_deliver_webhooks_survives_losing_its_database_connections(
+    org: Organization, receiver: Receiver, subscribe: Subscribe, managed: list[Managed]
+) -> None:
+    subscribe(receiver.url())
+
+    def emit(n: int) -> None:
+        for i in range(n):
+            eventbus.emit(
+                "lead.assigned", organization=org, entity_kind="lead", payload={"to_owner_id": i}
+            )
+
+    sender = Managed(
+        "deliver_webhooks",
+        "--poll-interval",
+        "0.2",
+        "--no-listen",
+        WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
+        WEBHOOKS_ALLOW_HTTP="true",
+    )
+    managed.append(sender)
+    emit(3)
+    receiver.wait_for(lambda: len(receiver.requests) == 3, timeout=60, what="3 deliveries")
+    with raw_connection() as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        )
+    connections.close_all()  # this test's own connection was cut too
+    emit(3)
+    receiver.wait_for(lambda: len(receiver.requests) == 6, timeout=60, what=sender.output)
+    wait_for(
+        lambda: set(Delivery.objects.values_list("status", flat=True)) == {"done"},
+        timeout=30,
+        what=sender.output,
+    )
+    assert sender.poll() is None
+    assert set(Delivery.objects.values_list("attempts", flat=True)) == {1}  # nothing charged
