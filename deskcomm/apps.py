@@ -6,6 +6,7 @@ from importlib import import_module
 from importlib.util import find_spec
 
 from django.apps import AppConfig, apps
+from django.db.models.signals import post_migrate
 
 
 class DeskcommConfig(AppConfig):
@@ -26,3 +27,8 @@ class DeskcommConfig(AppConfig):
 
         register_defaults()
         init_sentry()
+
+        from deskcomm.migrate_hooks import install_schedules_after_migrate
+
+        # After the last app's migrations (django_celery_beat's tables exist by then).
+        post_migrate.connect(install_schedules_after_migrate, sender=self)

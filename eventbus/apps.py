@@ -34,7 +34,12 @@ def handler_modules(extra: list[str]) -> list[str]:
     return found + [m for m in extra if m not in found]
 
 
-def _sync_after_migrate(**kwargs: Any) -> None:
+ROUTE_TABLES = ("eventbus_route", "eventbus_eventtypeschema")
+
+
+def _sync_after_migrate(using: str = "default", **kwargs: Any) -> None:
+    from deskcomm.migrate_hooks import tables_exist
     from eventbus.routes import sync_routes
 
-    sync_routes()
+    if tables_exist(using, *ROUTE_TABLES):  # absent after `migrate eventbus zero`
+        sync_routes()
