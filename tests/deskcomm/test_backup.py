@@ -47,9 +47,8 @@ def backup_dir(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def backup_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     """The backups storage on an S3-compatible server on loopback (BACKUP_S3_BUCKET's shape)."""
-    with s3_server(monkeypatch) as s3:
-        with use_backups_storage(s3.storage_config(prefix="backups")):
-            yield s3
+    with s3_server(monkeypatch) as s3, use_backups_storage(s3.storage_config(prefix="backups")):
+        yield s3
 
 
 def run(command: str) -> str:

@@ -38,7 +38,7 @@ def fresh_database(db: None) -> Iterator[str]:
 
 
 def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603  (our own manage.py, fixed arguments)
+    return subprocess.run(
         [sys.executable, *args],
         cwd=REPO,
         env=subprocess_env(DATABASE_URL=url),
