@@ -281,6 +281,8 @@ EVENTBUS = {
     "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=3600.0),
     # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
     "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=""),
+    # Metrics: distinct event_type label values per metric and process; the rest are "other".
+    "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=200),
 }
 
 # --- Jobs: dramatiq (django-dramatiq), broker chosen by environment -------------------------

@@ -23,6 +23,11 @@ class EventbusConfig(AppConfig):
             import_module(module)
         post_migrate.connect(_sync_after_migrate, sender=self)
 
+        from deskcomm.metrics import register_scrape_collector
+        from eventbus.metrics import QueueCollector
+
+        register_scrape_collector(QueueCollector)
+
 
 def handler_modules(extra: list[str]) -> list[str]:
     """Every installed app's `handlers` module, then the configured extra modules."""
