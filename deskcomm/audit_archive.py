@@ -126,13 +126,21 @@ def prune_expired(*, now: dt.datetime) -> int:
     oldest_kept = dt.date(today.year - int(settings.AUDIT_LOG_ARCHIVE_YEARS), today.month, 1)
     storage = archive_storage()
     deleted = 0
-    for manifest_name in _manifests(storage, ROOT):
+    for manifest_name in _manifests_up_to(storage, oldest_kept.year):
         day = dt.date.fromisoformat(manifest_name.rsplit("audit-", 1)[1][:10])
         if day < oldest_kept:
             storage.delete(manifest_name.replace(".manifest.json", ".ndjson.gz"))
             storage.delete(manifest_name)
             deleted += 2
     return deleted
+
+
+def _manifests_up_to(storage: Storage, year: int) -> Iterator[str]:
+    """Manifests of the years up to `year` only: the daily run never lists the recent ones."""
+    for organization in _folders(storage, ROOT):
+        for name in _folders(storage, f"{ROOT}/{organization}"):
+            if name.isdigit() and int(name) <= year:
+                yield from _manifests(storage, f"{ROOT}/{organization}/{name}")
 
 
 def read_manifest(storage: Storage, name: str) -> dict[str, Any]:
@@ -195,15 +203,23 @@ def _delete(ids: list[int]) -> int:
 
 def _manifests(storage: Storage, folder: str) -> Iterator[str]:
     """Every manifest under `folder`, depth first, oldest first (names sort by date)."""
-    try:
-        folders, files = storage.listdir(folder)
-    except FileNotFoundError:  # the filesystem storage before the first archive (S3: empty)
-        return
+    folders, files = _listing(storage, folder)
     for name in sorted(files):
         if name.endswith(".manifest.json"):
             yield f"{folder}/{name}"
     for sub in sorted(folders):
         yield from _manifests(storage, f"{folder}/{sub}")
+
+
+def _folders(storage: Storage, folder: str) -> list[str]:
+    return sorted(_listing(storage, folder)[0])
+
+
+def _listing(storage: Storage, folder: str) -> tuple[list[str], list[str]]:
+    try:
+        return storage.listdir(folder)
+    except FileNotFoundError:  # the filesystem storage before the first archive (S3: empty)
+        return [], []
 
 
 def _hot_days() -> int:

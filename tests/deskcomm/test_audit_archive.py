@@ -6,13 +6,16 @@ import datetime as dt
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import time_machine
+from django.core.files.storage import storages
 
 from deskcomm import audit, audit_archive
 from deskcomm.cron import job_run
 from deskcomm.models import AuditLog, Organization
+from tests.support.s3 import s3_server
 
 pytestmark = pytest.mark.django_db
 
@@ -89,3 +92,26 @@ def test_archives_older_than_the_retention_are_deleted(
     assert report.expired_files == 2  # the 2020 day's file and manifest
     remaining = sorted(p.name for p in archive_root.rglob("*.ndjson.gz"))
     assert remaining == ["audit-2021-07-01.ndjson.gz"]
+
+
+def test_archives_on_an_s3_compatible_bucket(
+    org: Organization, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audit_on(OLD_DAY, org, 2)
+    audit_on(dt.date(2020, 3, 1), org, 1)
+    with s3_server(monkeypatch) as s3:
+        settings.STORAGES = {**settings.STORAGES, "archive": s3.storage_config("event-archive")}
+        storages._storages.pop("archive", None)  # the handler caches built storages
+        try:
+            with time_machine.travel(dt.datetime(2021, 9, 1, tzinfo=dt.UTC), tick=False):
+                assert audit_archive.archive_due().rows == 1
+            with time_machine.travel(NOW, tick=False):
+                report = audit_archive.archive_due()
+            assert (report.rows, report.expired_files) == (2, 2)
+            assert s3.keys() == [
+                f"event-archive/audit-log/{org.pk}/2026/02/audit-2026-02-20.manifest.json",
+                f"event-archive/audit-log/{org.pk}/2026/02/audit-2026-02-20.ndjson.gz",
+            ]
+            assert len(list(audit_archive.archived_rows([org.pk]))) == 2
+        finally:
+            storages._storages.pop("archive", None)
