@@ -226,3 +226,6 @@ class AuditLogAdmin(ReadOnlyAdmin):
             return "-"
         url = _filtered("eventbus_ops:correlation", request_id=obj.request_id)
         return format_html('<a href="{}">{}</a>', url, obj.request_id)
+
+
+from deskcomm import admin_jobs  # noqa: E402, F401  (registers the job schedule and run admins)

@@ -35,3 +35,11 @@ class DeskcommConfig(AppConfig):
 
         register_defaults()
         init_sentry()
+
+        from deskcomm.metrics import JobsCollector, register_scrape_collector
+        from deskcomm.migrate_hooks import install_schedules_after_migrate
+
+        register_scrape_collector(JobsCollector)
+
+        # After the last app's migrations (django_celery_beat's tables exist by then).
+        post_migrate.connect(install_schedules_after_migrate, sender=self)

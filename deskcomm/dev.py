@@ -3,7 +3,7 @@
 Usage, from the repository root, on a machine with nothing but Python 3.11+::
 
     python3 -m deskcomm.dev test [pytest args...]   # venv + database, then pytest
-    python3 -m deskcomm.dev run                     # migrate, schedules, demo data, processes
+    python3 -m deskcomm.dev run                     # migrate (+ schedules), demo data, processes
     python3 -m deskcomm.dev manage ARGS...          # manage.py ARGS with DATABASE_URL set
     python3 -m deskcomm.dev db                      # ensure the database, print DATABASE_URL=...
     python3 -m deskcomm.dev stop-db                 # stop the embedded PostgreSQL server
@@ -56,15 +56,14 @@ PROCESSES: dict[str, list[str]] = {
 
 #: manage.py steps ``run`` performs before starting PROCESSES.
 SETUP_STEPS: list[list[str]] = [
-    ["migrate", "--noinput"],
-    ["install_schedules"],  # default job schedules; operator edits are kept
+    ["migrate", "--noinput"],  # also installs the default job schedules (post-migrate)
     ["bootstrap_demo"],
 ]
 
 USAGE = """usage: python3 -m deskcomm.dev COMMAND [ARGS...]
 
     test [pytest args...]   create/refresh .venv, ensure a database, run pytest
-    run                     migrate, install schedules, create demo data, run web (PORT,
+    run                     migrate (installs schedules), create demo data, run web (PORT,
                             default 8000) + worker + jobs + scheduler
     manage ARGS...          run manage.py ARGS with DATABASE_URL set
     db                      ensure the database and print DATABASE_URL=...

@@ -39,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_ALERT_THRESHOLD": 10,
     "DLQ_ALERT_INTERVAL": 3600.0,
     "DLQ_ALERT_WEBHOOK_URL": "",
+    # Cardinality guard: distinct event_type label values per metric (the rest: "other").
+    "METRICS_MAX_EVENT_TYPES": 200,
 }
 
 

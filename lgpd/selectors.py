@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from deskcomm import audit_archive
 from deskcomm.models import AuditLog, Contact, Conversation, Lead, Message, Order
 from eventbus.models import EventLog
 from lgpd.models import DataRequest
@@ -63,6 +65,14 @@ def open_requests_older_than(cutoff: dt.datetime) -> QuerySet[DataRequest]:
     ).order_by("received_at")
 
 
+ARCHIVED_FIELDS = ("actor", "action", "target_type", "target_id", "request_id")
+
+
+def _about(row: dict[str, Any], entity_ids: list[str], contact_id: str) -> bool:
+    details = row.get("details") or {}
+    return row["target_id"] in entity_ids or details.get("contact_id") == contact_id
+
+
 def audit_trail(contact: Contact) -> list[tuple[str, ...]]:
     """Every recorded operation on the subject, oldest first: audit rows, then bus events.
 
@@ -72,11 +82,19 @@ def audit_trail(contact: Contact) -> list[tuple[str, ...]]:
     ids = [str(ident) for ident in subject_entity_ids(contact)]
     audits = AuditLog.objects.filter(
         Q(target_id__in=ids) | Q(details__contact_id=str(contact.pk))
-    ).values_list("created_at", "actor", "action", "target_type", "target_id", "request_id")
+    ).values_list("id", "created_at", "actor", "action", "target_type", "target_id", "request_id")
+    hot = {row[0]: row[1:] for row in audits}
+    # Rows past the hot window live in the audit archives (deskcomm.audit_archive).
+    for row in audit_archive.archived_rows([contact.organization_id]):
+        if row["id"] not in hot and _about(row, ids, str(contact.pk)):
+            hot[row["id"]] = (
+                dt.datetime.fromisoformat(row["created_at"]),
+                *(row[key] for key in ARCHIVED_FIELDS),
+            )
     events = EventLog.objects.filter(
         organization_id=contact.organization_id, entity_id__in=ids
     ).values_list("created_at", "metadata", "event_type", "entity_kind", "entity_id")
-    rows = [("audit", *(str(v) for v in row)) for row in audits]
+    rows = [("audit", *(str(v) for v in row)) for row in hot.values()]
     rows += [
         (
             "event",

@@ -22,6 +22,9 @@ from tests.support.receiver import Receiver
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The `browser` fixture (headless Chromium) for the admin browser tests.
+pytest_plugins = ["tests.support.browser"]
+
 SIDE_EFFECT_TABLE_SQL = """
 CREATE TABLE IF NOT EXISTS test_side_effect (
     event_id uuid NOT NULL,
