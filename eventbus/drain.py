@@ -34,7 +34,7 @@ from eventbus.errors import HandlerTimeout, LeaseLost
 from eventbus.event import Event
 from eventbus.registry import Consumer
 from eventbus.retry import judge_failure
-from eventbus.settle import Settlement, settle
+from eventbus.settle import Settlement, by_token, settle
 from eventbus.slots import Job, Leases, SlotPool, log_lost
 
 logger = logging.getLogger(__name__)
@@ -308,7 +308,7 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
     except BaseException as exc:  # recorded too: dramatiq's time limit, a handler's SystemExit
         return failed(job, exc, time.monotonic() - started, on_connection_lost)
     finally:
-        _duration(consumer.name).observe(time.monotonic() - started)
+        _duration(consumer.name, job.event.event_type).observe(time.monotonic() - started)
     return Finished(job, "committed" if consumer.atomic else "done")
 
 
@@ -339,33 +339,30 @@ def failed(
     return Finished(job, "failed", failure(job.event, exc, elapsed))
 
 
-_DURATIONS: dict[str, Histogram] = {}
+_DURATIONS: dict[tuple[str, str], Histogram] = {}
 
 
-def _duration(consumer: str) -> Histogram:
-    """The consumer's handler-duration histogram (the labelled child, looked up once)."""
-    child = _DURATIONS.get(consumer)
+def _duration(consumer: str, event_type: str) -> Histogram:
+    """The handler-duration histogram child of (consumer, event type), looked up once."""
+    child = _DURATIONS.get((consumer, event_type))
     if child is None:
-        child = _DURATIONS[consumer] = metrics.HANDLER_DURATION.labels(consumer)
+        label = metrics.processed_event_type(event_type)
+        child = _DURATIONS[consumer, event_type] = metrics.HANDLER_DURATION.labels(consumer, label)
     return child
 
 
 def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
-    settlements: dict[uuid.UUID, Settlement] = {}
+    settlements = by_token((r.job.token, r.job.event) for r in results)
     for r in results:
-        event = r.job.event
-        s = settlements.get(r.job.token)
-        if s is None:
-            s = settlements[r.job.token] = Settlement(r.job.token)
-        s.consumer_of[event.delivery_id] = event.consumer
+        s, delivery_id = settlements[r.job.token], r.job.event.delivery_id
         if r.kind == "failed" and r.failure is not None:
             s.failures.append(r.failure)
         elif r.kind == "done":
-            s.done.append(event.delivery_id)
+            s.done.append(delivery_id)
         elif r.kind == "committed":
-            s.committed.append(event.delivery_id)
+            s.committed.append(delivery_id)
         else:
-            s.released.append(event.delivery_id)
+            s.released.append(delivery_id)
     return settlements
 
 

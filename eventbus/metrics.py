@@ -40,8 +40,8 @@ DELIVERIES_PROCESSED = Counter(
 )
 HANDLER_DURATION = Histogram(
     "deskcomm_eventbus_handler_duration_seconds",
-    "Time a consumer's handler took, success or failure.",
-    ["consumer"],
+    "Time a consumer's handler took, success or failure, by consumer and event type.",
+    ["consumer", "event_type"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 

@@ -127,8 +127,7 @@ class Relay:
             )
             for e in events
         ]
-        consumer_of = {e.delivery_id: e.consumer for e in events}
-        publish_failed(token, failures, consumer_of, worker_id=self.worker_id)
+        publish_failed(token, failures, events, worker_id=self.worker_id)
 
     # -- the runner's interface ---------------------------------------------------------------
 

@@ -306,8 +306,7 @@ def _token(item: settle.Finished | _Released) -> uuid.UUID:
 
 def _release(jobs: list[Job], *, worker_id: str) -> None:
     """Deliveries never sent (the worker is stopping): pending again, attempt refunded."""
-    triples = [(job.token, job.event.delivery_id, job.event.consumer) for job in jobs]
-    for settlement in bus_settle.by_token(triples).values():
+    for settlement in bus_settle.by_token((job.token, job.event) for job in jobs).values():
         settlement.released = list(settlement.consumer_of)
         bus_settle.settle(settlement, worker_id=worker_id)
 

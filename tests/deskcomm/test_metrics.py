@@ -77,8 +77,10 @@ def test_counts_and_queue_shape_after_a_known_workload(
     assert delta(before, after, processed, consumer="effect-a-worker", outcome="done") == 3
     assert delta(before, after, processed, consumer="flaky-worker", outcome="dead") == 2
     assert delta(before, after, processed, consumer="flaky-worker", outcome="retry") == 0
+    assert delta(before, after, processed, event_type="test.flaky", outcome="dead") == 2
     runs = "deskcomm_eventbus_handler_duration_seconds_count"
     assert delta(before, after, runs, consumer="effect-a-worker") == 3
+    assert delta(before, after, runs, consumer="flaky-worker", event_type="test.flaky") == 2
     # Queue shape at scrape time (absolute values: this test owns the database), by consumer and
     # event type (seed 000 §10.1).
     pending, dead = "deskcomm_eventbus_deliveries_pending", "deskcomm_eventbus_deliveries_dead"
