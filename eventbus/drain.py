@@ -91,6 +91,7 @@ class DrainPump:
             on_error=self._failed,
             on_progress=wake,
             signal_every=max(1, batch_size // 2),
+            low_water=self._low_water,
             can_start=self.leases.trusted,
             name="eventbus-handler",
         )

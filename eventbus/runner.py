@@ -47,9 +47,10 @@ MAX_DB_BACKOFF = 30.0
 IDLE_REAP_INTERVAL = 1.0  # reap at most this often while idle
 BUSY_REAP_INTERVAL = 5.0  # ...and this often while busy (or a sixth of a shorter lease)
 EXIT_DEGRADED = 75  # EX_TEMPFAIL: too many abandoned handler threads, start a fresh process
-# Woken by a finished handler: wait this long for others to finish too, so one settle (one
-# ack statement) serves several deliveries at a bounded cost in latency.
-GATHER_SECONDS = 0.005
+# Woken by a finished handler: wait up to this long for others to finish too, so one settle (one
+# ack statement) serves several deliveries at a bounded cost in latency. A pump's own signals
+# (half a batch finished, its queue low or empty) end the wait early.
+GATHER_SECONDS = 0.02
 
 
 class Pump(Protocol):
@@ -196,7 +197,8 @@ class Runner:
         self.wake.wait(min(pump.wait_hint(poll) for pump in self.pumps))
         self.wake.clear()
         if any(pump.in_flight for pump in self.pumps):
-            self._stop.wait(GATHER_SECONDS)
+            self.wake.wait(GATHER_SECONDS)
+            self.wake.clear()
 
     def _back_off(self, exc: Exception, failures: int) -> None:
         delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)

@@ -15,8 +15,9 @@ threads runs one job at a time, back to back, from a shared queue, optionally at
 
 Any exception a job raises, `BaseException` included, becomes a result through `on_error`: a
 slot thread never dies of a job. Per job, a slot takes the lock twice and wakes the main thread
-only for the first result waiting, for every `signal_every` results, or when the queue ran dry
-(the runner then gathers a few milliseconds of results into one settle).
+only for the first result waiting, for every `signal_every` results, when the queue falls to
+`low_water` (time to claim more) or runs dry; the runner then gathers results for a few
+milliseconds more into one settle, unless another of these wakes it first.
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ class SlotPool(Generic[R]):
         on_progress: Callable[[], None],
         lane_limit: int | None = None,
         signal_every: int = 1,
+        low_water: int = 0,
         can_start: Callable[[Job], bool] = lambda job: True,
         name: str = "eventbus-slot",
     ) -> None:
@@ -150,6 +152,7 @@ class SlotPool(Generic[R]):
         self._on_progress = on_progress
         self._lane_limit = lane_limit
         self._signal_every = max(1, signal_every)
+        self._low_water = low_water
         self._name = name
         self._cond = threading.Condition()
         self._queue: deque[Job] = deque()
@@ -361,7 +364,8 @@ class SlotPool(Generic[R]):
                 self._cond.notify_all()  # a job of that lane may now run
             self._results.append(result)
             waiting = len(self._results)
-            wake = waiting == 1 or waiting >= self._signal_every or not self._queue
+            queued = len(self._queue)
+            wake = waiting == 1 or waiting >= self._signal_every or queued in (0, self._low_water)
             if not self._queue and self._idle():
                 self._cond.notify_all()  # wait_idle
         if wake:

@@ -94,6 +94,7 @@ class WebhookPump:
             on_error=self._crashed,
             on_progress=wake.set,
             lane_limit=self.per_subscription,
+            signal_every=max(1, options.concurrency // 4),
             can_start=self.leases.trusted,
             name="webhook-sender",
         )
