@@ -15,6 +15,10 @@ class DeskcommConfig(AppConfig):
     def ready(self) -> None:
         from deskcomm import checks  # noqa: F401  (registers the system checks)
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from deskcomm.crypto import register_encrypted_field
+        from deskcomm.models import Contact
+
+        register_encrypted_field(Contact.CPF_CONTEXT, "deskcomm.Contact", "cpf_encrypted")
 
         # Scheduled jobs are declared in each app's `jobs` module (see deskcomm.cron).
         for config in apps.get_app_configs():
