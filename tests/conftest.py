@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -18,6 +19,7 @@ from django.db import connection
 
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
 from deskcomm.models import Organization
+from tests.support.browser import chromium
 from tests.support.receiver import Receiver
 
 REPO = Path(__file__).resolve().parent.parent
@@ -184,6 +186,13 @@ def wait_for(
 def raw_connection() -> psycopg.Connection:
     """A second, independent connection to the test database."""
     return psycopg.connect(database_url(), autocommit=True)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Chromium (tests using it are marked `needs_chromium`)."""
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture
