@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
     "deskcomm.middleware.RequestIdMiddleware",
+    # Before anything reads a body: chunked bodies get a length, so the size limit holds.
+    "deskcomm.middleware.ChunkedBodyMiddleware",
     "deskcomm.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
