@@ -71,7 +71,7 @@ class ChunkedBodyMiddleware:
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
             body = request.META["wsgi.input"].read(None if limit is None else limit + 1)
             request.META["CONTENT_LENGTH"] = str(len(body))
-            request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[attr-defined]
+            request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[assignment]
         return self.get_response(request)
 
 
