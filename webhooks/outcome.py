@@ -5,7 +5,9 @@
     blocked by the SSRF guard -> dead now (retrying cannot make the address acceptable)
     429 / 503 + Retry-After  -> retry after that many seconds, capped (WEBHOOKS_MAX_RETRY_AFTER)
     anything else            -> retry with the bus's backoff; dead after max_attempts
-Every failure except "the subscription is disabled" counts towards auto-disable.
+Every failure except "the subscription is disabled" counts towards auto-disable, including an
+attempt the gate held back (`CircuitOpen`, webhooks.circuit: nothing was sent), retried like
+any other.
 """
 
 from __future__ import annotations

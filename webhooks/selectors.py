@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from django.db.models import Prefetch, QuerySet
 
 from deskcomm.models import Organization
-from webhooks import signing
+from webhooks import circuit, signing
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery
 from webhooks.sender import Target
@@ -20,7 +20,9 @@ def targets_for(
 ) -> dict[uuid.UUID, Target]:
     """The send targets of these subscriptions (one query); a deleted one is simply absent.
 
-    The previous secret is included (second signature) until its rotation window ends.
+    The previous secret is included (second signature) until its rotation window ends. Each
+    target carries the subscription's gate (`webhooks.circuit`), told the failure counter read
+    here.
     """
     rows = Subscription.objects.filter(pk__in=set(subscription_ids)).only(
         "id",
@@ -30,6 +32,8 @@ def targets_for(
         "secret_encrypted",
         "previous_secret_encrypted",
         "previous_secret_expires_at",
+        "consecutive_failures",
+        "updated_at",
     )
     return {row.id: _target(row, now) for row in rows}
 
@@ -39,12 +43,15 @@ def _target(row: Subscription, now: dt.datetime) -> Target:
     expires = row.previous_secret_expires_at
     if row.previous_secret_encrypted and expires is not None and now < expires:
         secrets.append(signing.decrypt_secret(row.previous_secret_encrypted))
+    gate = circuit.gate_for(row.id)
+    gate.sync(row.consecutive_failures, row.updated_at)
     return Target(
         subscription_id=row.id,
         organization_id=row.organization_id,
         url=row.url,
         keys=tuple(signing.secret_key(s) for s in secrets),
         enabled=row.enabled,
+        gate=gate,
     )
 
 

@@ -8,7 +8,7 @@ import email.utils
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -17,8 +17,10 @@ from django.utils import timezone
 
 from eventbus.event import Event
 from webhooks import signing, ssrf
+from webhooks.circuit import Gate
 from webhooks.conf import webhook_settings
 
+CIRCUIT_OPEN = "CircuitOpen"  # error class of an attempt the gate held back (nothing was sent)
 EXCERPT_BYTES = 2048
 # Read at most this much of a response so the connection can be reused; past it, close it.
 DRAIN_BYTES = 64 * 1024
@@ -33,6 +35,8 @@ class Target:
     url: str
     keys: tuple[bytes, ...]
     enabled: bool
+    # Shared by every target of the same subscription in this process (webhooks.circuit).
+    gate: Gate = field(default_factory=Gate, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,35 @@ def headers_for(target: Target, event: Event, body: bytes, *, timestamp: int) ->
 
 
 def send(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
-    """POST the event to the target once; never raises for network or HTTP trouble."""
+    """POST the event to the target once, when its gate lets it (`webhooks.circuit`: one request
+    at a time to a failing endpoint, none past the disable threshold); never raises for network
+    or HTTP trouble."""
+    if not target.gate.admit(int(webhook_settings.DISABLE_AFTER_FAILURES)):
+        return _not_sent(target, event)
+    ok = False
+    try:
+        result = _post(client, target, event)
+        ok = result.ok
+    finally:
+        target.gate.done(ok=ok)
+    return result
+
+
+def _not_sent(target: Target, event: Event) -> AttemptResult:
+    """The attempt the gate held back: a failure for the counter, retried later like any."""
+    failures = target.gate.failures
+    return AttemptResult(
+        signing.delivery_id(event.id, target.subscription_id),
+        target.url,
+        timezone.now(),
+        duration_ms=0,
+        error_class=CIRCUIT_OPEN,
+        error=f"{CIRCUIT_OPEN}: not sent, the endpoint failed {failures} times in a row "
+        "(the subscription is being disabled)",
+    )
+
+
+def _post(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
     now = timezone.now()
     body = body_for(event)
     headers = headers_for(target, event, body, timestamp=int(now.timestamp()))
