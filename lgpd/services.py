@@ -15,7 +15,7 @@ from django.utils import timezone
 import eventbus
 from deskcomm import audit
 from deskcomm.models import ConsentRecord, Contact
-from lgpd import alerts, exports, mail, selectors
+from lgpd import alerts, archives, exports, mail, selectors
 from lgpd.categories import REGISTRY
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
@@ -176,10 +176,13 @@ def exports_expire(*, now: dt.datetime | None = None) -> int:
 
 
 def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
-    """Anonymize the subject of a redact request across every category; False if already done.
+    """Anonymize the subject of a redact request across every category and the event archives;
+    False if already done.
 
     One transaction: either every category is redacted and the events are emitted, or nothing
-    changed (a failure is retried by the bus, then dead-lettered to the DPO).
+    changed (a failure is retried by the bus, then dead-lettered to the DPO). Archive files are
+    not transactional: a rewritten day stays rewritten if the transaction then fails, and the
+    retry finds nothing left to scrub there.
     """
     with transaction.atomic():
         request = _locked(request_id)
@@ -191,6 +194,7 @@ def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
             return False
         subject = selectors.subject_for(contact)
         changed = {category.name: category.redact(subject) for category in REGISTRY}
+        changed["archived_days"] = archives.archives_redact(subject)
         _erase_exports(contact)
         now = timezone.now()
         request.redacted_at = now
