@@ -70,6 +70,7 @@ OBJECT_ENDPOINTS = [
     ("get", f"{WEBHOOKS}/deliveries/{{delivery_id}}", None),
     ("post", f"{WEBHOOKS}/deliveries/{{delivery_id}}/resend", None),
     ("get", "/api/v1/lgpd/data-requests/{request_id}", None),
+    ("get", "/api/v1/lgpd/data-requests/{request_id}/export", None),
 ]
 # Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
