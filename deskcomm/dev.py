@@ -86,7 +86,8 @@ LOCK_FILE = PGDATA_DIR / "dev.lock"
 PG_SYSTEM_USER = "deskcomm-pg"
 PG_SUPERUSER = "postgres"
 # The application connects as this role: not a superuser, so row-level security applies to it
-# (superusers skip it). CREATEDB: the test suite and the benchmarks create scratch databases.
+# (superusers skip it). CREATEDB: the test suite and the benchmarks create scratch databases;
+# pg_checkpoint: the drain benchmark's CHECKPOINT.
 APP_ROLE = "deskcomm"
 DB_NAME = "deskcomm"
 DB_HOST = "127.0.0.1"
@@ -485,6 +486,10 @@ DECLARE r record;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
         CREATE ROLE {APP_ROLE} LOGIN CREATEDB NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    -- bench/drain.py settles the server with a CHECKPOINT between measurements.
+    IF NOT pg_has_role('{APP_ROLE}', 'pg_checkpoint', 'MEMBER') THEN
+        GRANT pg_checkpoint TO {APP_ROLE};
     END IF;
     FOR r IN SELECT datname FROM pg_database
               WHERE NOT datistemplate AND datname <> 'postgres'
