@@ -75,17 +75,6 @@ def process_bypasses() -> bool:
     return os.environ.get(PROCESS_ENV) == "true"
 
 
-def web_env(env: dict[str, str]) -> dict[str, str]:
-    """An environment for starting a web server from a bypassing process (benchmarks, tests)."""
-    clean = {k: v for k, v in env.items() if k != PROCESS_ENV}
-    options = clean.get("PGOPTIONS", "").replace(BYPASS_OPTION, "").strip()
-    if options:
-        clean["PGOPTIONS"] = options
-    else:
-        clean.pop("PGOPTIONS", None)
-    return clean
-
-
 def set_scope(
     *, organization_id: uuid.UUID | None = None, bypass: bool = False, using: str = "default"
 ) -> None:
