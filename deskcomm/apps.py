@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from importlib.util import find_spec
 
 from django.apps import AppConfig, apps
+from django.core.signals import request_finished, request_started
 from django.db.models.signals import post_migrate, pre_migrate
 
 
@@ -14,8 +16,21 @@ class DeskcommConfig(AppConfig):
     verbose_name = "Deskcomm core"
 
     def ready(self) -> None:
-        from deskcomm import checks  # noqa: F401  (registers the system checks)
+        from deskcomm import (
+            checks,  # noqa: F401  (registers the system checks)
+            rls,
+        )
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from deskcomm.crypto import register_encrypted_field
+        from deskcomm.models import Contact
+
+        register_encrypted_field(Contact.CPF_CONTEXT, "deskcomm.Contact", "cpf_encrypted")
+        # Before any connection: platform processes bypass row-level security, web ones scope
+        # each request (deskcomm.rls).
+        rls.select_for_process(sys.argv)
+        request_started.connect(rls.on_request_boundary, dispatch_uid="deskcomm.rls.started")
+        request_finished.connect(rls.on_request_boundary, dispatch_uid="deskcomm.rls.finished")
+
         from deskcomm.db_timeouts import (
             lift_statement_timeout_for_migrate,
             restore_statement_timeout_after_migrate,

@@ -75,7 +75,10 @@ def backup_create() -> str:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]  # type: ignore[index]
             counts = _count_rows(conn, core_tables())
-            _pg("pg_dump", "--format=custom", f"--snapshot={snapshot}", f"--file={path}")
+            # Row-level security: this command bypasses it (deskcomm.rls); pg_dump must be told
+            # to let the policies apply instead of refusing tables that have them.
+            _pg("pg_dump", "--format=custom", "--enable-row-security", f"--snapshot={snapshot}",
+                f"--file={path}")  # fmt: skip
             conn.rollback()
         manifest = {"dump": name, "created_at": stamp, "counts": counts, "sha256": _sha256(path)}
         storage = backup_storage()

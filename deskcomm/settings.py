@@ -45,12 +45,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
     "deskcomm.middleware.RequestIdMiddleware",
+    # Before anything reads a body: chunked bodies get a length, so the size limit holds.
+    "deskcomm.middleware.ChunkedBodyMiddleware",
     "deskcomm.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Row-level security: the platform admin sees every tenant (deskcomm.rls).
+    "deskcomm.rls.AdminBypassMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

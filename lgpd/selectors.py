@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 from deskcomm import audit_archive
 from deskcomm.models import AuditLog, Contact, Conversation, Lead, Message, Order
 from eventbus.models import EventLog
+from lgpd import exports
 from lgpd.models import DataRequest
 from lgpd.subject import Subject
 
@@ -56,6 +57,22 @@ def data_requests_page(
         stamp, ident = before
         rows = rows.filter(Q(received_at__lt=stamp) | Q(received_at=stamp, id__lt=ident))
     return list(rows.order_by("-received_at", "-id")[:limit])
+
+
+def data_request_for_link(token: str) -> DataRequest | None:
+    """The request whose current e-mailed link is `token` (lgpd_request_link_idx), or None."""
+    if not token:
+        return None
+    return DataRequest.objects.filter(export_link_hash=exports.token_hash(token)).first()
+
+
+def exports_expired_by(now: dt.datetime) -> QuerySet[DataRequest]:
+    """Exports still stored whose download period ended by `now` (lgpd_request_export_live_idx)."""
+    return (
+        DataRequest.objects.filter(export_deleted_at__isnull=True, export_expires_at__lte=now)
+        .exclude(export_name="")
+        .order_by("export_expires_at")
+    )
 
 
 def open_requests_older_than(cutoff: dt.datetime) -> QuerySet[DataRequest]:

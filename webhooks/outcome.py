@@ -9,7 +9,9 @@
     anything else            -> retry with the bus's backoff; dead after max_attempts. This
                                 includes network errors and an unexpected exception in the
                                 sender (recorded under its class name: a deploy may fix it)
-Every failure except "the subscription is disabled" counts towards auto-disable.
+Every failure except "the subscription is disabled" counts towards auto-disable, including an
+attempt the gate held back (`CircuitOpen`, webhooks.circuit: nothing was sent), retried like
+any other.
 """
 
 from __future__ import annotations

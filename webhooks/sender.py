@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -25,10 +25,13 @@ from django.utils import timezone
 
 from eventbus.event import Event
 from webhooks import signing, ssrf
+from webhooks.circuit import Gate
 from webhooks.conf import webhook_settings
 
 logger = logging.getLogger(__name__)
 
+CIRCUIT_OPEN = "CircuitOpen"  # error class of an attempt the gate held back (nothing was sent)
+UNUSABLE = "SecretUnavailable"  # the target's secret cannot be decrypted: nothing was sent
 EXCERPT_BYTES = 2048
 # Read at most this much of a response so the connection can be reused; past it, close it.
 DRAIN_BYTES = 64 * 1024
@@ -47,6 +50,9 @@ class Target:
     url: str
     keys: tuple[bytes, ...]
     enabled: bool
+    # Shared by every target of the same subscription in this process (webhooks.circuit).
+    gate: Gate = field(default_factory=Gate, compare=False, repr=False)
+    unusable: str = ""  # why nothing can be sent to it now (its secret cannot be decrypted)
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,38 @@ def headers_for(target: Target, event: Event, body: bytes, *, timestamp: int) ->
 
 
 def send(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
-    """POST the event to the target once; never raises (every failure is a result)."""
+    """POST the event to the target once, when its gate lets it (`webhooks.circuit`: one request
+    at a time to a failing endpoint, none past the disable threshold); never raises (every
+    failure is a result)."""
+    if target.unusable:
+        record = partial(AttemptResult, signing.delivery_id(event.id, target.subscription_id))
+        return record(target.url, timezone.now(), 0, error_class=UNUSABLE, error=target.unusable)
+    if not target.gate.admit(int(webhook_settings.DISABLE_AFTER_FAILURES)):
+        return _not_sent(target, event)
+    ok = False
+    try:
+        result = _attempt(client, target, event)
+        ok = result.ok
+    finally:
+        target.gate.done(ok=ok)
+    return result
+
+
+def _not_sent(target: Target, event: Event) -> AttemptResult:
+    """The attempt the gate held back: a failure for the counter, retried later like any."""
+    failures = target.gate.failures
+    return AttemptResult(
+        signing.delivery_id(event.id, target.subscription_id),
+        target.url,
+        timezone.now(),
+        duration_ms=0,
+        error_class=CIRCUIT_OPEN,
+        error=f"{CIRCUIT_OPEN}: not sent, the endpoint failed {failures} times in a row "
+        "(the subscription is being disabled)",
+    )
+
+
+def _attempt(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
     now = timezone.now()
     started = time.perf_counter()
     webhook_id = signing.delivery_id(event.id, target.subscription_id)

@@ -41,8 +41,9 @@ logger = logging.getLogger(__name__)
 # Deliveries claimed per sending slot (the running one and those queued behind it): enough that a
 # slot never idles while the loop settles and claims again.
 PREFETCH = 4
-# An attempt still running this long after the HTTP timeout is given up (a bug or a stuck DNS
-# lookup; the client's own timeouts normally end it first).
+# An attempt still running this long after twice the HTTP timeout is given up (a bug or a stuck
+# DNS lookup; the client's own timeouts normally end it first). Twice: an attempt to a failing
+# endpoint may first wait for the probe in flight (webhooks.circuit), then send its own.
 TIMEOUT_MARGIN_SECONDS = 5.0
 
 
@@ -205,7 +206,7 @@ class WebhookPump:
     def _launch(self, batch: claims.Claim) -> None:
         sub_ids = {selectors.subscription_id_of(e.consumer) for e in batch.events}
         targets = selectors.targets_for({s for s in sub_ids if s}, now=timezone.now())
-        timeout = float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
+        timeout = 2 * float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
         self.leases.hold(batch.token, batch.ids)
         jobs = []
         for event in batch.events:

@@ -56,7 +56,7 @@ def test_completed_requests_raise_no_sla_alert(
     call_command("lgpd_run", str(request.pk))
     clock.shift(dt.timedelta(days=10))
     assert services.sla_check() == 0
-    assert mail.outbox == []
+    assert [m.to for m in mail.outbox] == [[world.contact.email]]  # the export link, no alert
 
 
 def test_the_sla_job_has_a_daily_schedule() -> None:

@@ -51,6 +51,7 @@ def browser() -> Iterator[Any]:
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
     driver = webdriver.Chrome(options=options, service=service)
+    driver.implicitly_wait(5)  # find_element waits for the element a page is still rendering
     driver.set_page_load_timeout(WAIT * 2)
     try:
         yield driver
@@ -115,3 +116,21 @@ class Console:
         self.find("input.action-select").click()  # the first row
         Select(self.find("select[name=action]")).select_by_value(action)
         self.find("button[name=index]").click()
+
+
+def log_in(driver: Any, base_url: str, username: str, password: str) -> None:
+    """Log in through the admin's own login form."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{base_url}/admin/login/")
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(driver, WAIT).until(lambda d: "/admin/login/" not in d.current_url)
+
+
+def wait_for(driver: Any, condition: Any) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(condition)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import subprocess
 import sys
 import uuid
@@ -150,6 +151,40 @@ def test_ten_consecutive_failures_disable_and_emit_never_to_the_disabled_endpoin
     assert len(receiver.on("/fail")) == 10
     dead = Delivery.objects.filter(consumer=failing.consumer, error_class="SubscriptionDisabled")
     assert dead.count() == 10
+
+
+def test_a_burst_to_a_failing_endpoint_sends_at_most_ten_requests(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/fail"] = Reply(status=500)
+    failing, _ = subscribe(receiver.url("/fail"), ["lead.*"])
+    emit_leads(org, 14)  # all due at once: one claim takes them all
+    run_worker(concurrency=32, per_subscription=16)
+    failing.refresh_from_db()
+    assert not failing.enabled and failing.disabled_reason.endswith("consecutive failed deliveries")
+    assert len(receiver.on("/fail")) == 10
+    held_back = Attempt.objects.filter(subscription_id=failing.id, error_class="CircuitOpen")
+    assert held_back.count() == 4 and {a.status_code for a in held_back} == {None}
+    with time_machine.travel(timezone.now() + dt.timedelta(hours=1), tick=True):
+        run_worker()
+    assert len(receiver.on("/fail")) == 10
+    assert Delivery.objects.filter(consumer=failing.consumer, status="dead").count() == 14
+
+
+def test_a_failing_endpoint_is_probed_one_request_at_a_time(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/flaky"] = Reply(status=503, delay=0.05)
+    subscription, _ = subscribe(receiver.url("/flaky"), ["lead.*"])
+    Subscription.objects.filter(pk=subscription.pk).update(consecutive_failures=2)
+    emit_leads(org, 5)
+    run_worker(concurrency=8)
+    times = sorted(r.at for r in receiver.on("/flaky"))
+    assert len(times) == 5
+    # Each request started after the previous answer (held 0.05 s): never two at once.
+    assert all(b - a >= 0.04 for a, b in itertools.pairwise(times)), times
+    subscription.refresh_from_db()
+    assert (subscription.enabled, subscription.consecutive_failures) == (True, 7)
 
 
 def test_a_success_resets_the_consecutive_failure_counter(
