@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 import psycopg
@@ -41,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 # How often a busy drain looks for deliveries waiting to run alone (an index probe).
 ISOLATION_CHECK_SECONDS = 1.0
+# Handlers spending more than this share of their time on the CPU are run batch by batch.
+CPU_BOUND_SHARE = 0.5
 
 Kind = Literal["done", "committed", "failed", "released"]
 
@@ -101,7 +104,7 @@ class DrainPump:
     def step(self) -> int:
         """Settle, watch, claim: returns how many deliveries were settled or claimed."""
         self._collect()
-        progress = self._settle()
+        progress = self._settle() if self._overlapping() or self.pool.idle() else 0
         if self._interrupted.is_set():
             self._recover()
         progress += self._watch()
@@ -151,6 +154,11 @@ class DrainPump:
     def _tick(self) -> None:
         self._collect()
         self._watch()
+
+    @property
+    def gathering(self) -> bool:
+        """Results come one by one (overlapping); batch by batch there is nothing to gather."""
+        return not self.pool.quiet
 
     def wait_hint(self, poll_interval: float) -> float:
         """How long the runner may sleep: short while handlers run (the watchdog's tick)."""
@@ -218,9 +226,20 @@ class DrainPump:
         self._submit(batch)
         return len(batch.events)
 
+    def _overlapping(self) -> bool:
+        """Claim ahead and settle while handlers run: only when they mostly wait on I/O (see
+        SlotPool.cpu_share); CPU-bound handlers run a batch, then it is settled, then the next
+        is claimed, as one thread would."""
+        overlapping = self.pool.cpu_share() < CPU_BOUND_SHARE
+        self.pool.quiet = not overlapping
+        return overlapping
+
     def _claim_batch(self) -> int:
-        if self.pool.queued > self._low_water:
-            return 0
+        if self._overlapping():
+            if self.pool.queued > self._low_water:
+                return 0
+        elif self.in_flight:
+            return 0  # CPU-bound: the next batch once this one is settled
         if self.pool.stuck(float(bus_settings.STUCK_RELEASE_SECONDS)):
             return 0  # every slot is stuck: claiming would only hold work from other workers
         size = self._room()
@@ -240,10 +259,9 @@ class DrainPump:
         if not batch.events:
             return
         self.leases.hold(batch.token, batch.ids)
-        batch.events.sort(key=_age)  # oldest first within the claim
-        self.pool.submit(
-            Job(batch.token, e, self.consumers[e.consumer].timeout_seconds()) for e in batch.events
-        )
+        batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
+        timeouts = {name: c.timeout_seconds() for name, c in self.consumers.items()}
+        self.pool.submit(Job(batch.token, e, timeouts[e.consumer]) for e in batch.events)
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -259,14 +277,19 @@ class DrainPump:
 
     def _settle_results(self) -> int:
         lost = self.leases.take_lost(r.job.event.delivery_id for r in self._results)
-        self._results = [r for r in self._results if r.job.event.delivery_id not in lost]
+        if lost:
+            self._results = [r for r in self._results if r.job.event.delivery_id not in lost]
+        left = _by_claim(self._results)
         settled = 0
-        for settlement in _by_claim(self._results).values():
-            settle(settlement, worker_id=self.worker_id)
-            self.leases.settled(settlement.token, settlement.consumer_of)
-            self.processed += settlement.processed
-            settled += len(settlement.consumer_of)
-            self._results = [r for r in self._results if r.job.token != settlement.token]
+        try:
+            for token, settlement in list(left.items()):
+                settle(settlement, worker_id=self.worker_id)
+                self.leases.settled(token, settlement.consumer_of)
+                self.processed += settlement.processed
+                settled += len(settlement.consumer_of)
+                del left[token]
+        finally:  # on a database error, what was not settled is kept for the next pass
+            self._results = [r for r in self._results if r.job.token in left] if left else []
         return settled
 
     def _recover(self) -> None:
@@ -422,8 +445,8 @@ def connection_lost(exc: BaseException) -> bool:
     return False
 
 
-def _age(event: Event) -> tuple[object, int]:
-    return event.created_at, event.delivery_id
+# Deliveries are numbered as they are emitted: oldest first, with a C-level sort key.
+_EMIT_ORDER = attrgetter("delivery_id")
 
 
 def _correlation(event: Event) -> dict[str, str]:

@@ -143,6 +143,7 @@ class Relay:
 
     in_flight = 0  # published deliveries are the jobs process's to run and settle
     degraded = False
+    gathering = False
 
     def idle(self) -> bool:
         return self._idle or not self.names

@@ -72,6 +72,9 @@ class Pump(Protocol):
     def wait_hint(self, poll_interval: float) -> float: ...
 
     @property
+    def gathering(self) -> bool: ...  # woken by a finished run: worth waiting for a few more
+
+    @property
     def in_flight(self) -> int: ...
 
     @property
@@ -196,7 +199,7 @@ class Runner:
         poll = self.options.poll_interval
         self.wake.wait(min(pump.wait_hint(poll) for pump in self.pumps))
         self.wake.clear()
-        if any(pump.in_flight for pump in self.pumps):
+        if any(pump.in_flight and pump.gathering for pump in self.pumps):
             self.wake.wait(GATHER_SECONDS)
             self.wake.clear()
 

@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 RECHECK_SECONDS = 0.1  # how soon a slot looks again at jobs `can_start` held back
+DECAY = 0.999  # per run: cpu_share() follows about the last thousand runs
 
 
 @dataclass(eq=False)
@@ -163,6 +164,13 @@ class SlotPool(Generic[R]):
         self._closing = False
         self._size = max(1, size)
         self._started = 0
+        # Handler time spent on the CPU (holding the GIL) and in all, decayed per run: see
+        # cpu_share(). Updated by the slots without the lock (a statistic, not a count).
+        self._cpu_seconds = 0.0
+        self._wall_seconds = 0.0
+        # Set by the pump: wake it only when everything submitted has finished (CPU-bound work
+        # is settled batch by batch; an earlier wake-up would only take the GIL from a slot).
+        self.quiet = False
         self.orphans = 0  # abandoned threads still running a job that timed out
 
     # -- the pump's side ---------------------------------------------------------------------
@@ -255,6 +263,11 @@ class SlotPool(Generic[R]):
         with self._cond:
             return self._cond.wait_for(self._idle, timeout)
 
+    def idle(self) -> bool:
+        """Nothing queued or running (results may be waiting to be taken)."""
+        with self._cond:
+            return self._idle()
+
     def _idle(self) -> bool:
         return not self._queue and all(s.job is None for s in self._slots)
 
@@ -312,11 +325,12 @@ class SlotPool(Generic[R]):
     def _serve(self, slot: _Slot) -> None:
         try:
             while (job := self._next(slot)) is not None:
-                started = slot.started
+                started, cpu = slot.started, time.thread_time()
                 try:
                     result = self._run(job)
                 except BaseException as exc:  # a slot never dies of a job
                     result = self._on_error(job, exc, time.monotonic() - started)
+                self._cpu_seconds += time.thread_time() - cpu
                 if not self._finish(slot, job, result):
                     return
         finally:
@@ -352,8 +366,16 @@ class SlotPool(Generic[R]):
             return True
         return self._lanes[job.lane] < self._lane_limit
 
+    def cpu_share(self) -> float:
+        """How much of the recent handler time was spent on the CPU (0: all waiting on I/O).
+        Work that waits on I/O gains from claiming and settling while it runs; CPU-bound work
+        would only compete for the GIL with the claim and the ack."""
+        return self._cpu_seconds / self._wall_seconds if self._wall_seconds else 0.0
+
     def _finish(self, slot: _Slot, job: Job, result: R) -> bool:
         """Hand the result over; False when this thread was abandoned (it exits)."""
+        self._wall_seconds = self._wall_seconds * DECAY + (time.monotonic() - slot.started)
+        self._cpu_seconds *= DECAY
         with self._cond:
             if slot.abandoned:
                 self.orphans -= 1
@@ -364,10 +386,14 @@ class SlotPool(Generic[R]):
                 self._cond.notify_all()  # a job of that lane may now run
             self._results.append(result)
             waiting = len(self._results)
-            queued = len(self._queue)
-            wake = waiting == 1 or waiting >= self._signal_every or queued in (0, self._low_water)
-            if not self._queue and self._idle():
+            idle = not self._queue and self._idle()
+            if idle:
                 self._cond.notify_all()  # wait_idle
+            if self.quiet:
+                wake = idle
+            else:
+                queued = len(self._queue)
+                wake = waiting in (1, self._signal_every) or queued in (0, self._low_water)
         if wake:
             self._on_progress()
         return True

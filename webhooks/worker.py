@@ -173,6 +173,8 @@ class WebhookPump:
         finally:
             self._client.close()
 
+    gathering = True  # attempts finish one by one: gather a few into one settle
+
     def wait_hint(self, poll_interval: float) -> float:
         return 0.1 if self.in_flight else poll_interval
 
