@@ -194,7 +194,7 @@ def test_unresolvable_names_are_a_connect_error() -> None:
         ("https://example.com:+443/", "port '+443' is not a number"),
         ("https://example.com:/", "port '' is not a number"),
         ("https://[::1]x/", "port 'x' is not a number"),
-        ("https://user:pw@example.com/", "credentials"),
+        ("https://user:pw@example.com/", "credentials"),  # pragma: allowlist secret
         ("https://@example.com/", "credentials"),
         ("https://exa mple.com/", "space character at position 11"),
         ("https://example.com/\x00", "control or space character at position 20"),

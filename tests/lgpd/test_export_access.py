@@ -131,7 +131,7 @@ def test_a_star_subscription_gets_no_lgpd_event_and_a_listed_one_gets_no_credent
         organization=world.org,
         url="https://hooks.example.com/lgpd",
         event_types=["lgpd.*"],
-        secret_encrypted="unused",
+        secret_encrypted="unused",  # pragma: allowlist secret
     )
     run_after(world, clock, "access", 7)
     star = {
