@@ -14,15 +14,13 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from deskcomm import scopes, services
+from deskcomm import scopes, services, shown_once
 from deskcomm.admin_tables import ReadOnlyAdmin
 from deskcomm.models import ApiKey, AuditLog, Organization
 
-ISSUED_TEMPLATE = "admin/deskcomm/apikey/issued.html"
 REVOKE_TEMPLATE = "admin/deskcomm/apikey/revoke_confirmation.html"
 
 
@@ -95,17 +93,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
         obj.issued_key = full  # type: ignore[attr-defined]
 
     def response_add(self, request: HttpRequest, obj: ApiKey, *args: Any) -> HttpResponse:
-        """Show the full key once, on a page that must not be cached; it is stored nowhere."""
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.model._meta,
-            "title": "API key created",
-            "api_key": obj,
-            "issued_key": obj.issued_key,  # type: ignore[attr-defined]
-        }
-        response = TemplateResponse(request, ISSUED_TEMPLATE, context)
-        add_never_cache_headers(response)
-        return response
+        """Redirect to a page that shows the full key once (a refresh creates nothing)."""
+        page = shown_once.ShownOnce(
+            title="API key created",
+            intro=[
+                f"The API key {obj.name!r} ({obj.display_prefix}) for {obj.organization} was "
+                f"created with the scopes {', '.join(obj.scopes)}."
+            ],
+            items=[("API key", obj.issued_key)],  # type: ignore[attr-defined]
+            notes=["Use it as Authorization: Bearer <key>."],
+            back_url=reverse("admin:deskcomm_apikey_changelist"),
+        )
+        return shown_once.stash(request, page)
 
     @admin.action(description="Revoke selected API keys", permissions=["change"])
     def revoke_selected(
@@ -226,3 +225,6 @@ class AuditLogAdmin(ReadOnlyAdmin):
             return "-"
         url = _filtered("eventbus_ops:correlation", request_id=obj.request_id)
         return format_html('<a href="{}">{}</a>', url, obj.request_id)
+
+
+from deskcomm import admin_jobs  # noqa: E402, F401  (registers the job schedule and run admins)

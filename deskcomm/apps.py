@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from importlib.util import find_spec
 
 from django.apps import AppConfig, apps
+from django.core.signals import request_finished, request_started
+from django.db.models.signals import post_migrate, pre_migrate
 
 
 class DeskcommConfig(AppConfig):
@@ -13,8 +16,29 @@ class DeskcommConfig(AppConfig):
     verbose_name = "Deskcomm core"
 
     def ready(self) -> None:
-        from deskcomm import checks  # noqa: F401  (registers the system checks)
+        from deskcomm import (
+            checks,  # noqa: F401  (registers the system checks)
+            rls,
+        )
         from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from deskcomm.crypto import register_encrypted_field
+        from deskcomm.models import Contact
+
+        register_encrypted_field(Contact.CPF_CONTEXT, "deskcomm.Contact", "cpf_encrypted")
+        # Before any connection: platform processes bypass row-level security, web ones scope
+        # each request (deskcomm.rls).
+        rls.select_for_process(sys.argv)
+        request_started.connect(rls.on_request_boundary, dispatch_uid="deskcomm.rls.started")
+        request_finished.connect(rls.on_request_boundary, dispatch_uid="deskcomm.rls.finished")
+
+        from deskcomm.db_timeouts import (
+            lift_statement_timeout_for_migrate,
+            restore_statement_timeout_after_migrate,
+        )
+
+        # Sent once per app: bound to this one, so `migrate` sets and resets the timeout once.
+        pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
+        post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
 
         # Scheduled jobs are declared in each app's `jobs` module (see deskcomm.cron).
         for config in apps.get_app_configs():
@@ -26,3 +50,11 @@ class DeskcommConfig(AppConfig):
 
         register_defaults()
         init_sentry()
+
+        from deskcomm.metrics import JobsCollector, register_scrape_collector
+        from deskcomm.migrate_hooks import install_schedules_after_migrate
+
+        register_scrape_collector(JobsCollector)
+
+        # After the last app's migrations (django_celery_beat's tables exist by then).
+        post_migrate.connect(install_schedules_after_migrate, sender=self)

@@ -4,7 +4,9 @@
 tables' rows in it and runs pg_dump on the same snapshot, so the counts written to the manifest
 are exactly what the dump holds even while the application writes. `restore_check_run`
 restores the newest dump into a scratch database, counts the same tables there, drops the
-scratch database and compares.
+scratch database and compares. `backup_prune` applies the retention (BACKUP_RETENTION_DAYS).
+The `backups` storage is the filesystem or an S3-compatible bucket (settings.STORAGES), so the
+same code keeps copies off the host.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import psycopg
 from django.apps import apps
+from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
@@ -31,6 +34,7 @@ from deskcomm.pg_tools import tools_for
 
 CORE_APPS = ("deskcomm", "eventbus", "webhooks")
 PREFIX = "deskcomm-"
+STAMP_FORMAT = "%Y%m%dT%H%M%S%fZ"
 
 
 @dataclass
@@ -63,7 +67,7 @@ def core_tables() -> list[str]:
 
 def backup_create() -> str:
     """Dump the database (custom format) with its row counts; returns the dump's storage name."""
-    stamp = dt.datetime.now(tz=dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = dt.datetime.now(tz=dt.UTC).strftime(STAMP_FORMAT)
     name = f"{PREFIX}{stamp}.dump"
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / name
@@ -71,7 +75,10 @@ def backup_create() -> str:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]  # type: ignore[index]
             counts = _count_rows(conn, core_tables())
-            _pg("pg_dump", "--format=custom", f"--snapshot={snapshot}", f"--file={path}")
+            # Row-level security: this command bypasses it (deskcomm.rls); pg_dump must be told
+            # to let the policies apply instead of refusing tables that have them.
+            _pg("pg_dump", "--format=custom", "--enable-row-security", f"--snapshot={snapshot}",
+                f"--file={path}")  # fmt: skip
             conn.rollback()
         manifest = {"dump": name, "created_at": stamp, "counts": counts, "sha256": _sha256(path)}
         storage = backup_storage()
@@ -81,12 +88,35 @@ def backup_create() -> str:
     return saved
 
 
-def latest_dump() -> str | None:
-    """The newest dump that has a manifest (names sort by time)."""
+def complete_dumps() -> list[str]:
+    """The dumps that have a manifest, oldest first (names sort by time)."""
     _, files = backup_storage().listdir("")
     dumps = sorted(f for f in files if f.startswith(PREFIX) and f.endswith(".dump"))
-    with_manifest = [d for d in dumps if _manifest_name(d) in files]
-    return with_manifest[-1] if with_manifest else None
+    return [d for d in dumps if _manifest_name(d) in files]
+
+
+def latest_dump() -> str | None:
+    """The newest dump that has a manifest."""
+    dumps = complete_dumps()
+    return dumps[-1] if dumps else None
+
+
+def backup_prune(*, now: dt.datetime | None = None) -> list[str]:
+    """Delete dumps (and manifests) older than BACKUP_RETENTION_DAYS; the newest always stays."""
+    now = now or dt.datetime.now(tz=dt.UTC)
+    cutoff = now - dt.timedelta(days=settings.BACKUP_RETENTION_DAYS)
+    storage = backup_storage()
+    expired = [d for d in complete_dumps()[:-1] if dump_time(d) < cutoff]
+    for dump in expired:
+        storage.delete(dump)
+        storage.delete(_manifest_name(dump))
+    return expired
+
+
+def dump_time(dump: str) -> dt.datetime:
+    """When a dump was taken, from its name."""
+    stamp = dump.removeprefix(PREFIX).removesuffix(".dump")
+    return dt.datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=dt.UTC)
 
 
 def restore_check_run(dump: str) -> RestoreVerdict:

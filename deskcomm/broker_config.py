@@ -21,6 +21,7 @@ MIDDLEWARE = [
     "dramatiq.middleware.Pipelines",
     "dramatiq.middleware.Retries",
     "django_dramatiq.middleware.DbConnectionsMiddleware",
+    "deskcomm.brokers.WorkerDatabaseTimeouts",
 ]
 
 

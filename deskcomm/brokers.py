@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import dramatiq
 import dramatiq_postgres
 from django.db import connections
 from dramatiq import Message
@@ -80,3 +81,13 @@ def _django_pool(alias: str) -> ConnectionPool:
     pool = make_pool("", maxconn=32)
     pool.conninfo = functools.partial(conninfo, alias)
     return pool
+
+
+class WorkerDatabaseTimeouts(dramatiq.Middleware):
+    """The jobs process's worker processes get the worker database timeouts (they run consumers
+    and jobs, not requests). Only a dramatiq worker process boots middleware; the web enqueues."""
+
+    def after_process_boot(self, broker: dramatiq.Broker) -> None:
+        from deskcomm.db_timeouts import use_database_timeouts
+
+        use_database_timeouts("worker")

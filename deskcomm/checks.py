@@ -58,6 +58,33 @@ _KEY_HINT = (
 )
 
 
+@register(Tags.database)
+def check_not_superuser(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """deskcomm.W003: a superuser (or BYPASSRLS role) skips row-level security: no tenant wall."""
+    from django.db import connections
+
+    warnings: list[CheckMessage] = []
+    for alias in databases or []:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+            )
+            row = cursor.fetchone()
+        if row and row[0]:
+            warnings.append(
+                Warning(
+                    f"database {alias!r} connects as a superuser (or a BYPASSRLS role): "
+                    "row-level security, the second tenant wall, does not apply to it.",
+                    hint="Connect as a role without SUPERUSER/BYPASSRLS that owns the database "
+                    "(python3 -m deskcomm.dev creates one: 'deskcomm').",
+                    id="deskcomm.W003",
+                )
+            )
+    return warnings
+
+
 @register()
 def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """deskcomm.E007: S3 archive storage configured but boto3 (needed by django-storages) absent."""

@@ -1,4 +1,4 @@
-"""Encryption at rest per context: each context ("webhook_secrets", later CPF, OAuth tokens...)
+"""Encryption at rest per context: each context ("webhook_secrets", "cpf", later OAuth tokens...)
 has its own list of keys from the environment (settings.ENCRYPTION_KEYS).
 
 The first key of a context encrypts; every key decrypts (Fernet/MultiFernet), so a key rotation
@@ -65,6 +65,11 @@ def register_encrypted_field(context: str, model: str, field: str) -> None:
 def encrypted_fields(context: str) -> list[tuple[str, str]]:
     """The (model, field) pairs declared for a context."""
     return list(_encrypted_fields.get(context, []))
+
+
+def rotatable_contexts() -> list[str]:
+    """Contexts with declared fields: what `rotate_encryption_key` can re-encrypt."""
+    return sorted(context for context, fields in _encrypted_fields.items() if fields)
 
 
 def known_contexts() -> list[str]:

@@ -3,7 +3,7 @@
 Usage, from the repository root, on a machine with nothing but Python 3.11+::
 
     python3 -m deskcomm.dev test [pytest args...]   # venv + database, then pytest
-    python3 -m deskcomm.dev run                     # migrate, schedules, demo data, processes
+    python3 -m deskcomm.dev run                     # migrate (+ schedules), demo data, processes
     python3 -m deskcomm.dev manage ARGS...          # manage.py ARGS with DATABASE_URL set
     python3 -m deskcomm.dev db                      # ensure the database, print DATABASE_URL=...
     python3 -m deskcomm.dev stop-db                 # stop the embedded PostgreSQL server
@@ -56,15 +56,14 @@ PROCESSES: dict[str, list[str]] = {
 
 #: manage.py steps ``run`` performs before starting PROCESSES.
 SETUP_STEPS: list[list[str]] = [
-    ["migrate", "--noinput"],
-    ["install_schedules"],  # default job schedules; operator edits are kept
+    ["migrate", "--noinput"],  # also installs the default job schedules (post-migrate)
     ["bootstrap_demo"],
 ]
 
 USAGE = """usage: python3 -m deskcomm.dev COMMAND [ARGS...]
 
     test [pytest args...]   create/refresh .venv, ensure a database, run pytest
-    run                     migrate, install schedules, create demo data, run web (PORT,
+    run                     migrate (installs schedules), create demo data, run web (PORT,
                             default 8000) + worker + jobs + scheduler
     manage ARGS...          run manage.py ARGS with DATABASE_URL set
     db                      ensure the database and print DATABASE_URL=...
@@ -85,6 +84,10 @@ PORT_FILE = PGDATA_DIR / "port"
 LOCK_FILE = PGDATA_DIR / "dev.lock"
 PG_SYSTEM_USER = "deskcomm-pg"
 PG_SUPERUSER = "postgres"
+# The application connects as this role: not a superuser, so row-level security applies to it
+# (superusers skip it). CREATEDB: the test suite and the benchmarks create scratch databases;
+# pg_checkpoint: the drain benchmark's CHECKPOINT.
+APP_ROLE = "deskcomm"
 DB_NAME = "deskcomm"
 DB_HOST = "127.0.0.1"
 FIRST_DB_PORT = 54329
@@ -475,6 +478,75 @@ def ensure_database_exists(runner: PgRunner, port: int) -> None:
         raise DevError(f"creating database {DB_NAME!r} failed: {created.stderr.strip()}")
 
 
+# The role, then every database a superuser-era setup left owned by the superuser handed over.
+CREATE_APP_ROLE_SQL = f"""
+DO $$
+DECLARE r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+        CREATE ROLE {APP_ROLE} LOGIN CREATEDB NOSUPERUSER NOBYPASSRLS;
+    END IF;
+    -- bench/drain.py settles the server with a CHECKPOINT between measurements.
+    IF NOT pg_has_role('{APP_ROLE}', 'pg_checkpoint', 'MEMBER') THEN
+        GRANT pg_checkpoint TO {APP_ROLE};
+    END IF;
+    FOR r IN SELECT datname FROM pg_database
+              WHERE NOT datistemplate AND datname <> 'postgres'
+                AND pg_get_userbyid(datdba) <> '{APP_ROLE}' LOOP
+        EXECUTE format('ALTER DATABASE %I OWNER TO {APP_ROLE}', r.datname);
+    END LOOP;
+END
+$$;
+"""
+
+# Inside the database: objects created while the project ran as the superuser change owner.
+ADOPT_OBJECTS_SQL = f"""
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT nspname FROM pg_namespace
+              WHERE nspname NOT LIKE 'pg\\_%' AND nspname NOT IN ('information_schema', 'public')
+                AND pg_get_userbyid(nspowner) = '{PG_SUPERUSER}' LOOP
+        EXECUTE format('ALTER SCHEMA %I OWNER TO {APP_ROLE}', r.nspname);
+    END LOOP;
+    FOR r IN SELECT c.oid::regclass AS name, c.relkind FROM pg_class c
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE pg_get_userbyid(n.nspowner) IN ('{APP_ROLE}', 'pg_database_owner')
+                AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+                AND pg_get_userbyid(c.relowner) = '{PG_SUPERUSER}'
+                AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = c.oid
+                                 AND d.deptype IN ('a', 'i') AND c.relkind = 'S') LOOP
+        EXECUTE format('ALTER %s %s OWNER TO {APP_ROLE}',
+                       CASE r.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW'
+                                      WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, r.name);
+    END LOOP;
+    FOR r IN SELECT p.oid::regprocedure AS name FROM pg_proc p
+               JOIN pg_namespace n ON n.oid = p.pronamespace
+              WHERE pg_get_userbyid(n.nspowner) IN ('{APP_ROLE}', 'pg_database_owner')
+                AND pg_get_userbyid(p.proowner) = '{PG_SUPERUSER}' LOOP
+        EXECUTE format('ALTER ROUTINE %s OWNER TO {APP_ROLE}', r.name);
+    END LOOP;
+    FOR r IN SELECT t.oid::regtype AS name FROM pg_type t
+               JOIN pg_namespace n ON n.oid = t.typnamespace
+              WHERE pg_get_userbyid(n.nspowner) IN ('{APP_ROLE}', 'pg_database_owner')
+                AND t.typtype IN ('e', 'd') AND pg_get_userbyid(t.typowner) = '{PG_SUPERUSER}' LOOP
+        EXECUTE format('ALTER TYPE %s OWNER TO {APP_ROLE}', r.name);
+    END LOOP;
+END
+$$;
+"""
+
+
+def ensure_app_role(runner: PgRunner, port: int) -> None:
+    """The application's role (not a superuser), owner of the project's database and objects."""
+    base = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *connection_args(port)]
+    for database, statement in (("postgres", CREATE_APP_ROLE_SQL), (DB_NAME, ADOPT_OBJECTS_SQL)):
+        args = [*base[:-2], "-d", database] if database != "postgres" else base
+        done = runner.client(*args, "-c", statement)
+        if done.returncode != 0:
+            raise DevError(f"setting up the {APP_ROLE!r} role failed: {done.stderr.strip()}")
+
+
 @dataclass(frozen=True)
 class Database:
     """The database the project should use, and whether we started its server."""
@@ -504,12 +576,13 @@ def start_embedded() -> Database:
         try:
             wait_ready(runner, port)
             ensure_database_exists(runner, port)
+            ensure_app_role(runner, port)
         except BaseException:
             if started:
                 with contextlib.suppress(DevError):
                     stop_server(runner)
             raise
-    url = f"postgres://{PG_SUPERUSER}@{DB_HOST}:{port}/{DB_NAME}"
+    url = f"postgres://{APP_ROLE}@{DB_HOST}:{port}/{DB_NAME}"
     return Database(url, runner if started else None)
 
 

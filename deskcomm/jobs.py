@@ -6,9 +6,13 @@ import datetime as dt
 
 from django.utils import timezone
 
-from deskcomm import services
+from deskcomm import audit_archive, backup, services
 from deskcomm.api.conf import api_settings
 from deskcomm.cron import job
+
+
+class RestoreCheckFailed(Exception):
+    """The newest backup is missing or does not restore with its manifest's row counts."""
 
 
 @job("idempotency-keys-purge", crontab="45 4 * * *")
@@ -19,3 +23,29 @@ def purge_idempotency_keys() -> int:
 
 def expiry_cutoff() -> dt.datetime:
     return timezone.now() - dt.timedelta(seconds=float(api_settings.IDEMPOTENCY_TTL_SECONDS))
+
+
+@job("backup", crontab="0 2 * * *")
+def run_backup() -> int:
+    """Dump the database into the backups storage, then delete copies past the retention."""
+    backup.backup_create()
+    return len(backup.backup_prune())
+
+
+@job("restore-check", crontab="0 5 * * 0")
+def run_restore_check() -> int:
+    """Restore the newest backup into a scratch database and compare its row counts (weekly)."""
+    dump = backup.latest_dump()
+    if dump is None:
+        raise RestoreCheckFailed("no backup found in the backups storage")
+    verdict = backup.restore_check_run(dump)
+    if not verdict.ok:
+        tables = ", ".join(sorted(verdict.mismatches))
+        raise RestoreCheckFailed(f"{dump} restores with different row counts in: {tables}")
+    return sum(verdict.restored.values())
+
+
+@job("audit-log-archive", crontab="0 4 * * *")
+def archive_audit_log() -> int:
+    """Archive audit rows past AUDIT_LOG_HOT_DAYS (gzip NDJSON + manifest), then delete them."""
+    return audit_archive.archive_due().rows

@@ -10,12 +10,13 @@ while the application writes, be interrupted, and be run again (current tokens a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from django.apps import apps
 from django.db import models, transaction
+from django.db.models import Q, QuerySet
 
-from deskcomm import crypto
+from deskcomm import audit, crypto
 
 
 @dataclass
@@ -28,24 +29,42 @@ class RotationReport:
 
 
 def encryption_key_rotate(
-    *, context: str, batch_size: int = 500, progress: Callable[[str], None] = lambda _: None
+    *,
+    context: str,
+    actor: str,
+    batch_size: int = 500,
+    progress: Callable[[str], None] = lambda _: None,
 ) -> RotationReport:
-    """Re-encrypt the context's declared fields under its current key; then verify."""
+    """Re-encrypt the context's declared fields under its current key, verify, and audit it
+    (`secret.rotated`: who, when, the context and the counts)."""
     report = RotationReport()
-    for label, field in crypto.encrypted_fields(context):
+    fields = crypto.encrypted_fields(context)
+    for label, field in fields:
         model = apps.get_model(label)
         last_pk = None
         while (batch := _next_batch(model, field, last_pk, batch_size)) is not None:
             last_pk = _rotate_batch(model, field, context, batch, report)
             progress(f"{label}.{field}: up to pk {last_pk}")
         report.remaining += _count_not_current(model, field, context)
+    audit.record(
+        actor=actor,
+        action="secret.rotated",
+        target_type="deskcomm.encryption_context",
+        target_id=context,
+        details={**asdict(report), "fields": [f"{label}.{name}" for label, name in fields]},
+    )
     return report
+
+
+def _stored(model: type[models.Model], field: str) -> QuerySet[models.Model]:
+    """The rows that hold a token in `field` (NULL and "" mean no value, nothing to rotate)."""
+    return model._default_manager.exclude(Q(**{f"{field}__isnull": True}) | Q(**{field: ""}))
 
 
 def _next_batch(
     model: type[models.Model], field: str, after: object, size: int
 ) -> list[object] | None:
-    rows = model._default_manager.exclude(**{f"{field}__isnull": True}).order_by("pk")
+    rows = _stored(model, field).order_by("pk")
     if after is not None:
         rows = rows.filter(pk__gt=after)
     pks = list(rows.values_list("pk", flat=True)[:size])
@@ -75,7 +94,5 @@ def _rotate_batch(
 
 
 def _count_not_current(model: type[models.Model], field: str, context: str) -> int:
-    tokens = model._default_manager.exclude(**{f"{field}__isnull": True}).values_list(
-        field, flat=True
-    )
+    tokens = _stored(model, field).values_list(field, flat=True)
     return sum(1 for token in tokens.iterator() if not crypto.is_current(context, token))

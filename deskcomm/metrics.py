@@ -9,6 +9,10 @@ Multi-process layout (docs/operations.md):
 - drain_events / deliver_webhooks (one process each, threads inside): with `METRICS_PORT` set
   they serve their own counters on that port (per-process exporter, internal network only).
   Prometheus scrapes each; the queue gauges come only from web's `/metrics`.
+
+Scrape-time gauges (read from the database when Prometheus scrapes, never summed) come from the
+collectors apps register with `register_scrape_collector` in `ready()`: the bus's queue shape,
+the job queue and last job runs (here), open LGPD requests past their SLA.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from __future__ import annotations
 import hmac
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from django.conf import settings
+from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -30,6 +35,10 @@ from prometheus_client import (
     multiprocess,
     start_http_server,
 )
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from deskcomm import rls
 
 HTTP_REQUESTS = Counter(
     "deskcomm_http_requests_total",
@@ -47,24 +56,94 @@ def multiprocess_mode() -> bool:
     return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 
 
-def exposition() -> bytes:
-    """This deployment's metrics: counters (all processes in multiprocess mode) + queue gauges."""
-    from eventbus.metrics import QueueCollector
+_scrape_collectors: list[Callable[[], Collector]] = []
 
+
+def register_scrape_collector(factory: Callable[[], Collector]) -> None:
+    """Add a collector read at scrape time (an app's `ready()`; once per factory)."""
+    if factory not in _scrape_collectors:
+        _scrape_collectors.append(factory)
+
+
+def exposition() -> bytes:
+    """This deployment's metrics: counters (all processes in multiprocess mode) + scrape gauges."""
     if multiprocess_mode():
         counters = CollectorRegistry()
         multiprocess.MultiProcessCollector(counters)
     else:
         counters = REGISTRY
-    queue = CollectorRegistry(auto_describe=False)
-    queue.register(QueueCollector())
-    return generate_latest(counters) + generate_latest(queue)
+    scraped = CollectorRegistry(auto_describe=False)
+    for factory in _scrape_collectors:
+        scraped.register(factory())
+    return generate_latest(counters) + generate_latest(scraped)
+
+
+# Messages waiting in the Postgres job broker's queues (dramatiq-postgres' own table).
+JOB_QUEUE_SQL = """
+SELECT queue_name, count(*) FROM dramatiq.queue WHERE state = 'queued' GROUP BY queue_name
+"""
+
+# Each registered job's newest finished run and newest success (jobrun_job_started_idx).
+LAST_RUNS_SQL = """
+SELECT j.name, last.status, ok.finished_at
+  FROM unnest(%(jobs)s::text[]) AS j(name)
+  LEFT JOIN LATERAL (
+        SELECT status FROM deskcomm_jobrun r WHERE r.job = j.name AND r.status <> 'running'
+         ORDER BY r.started_at DESC LIMIT 1) last ON true
+  LEFT JOIN LATERAL (
+        SELECT finished_at FROM deskcomm_jobrun r WHERE r.job = j.name AND r.status = 'completed'
+         ORDER BY r.started_at DESC LIMIT 1) ok ON true
+"""
+
+
+class JobsCollector(Collector):
+    """The job queue's size (Postgres broker in this database) and each job's last outcome."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if settings.JOBS_BROKER == "postgres" and not settings.JOBS_BROKER_DATABASE_URL:
+            yield self._queue()
+        yield from self._last_runs()
+
+    def _queue(self) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            "deskcomm_jobs_queue_messages",
+            "Messages waiting in the job broker, per queue (Postgres broker).",
+            labels=["queue"],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(JOB_QUEUE_SQL)
+            for queue, count in cursor.fetchall():
+                family.add_metric([queue], count)
+        return family
+
+    def _last_runs(self) -> Iterator[GaugeMetricFamily]:
+        from deskcomm.cron import jobs
+
+        failed = GaugeMetricFamily(
+            "deskcomm_jobs_last_run_failed",
+            "1 when the job's newest finished run failed, else 0.",
+            labels=["job"],
+        )
+        success = GaugeMetricFamily(
+            "deskcomm_jobs_last_success_timestamp_seconds",
+            "When the job last completed (Unix time; absent if it never has).",
+            labels=["job"],
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(LAST_RUNS_SQL, {"jobs": jobs.names()})
+            for name, status, finished_at in cursor.fetchall():
+                failed.add_metric([name], 1 if status == "failed" else 0)
+                if finished_at is not None:
+                    success.add_metric([name], finished_at.timestamp())
+        yield failed
+        yield success
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
     """GET /metrics with `Authorization: Bearer <METRICS_TOKEN>`; 403 when no token is set."""
     if not _authorized(request):
         return HttpResponse("forbidden\n", status=403, content_type="text/plain")
+    rls.set_scope(bypass=True)  # the queue gauges count every tenant's deliveries
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -1,4 +1,5 @@
-"""Request id middleware: every request gets one, bound for its whole life and echoed back.
+"""Request middleware: the request id (bound for the request's whole life and echoed back), and
+chunked request bodies held to the same size limit as any other.
 
 A client-supplied `X-Request-ID` is kept when it is sane (1-128 characters from a safe set), so a
 caller can follow its own id through emit -> handler -> webhook -> logs; anything else is replaced
@@ -7,10 +8,13 @@ by a fresh one (never reflected: it goes into logs, metadata and response header
 
 from __future__ import annotations
 
+import io
 import re
 import uuid
 from collections.abc import Callable
 
+from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse
 
 from deskcomm import context
@@ -47,3 +51,31 @@ class RequestIdMiddleware:
             response = self.get_response(request)
         response[REQUEST_ID_HEADER] = request_id
         return response
+
+
+class ChunkedBodyMiddleware:
+    """Give a chunked request body (no Content-Length) a length, so the size limit applies.
+
+    Django reads a WSGI body only up to Content-Length, so a chunked body (which gunicorn
+    de-chunks and marks `wsgi.input_terminated`) arrived empty: a body past the limit became an
+    empty-body 400 instead of a 413. This reads at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1 bytes and
+    sets Content-Length to what it read; past the limit, Django's own check (RequestDataTooBig,
+    a 413 in the API) then refuses it without reading the rest.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if _is_unsized_chunked(request):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            body = request.META["wsgi.input"].read(None if limit is None else limit + 1)
+            request.META["CONTENT_LENGTH"] = str(len(body))
+            request._stream = LimitedStream(io.BytesIO(body), len(body))  # type: ignore[assignment]
+        return self.get_response(request)
+
+
+def _is_unsized_chunked(request: HttpRequest) -> bool:
+    meta = request.META
+    chunked = "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower()
+    return chunked and bool(meta.get("wsgi.input_terminated")) and not meta.get("CONTENT_LENGTH")

@@ -34,8 +34,10 @@ _SENSITIVE_KEY_PARTS = (
     "dsn",
 )
 
-# A token not glued to letters, digits, "_" or "-" on either side.
-_ALONE = r"(?<![\w-]){}(?![\w-])"
+# A number token: not glued to letters, digits, "_" or "-" on either side, and not a host name
+# (after "//" or "@", before ":<port>" or ".<label>"): digit-only hosts in URLs and DSNs are not
+# phones or CPFs.
+_ALONE = r"(?<![\w-])(?<!//)(?<!@){}(?![\w-])(?!:\d)(?!\.[A-Za-z])"
 
 _PATTERNS = (
     # Bearer tokens first, so the token is consumed whole.

@@ -22,7 +22,8 @@ from typing import Any
 import psycopg
 from celery import schedules
 from django.utils import timezone
-from django_celery_beat.schedulers import DatabaseScheduler
+from django_celery_beat.models import PeriodicTask
+from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
 
 from deskcomm.cron import job_enqueue, jobs
 from deskcomm.db import conninfo
@@ -49,8 +50,25 @@ def schedule_slot(schedule: Any, now: dt.datetime) -> str:
     return now.replace(second=0, microsecond=0).isoformat()
 
 
+class RunRecordingEntry(ModelEntry):
+    """A schedule entry whose save writes only its run bookkeeping.
+
+    django-celery-beat's entry reads the whole row and saves it back, so an admin edit committed
+    between that read and that write (say, disabling the task) was silently undone and the task
+    kept firing. One UPDATE of the two columns the scheduler owns leaves every other column, and
+    a task disabled meanwhile, as the operator left it.
+    """
+
+    def save(self) -> None:
+        PeriodicTask.objects.filter(pk=self.model.pk, enabled=True).update(
+            last_run_at=self.model.last_run_at, total_run_count=self.model.total_run_count
+        )
+
+
 class LeaderDatabaseScheduler(DatabaseScheduler):
     """DatabaseScheduler that fires only while it holds the leader lock, into dramatiq."""
+
+    Entry = RunRecordingEntry
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.identity = f"{socket.gethostname()}:{os.getpid()}"

@@ -1,4 +1,5 @@
-"""Core write services: API keys (create, revoke, mark used), the idempotency-key purge, orders."""
+"""Core write services: API keys (create, revoke, mark used), the idempotency-key purge, orders,
+a job run on an operator's request."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 import eventbus
-from deskcomm import api_keys, audit, scopes
+from deskcomm import api_keys, audit, cron, scopes
 from deskcomm.models import ApiKey, IdempotencyKey, Order, Organization
 
 KEY_GENERATION_TRIES = 3
@@ -143,3 +144,16 @@ def order_confirm(
             idempotency_key=f"order.confirmed:{order.id}",
         )
     return order
+
+
+def job_run_now(*, name: str, actor: str) -> cron.RunResult:
+    """Run job `name` now, in this process, through the job runner; audited with its outcome."""
+    result = cron.job_run(name=name, trigger="admin")
+    audit.record(
+        actor=actor,
+        action="job.run_now",
+        target_type="deskcomm.job",
+        target_id=name,
+        details={**result.as_dict(), "error": result.error[:500]},
+    )
+    return result

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import environ
 
 from deskcomm.broker_config import choose_backend, dramatiq_broker
+from deskcomm.db_timeouts import with_timeouts
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -43,12 +45,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
     "deskcomm.middleware.RequestIdMiddleware",
+    # Before anything reads a body: chunked bodies get a length, so the size limit holds.
+    "deskcomm.middleware.ChunkedBodyMiddleware",
     "deskcomm.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Row-level security: the platform admin sees every tenant (deskcomm.rls).
+    "deskcomm.rls.AdminBypassMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -97,6 +103,24 @@ DATABASES = {
 # Workers keep their connection between handler runs; health checks drop dead ones.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Server-side timeouts per process role, seconds (0 = none); README "Database timeouts". Every
+# connection opens with the web values; worker processes switch with
+# deskcomm.db_timeouts.use_database_timeouts("worker"); migrate lifts the statement timeout.
+DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=10.0)
+DB_IDLE_IN_TRANSACTION_TIMEOUT = env.float("DB_IDLE_IN_TRANSACTION_TIMEOUT", default=60.0)
+DATABASE_TIMEOUTS = {
+    role: {
+        "statement_timeout": statement_timeout,
+        "lock_timeout": DB_LOCK_TIMEOUT,
+        "idle_in_transaction_session_timeout": DB_IDLE_IN_TRANSACTION_TIMEOUT,
+    }
+    for role, statement_timeout in {
+        "web": env.float("DB_STATEMENT_TIMEOUT", default=20.0),
+        "worker": env.float("DB_WORKER_STATEMENT_TIMEOUT", default=120.0),
+    }.items()
+}
+db_options = DATABASES["default"].setdefault("OPTIONS", {})
+db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -116,19 +140,10 @@ FORMAT_MODULE_PATH = ["deskcomm.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "var" / "static")
-# Uploaded files and database dumps (`manage.py backup`), each a Django storage.
+# Uploaded files (the default storage). Every storage alias is defined once, in STORAGES below.
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "var" / "media")
-BACKUP_ROOT = env.path("BACKUP_ROOT", default=BASE_DIR / "var" / "backups")
 # Directory of pg_dump/pg_restore for backups (default: the newest found that fits the server).
 PG_BIN_DIR = env.str("PG_BIN_DIR", default="")
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    "backups": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": BACKUP_ROOT},
-    },
-}
 
 # Optional brokers for scale (the default broker is PostgreSQL itself); the health check
 # pings the one that is set.
@@ -263,6 +278,10 @@ EVENTBUS = {
     # stops and exits (code 75) so its supervisor starts a clean process.
     "MAX_ABANDONED_THREADS": env.int("EVENTBUS_MAX_ABANDONED_THREADS", default=8),
     "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=256 * 1024),
+    # Metadata is correlation data copied to every consumer and webhook: a few ids, not content.
+    "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=8 * 1024),
+    # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
+    "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=32),
     # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next poll.
     "NOTIFY_EVENT_TYPES": env.list(
         "EVENTBUS_NOTIFY_EVENT_TYPES", default=["message.received", "ai.handoff_triggered"]
@@ -300,6 +319,8 @@ EVENTBUS = {
     "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=3600.0),
     # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
     "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=""),
+    # Metrics: distinct event_type label values per metric and process; the rest are "other".
+    "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=200),
 }
 
 # --- Jobs: dramatiq (django-dramatiq), broker chosen by environment -------------------------
@@ -359,54 +380,58 @@ CELERY_BEAT_SYNC_EVERY = 1
 CELERY_BEAT_MAX_LOOP_INTERVAL = env.float("SCHEDULER_MAX_INTERVAL", default=5.0)
 DJANGO_CELERY_BEAT_TZ_AWARE = True
 
-# --- Storage: archives of old events (filesystem by default; S3-compatible when configured) ---
+# --- Storage: every alias the code uses, defined once ------------------------------------------
+# `archive` (old events and audit rows), `backups` (database dumps) and `lgpd_exports` are each
+# the filesystem by default, or an S3-compatible bucket (django-storages + boto3; credentials
+# from the standard AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY variables) when its bucket is set,
+# so copies can leave the host. tests/deskcomm/test_settings.py asserts every alias exists.
+S3_ENDPOINT_URL = env.str("ARCHIVE_S3_ENDPOINT_URL", default="") or None
+
+
+def file_or_s3_storage(
+    *, bucket: str, prefix: str, root: Path, **s3_options: object
+) -> dict[str, Any]:
+    """A private FileSystemStorage under `root`, or an S3 bucket under `prefix` when set."""
+    if not bucket:
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": root, "base_url": None},
+        }
+    options = {"bucket_name": bucket, "endpoint_url": S3_ENDPOINT_URL, "location": prefix}
+    options.update({"default_acl": "private", "file_overwrite": False, **s3_options})
+    return {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": options}
+
+
 ARCHIVE_S3_BUCKET = env.str("ARCHIVE_S3_BUCKET", default="")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    "archive": (
-        {
-            # django-storages (needs `pip install boto3`); credentials from AWS_* variables.
-            "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {
-                "bucket_name": ARCHIVE_S3_BUCKET,
-                "endpoint_url": env.str("ARCHIVE_S3_ENDPOINT_URL", default="") or None,
-                "location": env.str("ARCHIVE_S3_PREFIX", default="event-archive"),
-                "default_acl": "private",
-                "file_overwrite": False,
-            },
-        }
-        if ARCHIVE_S3_BUCKET
-        else {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {
-                "location": env.path("ARCHIVE_ROOT", default=BASE_DIR / "var" / "archive"),
-            },
-        }
+    "archive": file_or_s3_storage(
+        bucket=ARCHIVE_S3_BUCKET,
+        prefix=env.str("ARCHIVE_S3_PREFIX", default="event-archive"),
+        root=env.path("ARCHIVE_ROOT", default=BASE_DIR / "var" / "archive"),
+    ),
+    # `manage.py backup` / the daily backup job write here; restore_check reads the newest.
+    "backups": file_or_s3_storage(
+        bucket=env.str("BACKUP_S3_BUCKET", default=""),
+        prefix=env.str("BACKUP_S3_PREFIX", default="backups"),
+        root=env.path("BACKUP_ROOT", default=BASE_DIR / "var" / "backups"),
     ),
     # LGPD exports: private (never under a public URL); downloads go through a signed link.
-    "lgpd_exports": (
-        {
-            "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {
-                "bucket_name": env.str("LGPD_EXPORT_S3_BUCKET"),
-                "endpoint_url": env.str("ARCHIVE_S3_ENDPOINT_URL", default="") or None,
-                "location": env.str("LGPD_EXPORT_S3_PREFIX", default="lgpd-exports"),
-                "default_acl": "private",
-                "querystring_auth": True,
-                "file_overwrite": True,
-            },
-        }
-        if env.str("LGPD_EXPORT_S3_BUCKET", default="")
-        else {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {
-                "location": env.path("LGPD_EXPORT_ROOT", default=BASE_DIR / "var" / "lgpd-exports"),
-                "base_url": None,
-            },
-        }
+    "lgpd_exports": file_or_s3_storage(
+        bucket=env.str("LGPD_EXPORT_S3_BUCKET", default=""),
+        prefix=env.str("LGPD_EXPORT_S3_PREFIX", default="lgpd-exports"),
+        root=env.path("LGPD_EXPORT_ROOT", default=BASE_DIR / "var" / "lgpd-exports"),
+        querystring_auth=True,
+        file_overwrite=True,
     ),
 }
+# Audit log retention (seed 000 §6.9, seed 001 §1.1): rows older than this many days are
+# archived to the `archive` storage and deleted; the archives are kept this many years.
+AUDIT_LOG_HOT_DAYS = env.int("AUDIT_LOG_HOT_DAYS", default=90)
+AUDIT_LOG_ARCHIVE_YEARS = env.int("AUDIT_LOG_ARCHIVE_YEARS", default=5)
+# Backups: dumps older than this many days are deleted after each backup (the newest is kept).
+BACKUP_RETENTION_DAYS = env.int("BACKUP_RETENTION_DAYS", default=30)
 
 # Sentry error reporting (deskcomm.sentry): off unless SENTRY_DSN is set.
 SENTRY_DSN = env.str("SENTRY_DSN", default="")

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from deskcomm.metrics import metrics_view
+from deskcomm.shown_once import shown_once_view
 from deskcomm.views import cron_run
 
 admin.site.site_header = "Deskcomm operations"
@@ -14,6 +15,11 @@ admin.site.index_title = "Event bus and CRM records"
 
 urlpatterns = [
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
+    path(
+        "admin/shown-once/<str:token>/",
+        admin.site.admin_view(shown_once_view),
+        name="admin-shown-once",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("metrics", metrics_view, name="metrics"),

@@ -23,6 +23,11 @@ class EventbusConfig(AppConfig):
             import_module(module)
         post_migrate.connect(_sync_after_migrate, sender=self)
 
+        from deskcomm.metrics import register_scrape_collector
+        from eventbus.metrics import QueueCollector
+
+        register_scrape_collector(QueueCollector)
+
 
 def handler_modules(extra: list[str]) -> list[str]:
     """Every installed app's `handlers` module, then the configured extra modules."""
@@ -34,7 +39,12 @@ def handler_modules(extra: list[str]) -> list[str]:
     return found + [m for m in extra if m not in found]
 
 
-def _sync_after_migrate(**kwargs: Any) -> None:
+ROUTE_TABLES = ("eventbus_route", "eventbus_eventtypeschema")
+
+
+def _sync_after_migrate(using: str = "default", **kwargs: Any) -> None:
+    from deskcomm.migrate_hooks import tables_exist
     from eventbus.routes import sync_routes
 
-    sync_routes()
+    if tables_exist(using, *ROUTE_TABLES):  # absent after `migrate eventbus zero`
+        sync_routes()

@@ -11,7 +11,8 @@ deleted in bounded batches, each its own short transaction. A day with deliverie
 running is left for a later run.
 
 `restore_day` reads a day back into the hot tables (same ids; existing rows are kept) so it can be
-inspected and replayed to a chosen consumer.
+inspected and replayed to a chosen consumer. `eventbus.archive_rewrite` rewrites archived days
+(the LGPD redaction): the manifest names the current file.
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ DELETE FROM event_log WHERE id IN (SELECT id FROM ev)
 
 TENANT_SQL = "SELECT id FROM deskcomm_organization WHERE id = %s FOR KEY SHARE"
 
+# One organization's archive files change under this lock (held to the end of the transaction):
+# writing a new day, rewriting days (the LGPD redaction) and reading a day back for a restore
+# never interleave, so a redaction cannot miss a day being written nor a restore read a file
+# being replaced.
+ARCHIVE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('eventbus.archive'), hashtext(%s::text))"
+
 RESTORE_EVENT_SQL = """
 INSERT INTO event_log SELECT * FROM jsonb_populate_record(NULL::event_log, %s::jsonb)
 ON CONFLICT DO NOTHING
@@ -174,37 +181,51 @@ def archive_day(organization_id: uuid.UUID, day: dt.date) -> int | None:
         logger.info("archive: %s %s has deliveries still running; later", organization_id, day)
         return None
     storage = archive_storage()
-    data_name, manifest_name = paths(organization_id, day)
-    if storage.exists(manifest_name):
-        manifest = _read_manifest(storage, manifest_name)
-        _verify(storage, data_name, manifest)
-    else:
-        manifest = _write_day(storage, organization_id, day, start, end)
+    manifest_name = paths(organization_id, day)[1]
+    with transaction.atomic():
+        lock_organization(organization_id)
+        if storage.exists(manifest_name):
+            manifest = read_day(storage, organization_id, day)[0]
+        else:
+            manifest = _write_day(storage, organization_id, day, start, end)
     deleted = _delete_day(organization_id, start, end)
     logger.info(
         "archive: %s %s -> %s (%d events in the file, %d hot rows deleted)",
         organization_id,
         day,
-        data_name,
+        manifest["file"],
         manifest["events"],
         deleted,
     )
     return deleted
 
 
+def lock_organization(organization_id: uuid.UUID) -> None:
+    """Take the organization's archive lock until the current transaction ends."""
+    with connection.cursor() as cursor:
+        cursor.execute(ARCHIVE_LOCK_SQL, [organization_id])
+
+
+def read_day(
+    storage: Storage, organization_id: uuid.UUID, day: dt.date
+) -> tuple[dict[str, Any], list[str]]:
+    """An archived day's manifest and its lines, verified against it (ArchiveError if not)."""
+    manifest_name = paths(organization_id, day)[1]
+    if not storage.exists(manifest_name):
+        raise ArchiveError(f"no archive for organization {organization_id} on {day}")
+    manifest = _read_manifest(storage, manifest_name)
+    return manifest, _verify(storage, manifest["file"], manifest)
+
+
 def restore_day(
     organization_id: uuid.UUID, day: dt.date, *, replay_to: str | None = None
 ) -> RestoreReport:
     """Write an archived day back into the hot tables; optionally replay it to one consumer."""
-    storage = archive_storage()
-    data_name, manifest_name = paths(organization_id, day)
-    if not storage.exists(manifest_name):
-        raise ArchiveError(f"no archive for organization {organization_id} on {day}")
-    manifest = _read_manifest(storage, manifest_name)
-    lines = _verify(storage, data_name, manifest)
     counts = [0, 0, 0]
     event_ids: list[uuid.UUID] = []
     with transaction.atomic(), connection.cursor() as cursor:
+        lock_organization(organization_id)
+        lines = read_day(archive_storage(), organization_id, day)[1]
         # event_log has no per-row foreign key (see eventbus.emitter): check the tenant here,
         # holding it until the restore commits, as every emit does.
         cursor.execute(TENANT_SQL, [organization_id])
@@ -245,28 +266,45 @@ def _replay(event_ids: list[uuid.UUID], consumer: str) -> int:
 def _write_day(
     storage: Storage, organization_id: uuid.UUID, day: dt.date, start: dt.datetime, end: dt.datetime
 ) -> dict[str, Any]:
-    data_name, manifest_name = paths(organization_id, day)
+    data_name = paths(organization_id, day)[0]
     with tempfile.TemporaryFile() as tmp:
         counts = _export(tmp, organization_id, start, end)
-        tmp.seek(0)
-        digest, size = _sha256(tmp)
-        tmp.seek(0)
         if storage.exists(data_name):  # a previous run died before its manifest: redo the file
             storage.delete(data_name)
-        saved = storage.save(data_name, File(tmp))
+        return store_day(storage, organization_id, day, tmp, counts, name=data_name)
+
+
+def store_day(
+    storage: Storage,
+    organization_id: uuid.UUID,
+    day: dt.date,
+    data: IO[bytes],
+    counts: dict[str, int],
+    *,
+    name: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Save a day's gzip file as `name`, read it back, then write the manifest that points at
+    it (replacing the previous one). Returns the manifest."""
+    data.seek(0)
+    digest, size = _sha256(data)
+    data.seek(0)
+    saved = storage.save(name, File(data))
     manifest = {
         "format_version": FORMAT_VERSION,
         "organization_id": str(organization_id),
         "day": day.isoformat(),
         "file": saved,
-        "events": counts["events"],
-        "deliveries": counts["deliveries"],
-        "attempts": counts["attempts"],
+        **counts,
         "sha256": digest,
         "bytes": size,
         "created_at": timezone.now().isoformat(),
+        **extra,
     }
     _verify(storage, saved, manifest)
+    manifest_name = paths(organization_id, day)[1]
+    if storage.exists(manifest_name):
+        storage.delete(manifest_name)
     with tempfile.TemporaryFile() as tmp:
         tmp.write(json.dumps(manifest, indent=2).encode())
         tmp.seek(0)

@@ -187,7 +187,6 @@ def _declare_seed_catalog() -> None:
         # lgpd.*
         "lgpd.consent_changed": ("contact_id", "consent_type", "granted", "source"),
         "lgpd.data_request_received": ("request_id", "request_type", "contact_id", "channel"),
-        "lgpd.export_generated": ("request_id", "export_url_signed", "expires_at"),
         "lgpd.redact_applied": ("request_id", "contact_id", "scope"),
         # system.*
         "system.contact_blocked_by_stop": ("contact_id", "keyword"),
@@ -199,6 +198,21 @@ def _declare_seed_catalog() -> None:
     }
     for name, required in seed.items():
         declare(name, required=required, description="seed 000 §3")
+    # Seed 000's v1 carried `export_url_signed`, a bearer link to the subject's whole export, to
+    # every consumer and webhook. v2 holds ids, states and dates only; the link goes to the data
+    # subject by e-mail (lgpd.services).
+    declare(
+        "lgpd.export_generated",
+        required=("request_id", "export_url_signed", "expires_at"),
+        description="seed 000 §3 (superseded: it broadcast the download link)",
+        superseded_on=dt.date(2026, 12, 1),
+    )
+    declare(
+        "lgpd.export_generated",
+        version=2,
+        required=("request_id", "expires_at", "link_sent"),
+        description="an access request's export is ready (no link: it is e-mailed to the subject)",
+    )
 
 
 def _declare_platform_catalog() -> None:

@@ -1,4 +1,5 @@
-"""System checks for the event bus: consumers must consume declared event types."""
+"""System checks for the event bus: consumers must consume declared event types; emit's limits
+must be ones emit can enforce."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, register
 
 from eventbus import catalog
+from eventbus.conf import bus_settings
 from eventbus.registry import registry
+
+# Python's JSON encoder gives up (RecursionError) somewhat below its recursion limit of 1000: a
+# depth limit above this would be refused with a message naming the wrong number.
+MAX_ENFORCEABLE_JSON_DEPTH = 500
 
 
 @register()
@@ -26,3 +32,18 @@ def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
                     )
                 )
     return errors
+
+
+@register()
+def check_emit_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """eventbus.E002: EVENTBUS_MAX_JSON_DEPTH outside 1..MAX_ENFORCEABLE_JSON_DEPTH."""
+    depth = bus_settings.MAX_JSON_DEPTH
+    if isinstance(depth, int) and 1 <= depth <= MAX_ENFORCEABLE_JSON_DEPTH:
+        return []
+    return [
+        Error(
+            f"EVENTBUS_MAX_JSON_DEPTH is {depth!r}",
+            hint=f"Use a whole number from 1 to {MAX_ENFORCEABLE_JSON_DEPTH} (default 32).",
+            id="eventbus.E002",
+        )
+    ]

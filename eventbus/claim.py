@@ -23,7 +23,8 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from psycopg.rows import namedtuple_row
+from psycopg.cursor import BaseCursor
+from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 
 from deskcomm.db import bound_cursor
 from eventbus.conf import bus_settings
@@ -151,15 +152,17 @@ def _claim(
             "worker": worker_id,
             "lease_until": _lease_until(now),
         },
+        row_factory=event_row,
     )
-    return Claim(token, [_event_from_row(row) for row in rows])
+    return Claim(token, rows)
 
 
 def ack(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:
     """Mark deliveries done; returns how many were still ours (the rest lost their lease)."""
     if not ids:
         return 0
-    acked = len(_fetch("ack", {"ids": list(ids), "token": token, "now": now or timezone.now()}))
+    [row] = _fetch("ack", {"ids": list(ids), "token": token, "now": now or timezone.now()})
+    acked = int(row.acked)
     _log_lost("ack", token, len(ids), acked)
     return acked
 
@@ -218,8 +221,9 @@ def adopt(
             "now": now,
             "lease_until": _lease_until(now) + dt.timedelta(seconds=extra_lease),
         },
+        row_factory=event_row,
     )
-    return _event_from_row(rows[0]) if rows else None
+    return rows[0] if rows else None
 
 
 def consumer_of(delivery_id: int) -> str | None:
@@ -372,10 +376,17 @@ def _operator_move(name: str, ids: Sequence[int], now: dt.datetime | None) -> li
     return [Moved(*row) for row in _fetch(name, {"ids": list(ids), "now": now or timezone.now()})]
 
 
-def _fetch(name: str, params: Mapping[str, Any], *, rows: bool = True) -> list[Any]:
-    """Run the named statement on a binary-bound cursor; its rows as named tuples."""
+def _fetch(
+    name: str,
+    params: Mapping[str, Any],
+    *,
+    rows: bool = True,
+    row_factory: RowFactory[Any] = namedtuple_row,
+) -> list[Any]:
+    """Run the named statement on a binary-bound cursor; its rows by column name (named
+    tuples, or what `row_factory` makes of them)."""
     with bound_cursor() as cursor:
-        cursor.row_factory = namedtuple_row
+        cursor.row_factory = row_factory
         cursor.execute(statement(name), params)
         return cursor.fetchall() if rows else []
 
@@ -395,29 +406,36 @@ def _log_lost(step: str, token: uuid.UUID, expected: int, changed: int) -> None:
         )
 
 
-def _event_from_row(row: Any) -> Event:
-    correlation = {}
-    if row.request_id is not None:
-        correlation["request_id"] = row.request_id
-    if row.trace_id is not None:
-        correlation["trace_id"] = row.trace_id
-    if row.actor_id is not None:
-        correlation["actor_id"] = row.actor_id
-    # Django's psycopg setup returns jsonb as text; Event decodes it if a handler reads it.
-    return Event(
-        id=row.event_id,
-        organization_id=row.organization_id,
-        event_type=row.event_type,
-        entity_kind=row.entity_kind,
-        entity_id=row.entity_id,
-        payload=row.payload,
-        metadata=row.metadata,
-        created_at=row.created_at,
-        consumer=row.consumer,
-        delivery_id=row.delivery_id,
-        attempt=row.attempt,
-        max_attempts=row.max_attempts,
-        correlation=correlation,
-        redelivered=row.redelivered,
-        redelivery_reason=row.redelivery_reason,
-    )
+# The claimed event's columns as Event's keyword arguments (the claim statements' RETURNING).
+_EVENT_COLUMNS = {
+    "delivery_id": "delivery_id",
+    "consumer": "consumer",
+    "attempt": "attempt",
+    "max_attempts": "max_attempts",
+    "redelivered": "redelivered",
+    "redelivery_reason": "redelivery_reason",
+    "event_id": "id",
+    "organization_id": "organization_id",
+    "event_type": "event_type",
+    "entity_kind": "entity_kind",
+    "entity_id": "entity_id",
+    "payload": "payload",
+    "metadata": "metadata",
+    "created_at": "created_at",
+}
+_CORRELATION_COLUMNS = ("request_id", "trace_id", "actor_id")
+
+
+def event_row(cursor: BaseCursor[Any, Any]) -> RowMaker[Event]:
+    """A psycopg row factory: a claimed delivery's row straight into an Event, its columns
+    found by name in the statement's description (once per statement, not per row)."""
+    names = [column.name for column in cursor.description or ()]
+    fields = [(i, _EVENT_COLUMNS[n]) for i, n in enumerate(names) if n in _EVENT_COLUMNS]
+    ids = [(i, n) for i, n in enumerate(names) if n in _CORRELATION_COLUMNS]
+
+    def make(values: Sequence[Any]) -> Event:
+        # Django's psycopg setup returns jsonb as text; Event decodes it if a handler reads it.
+        correlation = {n: values[i] for i, n in ids if values[i] is not None}
+        return Event(correlation=correlation, **{key: values[i] for i, key in fields})
+
+    return make

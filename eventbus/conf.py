@@ -20,6 +20,8 @@ DEFAULTS: dict[str, Any] = {
     # Abandoned (timed-out) handler threads a worker tolerates before it exits to be restarted.
     "MAX_ABANDONED_THREADS": 8,
     "MAX_PAYLOAD_BYTES": 256 * 1024,
+    "MAX_METADATA_BYTES": 8 * 1024,
+    "MAX_JSON_DEPTH": 32,
     "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
     "HANDLER_MODULES": [],
     "DEAD_LETTER_HOOKS": [],
@@ -37,6 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_ALERT_THRESHOLD": 10,
     "DLQ_ALERT_INTERVAL": 3600.0,
     "DLQ_ALERT_WEBHOOK_URL": "",
+    # Cardinality guard: distinct event_type label values per metric (the rest: "other").
+    "METRICS_MAX_EVENT_TYPES": 200,
 }
 
 

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 import psycopg
@@ -34,13 +35,15 @@ from eventbus.errors import HandlerTimeout, LeaseLost
 from eventbus.event import Event
 from eventbus.registry import Consumer
 from eventbus.retry import judge_failure
-from eventbus.settle import Settlement, settle
+from eventbus.settle import Settlement, by_token, settle
 from eventbus.slots import Job, Leases, SlotPool, log_lost
 
 logger = logging.getLogger(__name__)
 
 # How often a busy drain looks for deliveries waiting to run alone (an index probe).
 ISOLATION_CHECK_SECONDS = 1.0
+# Handlers spending more than this share of their time on the CPU are run batch by batch.
+CPU_BOUND_SHARE = 0.5
 
 Kind = Literal["done", "committed", "failed", "released"]
 
@@ -91,6 +94,7 @@ class DrainPump:
             on_error=self._failed,
             on_progress=wake,
             signal_every=max(1, batch_size // 2),
+            low_water=self._low_water,
             can_start=self.leases.trusted,
             name="eventbus-handler",
         )
@@ -100,7 +104,7 @@ class DrainPump:
     def step(self) -> int:
         """Settle, watch, claim: returns how many deliveries were settled or claimed."""
         self._collect()
-        progress = self._settle()
+        progress = self._settle() if self._overlapping() or self.pool.idle() else 0
         if self._interrupted.is_set():
             self._recover()
         progress += self._watch()
@@ -150,6 +154,11 @@ class DrainPump:
     def _tick(self) -> None:
         self._collect()
         self._watch()
+
+    @property
+    def gathering(self) -> bool:
+        """Results come one by one (overlapping); batch by batch there is nothing to gather."""
+        return not self.pool.quiet
 
     def wait_hint(self, poll_interval: float) -> float:
         """How long the runner may sleep: short while handlers run (the watchdog's tick)."""
@@ -217,9 +226,20 @@ class DrainPump:
         self._submit(batch)
         return len(batch.events)
 
+    def _overlapping(self) -> bool:
+        """Claim ahead and settle while handlers run: only when they mostly wait on I/O (see
+        SlotPool.cpu_share); CPU-bound handlers run a batch, then it is settled, then the next
+        is claimed, as one thread would."""
+        overlapping = self.pool.cpu_share() < CPU_BOUND_SHARE
+        self.pool.quiet = not overlapping
+        return overlapping
+
     def _claim_batch(self) -> int:
-        if self.pool.queued > self._low_water:
-            return 0
+        if self._overlapping():
+            if self.pool.queued > self._low_water:
+                return 0
+        elif self.in_flight:
+            return 0  # CPU-bound: the next batch once this one is settled
         if self.pool.stuck(float(bus_settings.STUCK_RELEASE_SECONDS)):
             return 0  # every slot is stuck: claiming would only hold work from other workers
         size = self._room()
@@ -239,10 +259,9 @@ class DrainPump:
         if not batch.events:
             return
         self.leases.hold(batch.token, batch.ids)
-        batch.events.sort(key=_age)  # oldest first within the claim
-        self.pool.submit(
-            Job(batch.token, e, self.consumers[e.consumer].timeout_seconds()) for e in batch.events
-        )
+        batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
+        timeouts = {name: c.timeout_seconds() for name, c in self.consumers.items()}
+        self.pool.submit(Job(batch.token, e, timeouts[e.consumer]) for e in batch.events)
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -258,14 +277,19 @@ class DrainPump:
 
     def _settle_results(self) -> int:
         lost = self.leases.take_lost(r.job.event.delivery_id for r in self._results)
-        self._results = [r for r in self._results if r.job.event.delivery_id not in lost]
+        if lost:
+            self._results = [r for r in self._results if r.job.event.delivery_id not in lost]
+        left = _by_claim(self._results)
         settled = 0
-        for settlement in _by_claim(self._results).values():
-            settle(settlement, worker_id=self.worker_id)
-            self.leases.settled(settlement.token, settlement.consumer_of)
-            self.processed += settlement.processed
-            settled += len(settlement.consumer_of)
-            self._results = [r for r in self._results if r.job.token != settlement.token]
+        try:
+            for token, settlement in list(left.items()):
+                settle(settlement, worker_id=self.worker_id)
+                self.leases.settled(token, settlement.consumer_of)
+                self.processed += settlement.processed
+                settled += len(settlement.consumer_of)
+                del left[token]
+        finally:  # on a database error, what was not settled is kept for the next pass
+            self._results = [r for r in self._results if r.job.token in left] if left else []
         return settled
 
     def _recover(self) -> None:
@@ -308,7 +332,7 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
     except BaseException as exc:  # recorded too: dramatiq's time limit, a handler's SystemExit
         return failed(job, exc, time.monotonic() - started, on_connection_lost)
     finally:
-        _duration(consumer.name).observe(time.monotonic() - started)
+        _duration(consumer.name, job.event.event_type).observe(time.monotonic() - started)
     return Finished(job, "committed" if consumer.atomic else "done")
 
 
@@ -339,33 +363,30 @@ def failed(
     return Finished(job, "failed", failure(job.event, exc, elapsed))
 
 
-_DURATIONS: dict[str, Histogram] = {}
+_DURATIONS: dict[tuple[str, str], Histogram] = {}
 
 
-def _duration(consumer: str) -> Histogram:
-    """The consumer's handler-duration histogram (the labelled child, looked up once)."""
-    child = _DURATIONS.get(consumer)
+def _duration(consumer: str, event_type: str) -> Histogram:
+    """The handler-duration histogram child of (consumer, event type), looked up once."""
+    child = _DURATIONS.get((consumer, event_type))
     if child is None:
-        child = _DURATIONS[consumer] = metrics.HANDLER_DURATION.labels(consumer)
+        label = metrics.processed_event_type(event_type)
+        child = _DURATIONS[consumer, event_type] = metrics.HANDLER_DURATION.labels(consumer, label)
     return child
 
 
 def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
-    settlements: dict[uuid.UUID, Settlement] = {}
+    settlements = by_token((r.job.token, r.job.event) for r in results)
     for r in results:
-        event = r.job.event
-        s = settlements.get(r.job.token)
-        if s is None:
-            s = settlements[r.job.token] = Settlement(r.job.token)
-        s.consumer_of[event.delivery_id] = event.consumer
+        s, delivery_id = settlements[r.job.token], r.job.event.delivery_id
         if r.kind == "failed" and r.failure is not None:
             s.failures.append(r.failure)
         elif r.kind == "done":
-            s.done.append(event.delivery_id)
+            s.done.append(delivery_id)
         elif r.kind == "committed":
-            s.committed.append(event.delivery_id)
+            s.committed.append(delivery_id)
         else:
-            s.released.append(event.delivery_id)
+            s.released.append(delivery_id)
     return settlements
 
 
@@ -424,8 +445,8 @@ def connection_lost(exc: BaseException) -> bool:
     return False
 
 
-def _age(event: Event) -> tuple[object, int]:
-    return event.created_at, event.delivery_id
+# Deliveries are numbered as they are emitted: oldest first, with a C-level sort key.
+_EMIT_ORDER = attrgetter("delivery_id")
 
 
 def _correlation(event: Event) -> dict[str, str]:

@@ -8,8 +8,6 @@ transaction takes both away and an error never leaves half an event behind.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
+from psycopg.rows import dict_row
 
 from deskcomm import context
 from deskcomm.db import bound_cursor, pipeline
@@ -27,6 +26,8 @@ from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
 from eventbus.ids import uuid7
 from eventbus.registry import registry
+from eventbus.sql import statement
+from eventbus.storable import JsonLimits, check_text, json_text
 
 if TYPE_CHECKING:
     from deskcomm.models import Organization
@@ -34,101 +35,6 @@ if TYPE_CHECKING:
 
 WAKEUP_CHANNEL = "eventbus_wakeup"
 EMIT_MANY_STATEMENT_ROWS = 250  # items per statement; statements are pipelined
-_JSON = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-# One statement: the tenant check (event_log has no per-row foreign key: the organization row is
-# locked once, FOR KEY SHARE as such a check would, and a missing one writes nothing and returns
-# a NULL row), the routes (the registry's consumers, passed as arrays, plus the organization's
-# own from eventbus_org_routes, e.g. webhook subscriptions), the event with `fanout` = how many,
-# then one delivery per route. ON CONFLICT makes a repeated idempotency key a no-op (no row from
-# `ev`, so no deliveries either).
-INSERT_EVENT_SQL = """
-WITH tenant AS MATERIALIZED (
-    SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
-), routes AS MATERIALIZED (
-    SELECT r.consumer, r.max_attempts, r.delay
-      FROM unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
-           AS r(consumer, max_attempts, delay)
-    UNION ALL
-    SELECT o.consumer, o.max_attempts, o.delay_seconds
-      FROM eventbus_org_routes(%(org)s, %(event_type)s, %(payload)s::jsonb) o
-), ev AS (
-    INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
-                           metadata, consumed_by, attempts, status, fanout, idempotency_key,
-                           created_at, updated_at)
-    SELECT %(id)s, %(org)s, %(event_type)s, %(entity_kind)s, %(entity_id)s, %(payload)s::jsonb,
-           %(metadata)s::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n,
-           %(idempotency_key)s, %(now)s, %(now)s
-      FROM (SELECT count(*)::int AS n FROM routes) c, tenant
-    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, fanout
-), deliveries AS (
-    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
-                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
-    SELECT ev.id, %(org)s, r.consumer, %(event_type)s, 'pending', 0, r.max_attempts,
-           %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
-      FROM ev, routes r
-)
-SELECT id, fanout{notify} FROM ev
-UNION ALL
-SELECT NULL, NULL{notify_none} WHERE NOT EXISTS (SELECT FROM tenant)
-"""
-INSERT_EVENT_QUIET_SQL = INSERT_EVENT_SQL.replace("{notify}", "").replace("{notify_none}", "")
-# High-priority types also wake idle workers; NOTIFY is delivered when the caller commits.
-INSERT_EVENT_NOTIFY_SQL = INSERT_EVENT_SQL.replace(
-    "{notify}", f", pg_notify('{WAKEUP_CHANNEL}', %(event_type)s)"
-).replace("{notify_none}", ", NULL")
-
-# Bulk variant: events from parallel arrays (in input order, so the first of two items with the
-# same idempotency key wins); routes per event from the registry's (type, consumer) arrays plus
-# eventbus_org_routes; each event's fanout counts its routes. The arrays are binary parameters
-# (`%(...)b`, deskcomm.db.bound_cursor): no quoting and escaping of every JSON text.
-INSERT_MANY_SQL = """
-WITH tenant AS MATERIALIZED (
-    SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
-), i AS MATERIALIZED (
-    SELECT * FROM unnest(%(ids)b::uuid[], %(event_types)b::text[], %(entity_kinds)b::text[],
-                         %(entity_ids)b::uuid[], %(payloads)b::text[], %(metadatas)b::text[],
-                         %(idempotency_keys)b::text[]) WITH ORDINALITY
-           AS i(id, event_type, entity_kind, entity_id, payload, metadata, idempotency_key, ord)
-), routes AS MATERIALIZED (
-    SELECT i.id AS event_id, r.consumer, r.max_attempts, r.delay
-      FROM i JOIN unnest(%(r_types)b::text[], %(r_consumers)b::text[], %(r_max)b::int[],
-                         %(r_delays)b::float8[]) AS r(event_type, consumer, max_attempts, delay)
-           ON r.event_type = i.event_type
-    UNION ALL
-    SELECT i.id, o.consumer, o.max_attempts, o.delay_seconds
-      FROM i CROSS JOIN LATERAL eventbus_org_routes(%(org)s, i.event_type, i.payload::jsonb) o
-), counts AS (
-    SELECT event_id, count(*)::int AS n FROM routes GROUP BY event_id
-), ev AS (
-    INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
-                           metadata, consumed_by, attempts, status, fanout, idempotency_key,
-                           created_at, updated_at)
-    SELECT i.id, %(org)s, i.event_type, i.entity_kind, i.entity_id, i.payload::jsonb,
-           i.metadata::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END,
-           coalesce(c.n, 0), i.idempotency_key, %(now)s, %(now)s
-      FROM i LEFT JOIN counts c ON c.event_id = i.id CROSS JOIN tenant
-     ORDER BY i.ord
-    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, event_type
-), deliveries AS (
-    INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
-                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
-    SELECT ev.id, %(org)s, r.consumer, ev.event_type, 'pending', 0, r.max_attempts,
-           %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
-      FROM ev JOIN routes r ON r.event_id = ev.id
-)
-SELECT id FROM ev
-UNION ALL
-SELECT NULL WHERE NOT EXISTS (SELECT FROM tenant)
-"""
-
-EXISTING_BY_KEY_SQL = """
-SELECT id, idempotency_key FROM event_log
- WHERE organization_id = %(org)s AND idempotency_key = ANY(%(keys)s::text[])
-"""
 
 
 @dataclass(frozen=True)
@@ -172,11 +78,10 @@ def emit(
         idempotency_key=idempotency_key,
     )
     routes = registry.for_event(prepared.event_type)
-    notify = prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES)
-    sql = INSERT_EVENT_NOTIFY_SQL if notify else INSERT_EVENT_QUIET_SQL
     with bound_cursor() as cursor:
+        cursor.row_factory = dict_row
         cursor.execute(
-            sql,
+            statement("emit_insert_one"),
             {
                 "id": prepared.id,
                 "org": org_id,
@@ -190,15 +95,17 @@ def emit(
                 "consumers": [c.name for c in routes],
                 "max_attempts": [c.effective_max_attempts() for c in routes],
                 "delays": [c.delay_seconds for c in routes],
+                "notify": prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES),
+                "channel": WAKEUP_CHANNEL,
             },
         )
         inserted = cursor.fetchone()
     if inserted is None:
         return _existing_event(org_id, prepared.idempotency_key)
-    if inserted[0] is None:
+    if inserted["id"] is None:
         raise _missing_organization(org_id)
     _count_on_commit([prepared.event_type])
-    return _as_model(prepared, org_id, now, fanout=inserted[1])
+    return _as_model(prepared, org_id, now, fanout=inserted["fanout"])
 
 
 def emit_many(
@@ -230,15 +137,15 @@ def emit_many(
     ids: list[uuid.UUID] = []
     types: set[str] = set()
     for cursor, chunk in sent:
-        inserted = {row[0] for row in cursor.fetchall()}
+        inserted = {row["id"] for row in cursor.fetchall()}
         if None in inserted:  # every statement found it missing: nothing was written
             raise _missing_organization(org_id)
         ids.extend(_ids_in_order(chunk, inserted, org_id))
         types.update(e.event_type for e in chunk)
     _count_on_commit([e.event_type for _, chunk in sent for e in chunk])
     if types & set(bus_settings.NOTIFY_EVENT_TYPES):
-        with connection.cursor() as notify:
-            notify.execute("SELECT pg_notify(%s, 'emit_many')", [WAKEUP_CHANNEL])
+        with bound_cursor() as cursor:
+            cursor.execute(statement("emit_wakeup"), {"channel": WAKEUP_CHANNEL})
     return ids
 
 
@@ -255,7 +162,13 @@ class Preparer:
         self.today = now.date()
         self.emitted_at = now.isoformat()
         self.context = context.current()
-        self.limit = int(bus_settings.MAX_PAYLOAD_BYTES)
+        depth = int(bus_settings.MAX_JSON_DEPTH)
+        self.payload_limits = JsonLimits(
+            int(bus_settings.MAX_PAYLOAD_BYTES), "EVENTBUS_MAX_PAYLOAD_BYTES", depth
+        )
+        self.metadata_limits = JsonLimits(
+            int(bus_settings.MAX_METADATA_BYTES), "EVENTBUS_MAX_METADATA_BYTES", depth
+        )
         self._valid_types: set[str] = set()
         self._schemas: dict[tuple[str, int | None], catalog.EventSchema] = {}
         self._plain_metadata: dict[catalog.EventSchema, tuple[dict[str, Any], str]] = {}
@@ -280,7 +193,7 @@ class Preparer:
         )
         schema = self._schema(name, extra.get("schema_version"))
         catalog.check_payload(schema, body)
-        payload_json = _dumps("payload", body, limit=self.limit)
+        payload_json = json_text("payload", body, self.payload_limits)
         if not extra and key is None:
             meta, metadata_json = self._metadata_without_extras(schema)
         else:
@@ -292,7 +205,7 @@ class Preparer:
             }
             if key is not None:
                 meta["idempotency_key"] = key
-            metadata_json = _dumps("metadata", meta)
+            metadata_json = json_text("metadata", meta, self.metadata_limits)
         return PreparedEvent(
             uuid7(), schema.name, kind, ent_id, body, meta, payload_json, metadata_json, key
         )
@@ -317,7 +230,10 @@ class Preparer:
         found = self._plain_metadata.get(schema)
         if found is None:
             meta = {**self.context, "schema_version": schema.version, "emitted_at": self.emitted_at}
-            found = self._plain_metadata[schema] = (meta, _dumps("metadata", meta))
+            found = self._plain_metadata[schema] = (
+                meta,
+                json_text("metadata", meta, self.metadata_limits),
+            )
         # Shared by this call's events, like the JSON text: a Preparer lives for one emit call,
         # and only emit() hands the dict out (on the one event it returns).
         return found
@@ -371,11 +287,12 @@ def _prepare_item(index: int, item: Mapping[str, Any], preparer: Preparer) -> Pr
 def _send_chunk(
     cursor: psycopg.Cursor[Any], chunk: Sequence[PreparedEvent], org_id: uuid.UUID, now: dt.datetime
 ) -> psycopg.Cursor[Any]:
-    """Queue one INSERT_MANY_SQL statement on a pipeline cursor; its rows are read later."""
+    """Queue one emit_insert_many statement on a pipeline cursor; its rows are read later."""
     types = sorted({e.event_type for e in chunk})
     routes = [(t, c) for t in types for c in registry.for_event(t)]
+    cursor.row_factory = dict_row
     cursor.execute(
-        INSERT_MANY_SQL,
+        statement("emit_insert_many"),
         {
             "org": org_id,
             "now": now,
@@ -402,9 +319,10 @@ def _ids_in_order(
     skipped = [e.idempotency_key for e in chunk if e.id not in inserted and e.idempotency_key]
     existing: dict[str, uuid.UUID] = {}
     if skipped:
-        with connection.cursor() as cursor:
-            cursor.execute(EXISTING_BY_KEY_SQL, {"org": org_id, "keys": skipped})
-            existing = {key: event_id for event_id, key in cursor.fetchall()}
+        with bound_cursor() as cursor:
+            cursor.row_factory = dict_row
+            cursor.execute(statement("emit_existing_by_key"), {"org": org_id, "keys": skipped})
+            existing = {row["idempotency_key"]: row["id"] for row in cursor.fetchall()}
     ids: list[uuid.UUID] = []
     first_by_key: dict[str, uuid.UUID] = {}
     for e in chunk:
@@ -469,7 +387,7 @@ def _validate_entity_kind(value: object) -> str:
             "entity_kind is required: a non-empty string of at most 64 characters",
             field="entity_kind",
         )
-    return value
+    return check_text("entity_kind", value)
 
 
 def _validate_entity_id(value: object) -> uuid.UUID | None:
@@ -503,35 +421,4 @@ def _validate_idempotency_key(value: object) -> str | None:
             "idempotency_key must be a non-empty string of at most 255 characters",
             field="idempotency_key",
         )
-    return value
-
-
-def _dumps(field: str, value: Mapping[str, Any], *, limit: int | None = None) -> str:
-    """JSON text for a jsonb column; refuses what jsonb cannot store, and `limit` bytes or more."""
-    try:
-        text = _JSON.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise EventValidationError(
-            f"{field} is not JSON-serializable: {exc}", field=field
-        ) from None
-    if text.isascii():  # the common case: its length is its size, and it holds no surrogate
-        size = len(text)
-    else:
-        try:
-            size = len(text.encode())
-        except UnicodeEncodeError:  # an unpaired surrogate ("\ud800"): not storable as UTF-8
-            raise EventValidationError(
-                f"{field} contains an unpaired UTF-16 surrogate, which is not valid Unicode",
-                field=field,
-            ) from None
-    if "\\u0000" in text and _NUL_ESCAPE.search(text):  # jsonb cannot store NUL characters
-        raise EventValidationError(
-            f"{field} contains a NUL character (\\u0000), which jsonb rejects", field=field
-        )
-    if limit is not None and size > limit:
-        raise EventValidationError(
-            f"{field} is {size} bytes; the limit is {limit} bytes "
-            "(EVENTBUS_MAX_PAYLOAD_BYTES). Store large content elsewhere and reference it.",
-            field=field,
-        )
-    return text
+    return check_text("idempotency_key", value)

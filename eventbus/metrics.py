@@ -5,10 +5,15 @@ the database; the queue's shape (pending, in flight, dead, lag) is read at scrap
 grouped query served by the (consumer, status) index. Fail rate is a query over the outcomes:
 `rate(deskcomm_eventbus_deliveries_processed_total{outcome!="done"}[5m])
  / rate(deskcomm_eventbus_deliveries_processed_total[5m])`.
+
+The `event_type` label (seed 000 §10.1: consumed, lag, DLQ) has a cardinality guard: only
+declared event types, at most EVENTBUS["METRICS_MAX_EVENT_TYPES"] distinct values per metric
+and process; anything else is counted as "other".
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter as Tally
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -18,6 +23,11 @@ from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from eventbus import catalog
+from eventbus.conf import bus_settings
+
+OTHER = "other"
+
 EVENTS_EMITTED = Counter(
     "deskcomm_eventbus_events_emitted_total",
     "Events written by emit/emit_many (inside the caller's transaction), by type.",
@@ -25,13 +35,13 @@ EVENTS_EMITTED = Counter(
 )
 DELIVERIES_PROCESSED = Counter(
     "deskcomm_eventbus_deliveries_processed_total",
-    "Deliveries settled by a worker, by consumer and outcome (done, retry, dead).",
-    ["consumer", "outcome"],
+    "Deliveries settled by a worker, by consumer, event type and outcome (done, retry, dead).",
+    ["consumer", "event_type", "outcome"],
 )
 HANDLER_DURATION = Histogram(
     "deskcomm_eventbus_handler_duration_seconds",
-    "Time a consumer's handler took, success or failure.",
-    ["consumer"],
+    "Time a consumer's handler took, success or failure, by consumer and event type.",
+    ["consumer", "event_type"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
 )
 
@@ -56,6 +66,28 @@ def count_reaped(n: int) -> None:
         DELIVERIES_REAPED.inc(n)
 
 
+class EventTypeLabels:
+    """Bounded `event_type` label values: declared types, first come, up to the cap; else other."""
+
+    def __init__(self) -> None:
+        self._kept: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, event_type: str | None) -> str:
+        if not event_type or not catalog.is_declared(event_type):
+            return OTHER
+        if event_type in self._kept:
+            return event_type
+        with self._lock:
+            if len(self._kept) >= int(bus_settings.METRICS_MAX_EVENT_TYPES):
+                return OTHER
+            self._kept.add(event_type)
+        return event_type
+
+
+processed_event_type = EventTypeLabels()
+
+
 def count_emitted(event_types: Iterable[str]) -> None:
     """One increment per event type of a statement."""
     for event_type, n in Tally(event_types).items():
@@ -68,14 +100,22 @@ def count_settled(
     done: Iterable[int],
     failed: Iterable[int],
     dead: Iterable[int],
+    event_type_of: Mapping[int, str] | None = None,
 ) -> None:
-    """Outcomes of one settled claim: failures that died count as dead, the others as retry."""
+    """Outcomes of one settled claim: failures that died count as dead, the others as retry.
+
+    `event_type_of` (delivery id -> event type) fills the event_type label; without it the
+    outcomes are counted under "other".
+    """
     dead_ids = set(dead)
-    tally: Tally[tuple[str, str]] = Tally()
-    tally.update((consumer_of[i], "done") for i in done)
-    tally.update((consumer_of[i], "dead" if i in dead_ids else "retry") for i in failed)
-    for (consumer, outcome), n in tally.items():
-        DELIVERIES_PROCESSED.labels(consumer, outcome).inc(n)
+    types = event_type_of or {}
+    tally: Tally[tuple[str, str | None, str]] = Tally()
+    tally.update((consumer_of[i], types.get(i), "done") for i in done)
+    tally.update(
+        (consumer_of[i], types.get(i), "dead" if i in dead_ids else "retry") for i in failed
+    )
+    for (consumer, event_type, outcome), n in tally.items():
+        DELIVERIES_PROCESSED.labels(consumer, processed_event_type(event_type), outcome).inc(n)
 
 
 # -- scrape time --------------------------------------------------------------------------------
@@ -83,15 +123,17 @@ def count_settled(
 # The unfinished rows only: each arm is one status, read through that status's partial index
 # (delivery_claim_idx, delivery_lease_idx, delivery_dead_idx); done rows are never read.
 QUEUE_SHAPE_SQL = """
-SELECT consumer, status, count(*),
+SELECT consumer, event_type, status, count(*),
        min(next_attempt_at) FILTER (WHERE status = 'pending' AND next_attempt_at <= %(now)s)
-  FROM (SELECT consumer, status, next_attempt_at FROM eventbus_delivery WHERE status = 'pending'
+  FROM (SELECT consumer, event_type, status, next_attempt_at FROM eventbus_delivery
+         WHERE status = 'pending'
         UNION ALL
-        SELECT consumer, status, next_attempt_at FROM eventbus_delivery
+        SELECT consumer, event_type, status, next_attempt_at FROM eventbus_delivery
          WHERE status = 'processing'
         UNION ALL
-        SELECT consumer, status, next_attempt_at FROM eventbus_delivery WHERE status = 'dead') d
- GROUP BY consumer, status
+        SELECT consumer, event_type, status, next_attempt_at FROM eventbus_delivery
+         WHERE status = 'dead') d
+ GROUP BY consumer, event_type, status
 """
 
 _STATUS_GAUGES = {
@@ -99,31 +141,43 @@ _STATUS_GAUGES = {
     "processing": ("deskcomm_eventbus_deliveries_in_flight", "Deliveries claimed by a worker."),
     "dead": ("deskcomm_eventbus_deliveries_dead", "Deliveries in the dead-letter queue."),
 }
+LABELS = ["consumer", "event_type"]
 
 
 class QueueCollector(Collector):
-    """Queue-shape gauges per consumer, read from the database when Prometheus scrapes."""
+    """Queue-shape gauges per consumer and event type, read from the database at scrape time."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
         with connection.cursor() as cursor:
             cursor.execute(QUEUE_SHAPE_SQL, {"now": now})
             rows = cursor.fetchall()
+        label = EventTypeLabels()  # per scrape: the cap bounds one exposition
+        counts: Tally[tuple[str, str, str]] = Tally()
+        oldest: dict[tuple[str, str], float] = {}
+        for consumer, event_type, status, count, due_since in rows:
+            key = (consumer, label(event_type))
+            counts[(*key, status)] += count
+            if status == "pending":
+                seconds = max((now - due_since).total_seconds(), 0.0) if due_since else 0.0
+                oldest[key] = max(oldest.get(key, 0.0), seconds)
+        yield from self._families(counts, oldest)
+
+    def _families(
+        self, counts: Mapping[tuple[str, str, str], int], oldest: Mapping[tuple[str, str], float]
+    ) -> Iterator[GaugeMetricFamily]:
         families = {
-            status: GaugeMetricFamily(name, doc, labels=["consumer"])
+            status: GaugeMetricFamily(name, doc, labels=LABELS)
             for status, (name, doc) in _STATUS_GAUGES.items()
         }
+        for (consumer, event_type, status), count in sorted(counts.items()):
+            families[status].add_metric([consumer, event_type], count)
         lag = GaugeMetricFamily(
             "deskcomm_eventbus_lag_seconds",
-            "Age of the oldest due pending delivery, per consumer (0 when none is due).",
-            labels=["consumer"],
+            "Age of the oldest due pending delivery, per consumer and event type (0: none due).",
+            labels=LABELS,
         )
-        oldest: dict[str, float] = {}
-        for consumer, status, count, due_since in rows:
-            families[status].add_metric([consumer], count)
-            if status == "pending":
-                oldest[consumer] = (now - due_since).total_seconds() if due_since else 0.0
-        for consumer, seconds in sorted(oldest.items()):
-            lag.add_metric([consumer], max(seconds, 0.0))
+        for (consumer, event_type), seconds in sorted(oldest.items()):
+            lag.add_metric([consumer, event_type], seconds)
         yield from families.values()
         yield lag

@@ -127,8 +127,7 @@ class Relay:
             )
             for e in events
         ]
-        consumer_of = {e.delivery_id: e.consumer for e in events}
-        publish_failed(token, failures, consumer_of, worker_id=self.worker_id)
+        publish_failed(token, failures, events, worker_id=self.worker_id)
 
     # -- the runner's interface ---------------------------------------------------------------
 
@@ -144,6 +143,7 @@ class Relay:
 
     in_flight = 0  # published deliveries are the jobs process's to run and settle
     degraded = False
+    gathering = False
 
     def idle(self) -> bool:
         return self._idle or not self.names

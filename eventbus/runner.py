@@ -47,9 +47,10 @@ MAX_DB_BACKOFF = 30.0
 IDLE_REAP_INTERVAL = 1.0  # reap at most this often while idle
 BUSY_REAP_INTERVAL = 5.0  # ...and this often while busy (or a sixth of a shorter lease)
 EXIT_DEGRADED = 75  # EX_TEMPFAIL: too many abandoned handler threads, start a fresh process
-# Woken by a finished handler: wait this long for others to finish too, so one settle (one
-# ack statement) serves several deliveries at a bounded cost in latency.
-GATHER_SECONDS = 0.005
+# Woken by a finished handler: wait up to this long for others to finish too, so one settle (one
+# ack statement) serves several deliveries at a bounded cost in latency. A pump's own signals
+# (half a batch finished, its queue low or empty) end the wait early.
+GATHER_SECONDS = 0.02
 
 
 class Pump(Protocol):
@@ -69,6 +70,9 @@ class Pump(Protocol):
     def stop(self) -> None: ...
     def close(self) -> None: ...
     def wait_hint(self, poll_interval: float) -> float: ...
+
+    @property
+    def gathering(self) -> bool: ...  # woken by a finished run: worth waiting for a few more
 
     @property
     def in_flight(self) -> int: ...
@@ -195,8 +199,9 @@ class Runner:
         poll = self.options.poll_interval
         self.wake.wait(min(pump.wait_hint(poll) for pump in self.pumps))
         self.wake.clear()
-        if any(pump.in_flight for pump in self.pumps):
-            self._stop.wait(GATHER_SECONDS)
+        if any(pump.in_flight and pump.gathering for pump in self.pumps):
+            self.wake.wait(GATHER_SECONDS)
+            self.wake.clear()
 
     def _back_off(self, exc: Exception, failures: int) -> None:
         delay = min(MAX_DB_BACKOFF, 0.5 * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)

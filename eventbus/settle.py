@@ -9,12 +9,13 @@ database error is safe, and a lost lease changes nothing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from eventbus import claim as claims
 from eventbus import metrics
 from eventbus.alerts import notify_dead
+from eventbus.event import Event
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Settlement:
     failures: list[claims.Failure] = field(default_factory=list)  # to nack (retry or dead)
     released: list[int] = field(default_factory=list)  # never ran: back to pending, refunded
     consumer_of: dict[int, str] = field(default_factory=dict)  # delivery id -> consumer
+    event_type_of: dict[int, str] = field(default_factory=dict)  # delivery id -> event type
 
     @property
     def processed(self) -> int:
@@ -45,21 +47,21 @@ def settle(settlement: Settlement, *, worker_id: str) -> list[claims.DeadDeliver
         done=[*settlement.done, *settlement.committed],
         failed=[f.delivery_id for f in settlement.failures],
         dead=[d.delivery_id for d in dead],
+        event_type_of=settlement.event_type_of,
     )
     notify_dead(dead)
     return dead
 
 
-def by_token(
-    items: Sequence[tuple[uuid.UUID, int, str]],
-) -> dict[uuid.UUID, Settlement]:
-    """Empty settlements for (token, delivery id, consumer) triples, one per claim."""
+def by_token(claimed: Iterable[tuple[uuid.UUID, Event]]) -> dict[uuid.UUID, Settlement]:
+    """Empty settlements for (claim token, event) pairs, one per claim."""
     settlements: dict[uuid.UUID, Settlement] = {}
-    for token, delivery_id, consumer in items:
+    for token, event in claimed:
         settlement = settlements.get(token)
         if settlement is None:
             settlement = settlements[token] = Settlement(token)
-        settlement.consumer_of[delivery_id] = consumer
+        settlement.consumer_of[event.delivery_id] = event.consumer
+        settlement.event_type_of[event.delivery_id] = event.event_type
     return settlements
 
 
@@ -75,12 +77,11 @@ def reap(*, worker_id: str, limit: int = 1000) -> tuple[int, list[claims.DeadDel
 def publish_failed(
     token: uuid.UUID,
     failures: Sequence[claims.Failure],
-    consumer_of: Mapping[int, str],
+    events: Sequence[Event],
     *,
     worker_id: str,
 ) -> None:
     """The relay could not hand these deliveries to the broker (their attempt is refunded)."""
-    settle(
-        Settlement(token, failures=list(failures), consumer_of=dict(consumer_of)),
-        worker_id=worker_id,
-    )
+    settlement = by_token((token, event) for event in events)[token]
+    settlement.failures = list(failures)
+    settle(settlement, worker_id=worker_id)

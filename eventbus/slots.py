@@ -15,8 +15,9 @@ threads runs one job at a time, back to back, from a shared queue, optionally at
 
 Any exception a job raises, `BaseException` included, becomes a result through `on_error`: a
 slot thread never dies of a job. Per job, a slot takes the lock twice and wakes the main thread
-only for the first result waiting, for every `signal_every` results, or when the queue ran dry
-(the runner then gathers a few milliseconds of results into one settle).
+only for the first result waiting, for every `signal_every` results, when the queue falls to
+`low_water` (time to claim more) or runs dry; the runner then gathers results for a few
+milliseconds more into one settle, unless another of these wakes it first.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 
 RECHECK_SECONDS = 0.1  # how soon a slot looks again at jobs `can_start` held back
+DECAY = 0.999  # per run: cpu_share() follows about the last thousand runs
 
 
 @dataclass(eq=False)
@@ -141,6 +143,7 @@ class SlotPool(Generic[R]):
         on_progress: Callable[[], None],
         lane_limit: int | None = None,
         signal_every: int = 1,
+        low_water: int = 0,
         can_start: Callable[[Job], bool] = lambda job: True,
         name: str = "eventbus-slot",
     ) -> None:
@@ -150,6 +153,7 @@ class SlotPool(Generic[R]):
         self._on_progress = on_progress
         self._lane_limit = lane_limit
         self._signal_every = max(1, signal_every)
+        self._low_water = low_water
         self._name = name
         self._cond = threading.Condition()
         self._queue: deque[Job] = deque()
@@ -160,6 +164,13 @@ class SlotPool(Generic[R]):
         self._closing = False
         self._size = max(1, size)
         self._started = 0
+        # Handler time spent on the CPU (holding the GIL) and in all, decayed per run: see
+        # cpu_share(). Updated by the slots without the lock (a statistic, not a count).
+        self._cpu_seconds = 0.0
+        self._wall_seconds = 0.0
+        # Set by the pump: wake it only when everything submitted has finished (CPU-bound work
+        # is settled batch by batch; an earlier wake-up would only take the GIL from a slot).
+        self.quiet = False
         self.orphans = 0  # abandoned threads still running a job that timed out
 
     # -- the pump's side ---------------------------------------------------------------------
@@ -252,6 +263,11 @@ class SlotPool(Generic[R]):
         with self._cond:
             return self._cond.wait_for(self._idle, timeout)
 
+    def idle(self) -> bool:
+        """Nothing queued or running (results may be waiting to be taken)."""
+        with self._cond:
+            return self._idle()
+
     def _idle(self) -> bool:
         return not self._queue and all(s.job is None for s in self._slots)
 
@@ -309,11 +325,12 @@ class SlotPool(Generic[R]):
     def _serve(self, slot: _Slot) -> None:
         try:
             while (job := self._next(slot)) is not None:
-                started = slot.started
+                started, cpu = slot.started, time.thread_time()
                 try:
                     result = self._run(job)
                 except BaseException as exc:  # a slot never dies of a job
                     result = self._on_error(job, exc, time.monotonic() - started)
+                self._cpu_seconds += time.thread_time() - cpu
                 if not self._finish(slot, job, result):
                     return
         finally:
@@ -349,8 +366,16 @@ class SlotPool(Generic[R]):
             return True
         return self._lanes[job.lane] < self._lane_limit
 
+    def cpu_share(self) -> float:
+        """How much of the recent handler time was spent on the CPU (0: all waiting on I/O).
+        Work that waits on I/O gains from claiming and settling while it runs; CPU-bound work
+        would only compete for the GIL with the claim and the ack."""
+        return self._cpu_seconds / self._wall_seconds if self._wall_seconds else 0.0
+
     def _finish(self, slot: _Slot, job: Job, result: R) -> bool:
         """Hand the result over; False when this thread was abandoned (it exits)."""
+        self._wall_seconds = self._wall_seconds * DECAY + (time.monotonic() - slot.started)
+        self._cpu_seconds *= DECAY
         with self._cond:
             if slot.abandoned:
                 self.orphans -= 1
@@ -361,9 +386,14 @@ class SlotPool(Generic[R]):
                 self._cond.notify_all()  # a job of that lane may now run
             self._results.append(result)
             waiting = len(self._results)
-            wake = waiting == 1 or waiting >= self._signal_every or not self._queue
-            if not self._queue and self._idle():
+            idle = not self._queue and self._idle()
+            if idle:
                 self._cond.notify_all()  # wait_idle
+            if self.quiet:
+                wake = idle
+            else:
+                queued = len(self._queue)
+                wake = waiting in (1, self._signal_every) or queued in (0, self._low_water)
         if wake:
             self._on_progress()
         return True

@@ -1,16 +1,22 @@
 """Admin: data requests are created through the service (which emits and audits) and are
-read-only afterwards; their timestamps are the proof of the timeline."""
+read-only afterwards; their timestamps are the proof of the timeline. Staff with the view
+permission download an export from its page (audited); an action e-mails the data subject a new
+single-use link."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponseBase
+from django.urls import path, reverse
+from django.utils.html import format_html
 
-from lgpd import services
+from lgpd import exports, services
 from lgpd.models import DataRequest
+from lgpd.views import serve_export
 
 TIMELINE = (
     "status",
@@ -18,12 +24,19 @@ TIMELINE = (
     "export_generated_at",
     "export_expires_at",
     "export_sha256",
+    "export_link_sent_at",
+    "export_link_used_at",
     "export_deleted_at",
+    "export_deleted_reason",
     "redacted_at",
     "sla_warned_at",
     "sla_escalated_at",
     "completed_at",
 )
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"admin:{request.user.get_username()}"
 
 
 class DataRequestForm(forms.ModelForm):
@@ -40,17 +53,63 @@ class DataRequestAdmin(admin.ModelAdmin):
     search_fields = ("=id", "=contact__id")
     raw_id_fields = ("contact",)
     ordering = ("-received_at",)
+    actions = ["send_new_link"]
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         if obj is None:
             return ["contact", "kind"]
-        return ["id", "organization", "contact", "kind", "channel", "requested_by", *TIMELINE]
+        fields = ["id", "organization", "contact", "kind", "channel", "requested_by"]
+        return [*fields, "export_download", *TIMELINE]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [] if obj is None else self.get_fields(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def get_urls(self) -> list[Any]:
+        download = self.admin_site.admin_view(self.export_view)
+        return [
+            path("<uuid:object_id>/export/", download, name="lgpd_datarequest_export"),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description="export")
+    def export_download(self, obj: DataRequest) -> str:
+        try:
+            exports.check_available(obj)
+        except exports.Unavailable as exc:
+            return str(exc)
+        url = reverse("admin:lgpd_datarequest_export", args=[obj.pk])
+        return format_html('<a class="button" href="{}">Download the export</a>', url)
+
+    def export_view(self, request: HttpRequest, object_id: Any) -> HttpResponseBase:
+        """The export file, for staff who may view the request (audited as an admin download)."""
+        found = DataRequest.objects.filter(pk=object_id).first()
+        if found is None or not self.has_view_permission(request, found):
+            raise Http404("no such data request")
+        try:
+            exports.check_available(found)
+        except exports.Unavailable as exc:
+            raise Http404(str(exc)) from None
+        return serve_export(found, actor=_actor(request), channel=services.DownloadChannel.ADMIN)
+
+    @admin.action(description="E-mail the data subject a new download link", permissions=["change"])
+    def send_new_link(self, request: HttpRequest, queryset: QuerySet[DataRequest]) -> None:
+        for data_request in queryset:
+            try:
+                sent = services.export_link_send(request_id=data_request.pk, actor=_actor(request))
+            except exports.Unavailable as exc:
+                self.message_user(request, f"{data_request.pk}: {exc}", messages.WARNING)
+                continue
+            if sent:
+                self.message_user(request, f"{data_request.pk}: a new link was e-mailed.")
+            else:
+                self.message_user(
+                    request,
+                    f"{data_request.pk}: the contact has no e-mail address.",
+                    messages.WARNING,
+                )
 
     def save_model(self, request: HttpRequest, obj: DataRequest, form: Any, change: bool) -> None:
         if change:
@@ -60,7 +119,7 @@ class DataRequestAdmin(admin.ModelAdmin):
             contact_id=obj.contact.pk,
             kind=obj.kind,
             channel=DataRequest.Channel.ADMIN,
-            actor=f"admin:{request.user.get_username()}",
+            actor=_actor(request),
         )
         obj.pk = created.pk
         obj._state.adding = False

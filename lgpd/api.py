@@ -1,7 +1,8 @@
-"""`/api/v1/lgpd/data-requests`: create (lgpd:write), list and read (lgpd:read), per organization.
+"""`/api/v1/lgpd/data-requests`: create (lgpd:write), list, read and download the export
+(lgpd:read), per organization.
 
-The tenant comes from the API key; a contact of another organization is "no such contact".
-Views parse, call one service or selector, format.
+The tenant comes from the API key; a contact or request of another organization is "no such
+contact" / 404. Views parse, call one service or selector, format.
 """
 
 from __future__ import annotations
@@ -9,21 +10,24 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from django.http import HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from deskcomm import context
+from deskcomm.api.authentication import ApiClient
 from deskcomm.api.conf import api_settings
+from deskcomm.api.errors import Gone
 from deskcomm.api.pagination import CursorField, Position, page
 from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView
+from deskcomm.api.views import ApiView, found_or_404
 from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest
 from lgpd.scopes import LGPD_READ, LGPD_WRITE
+from lgpd.views import serve_export
 
 
 class DataRequestInput(StrictSerializer):
@@ -53,8 +57,14 @@ class DataRequestSerializer(serializers.Serializer):
     export_generated_at = serializers.DateTimeField(allow_null=True)
     export_expires_at = serializers.DateTimeField(allow_null=True)
     export_sha256 = serializers.CharField(allow_blank=True)
+    export_deleted_at = serializers.DateTimeField(allow_null=True)
+    export_deleted_reason = serializers.CharField(allow_blank=True)
+    export_link_sent_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the single-use link was e-mailed to the data subject."
+    )
+    export_link_used_at = serializers.DateTimeField(allow_null=True)
     export_url = serializers.SerializerMethodField(
-        help_text="Signed download link while the export exists and has not expired."
+        help_text="While the export can be downloaded: its API path (needs `lgpd:read`)."
     )
     redacted_at = serializers.DateTimeField(allow_null=True)
     sla_warned_at = serializers.DateTimeField(allow_null=True)
@@ -62,10 +72,11 @@ class DataRequestSerializer(serializers.Serializer):
     completed_at = serializers.DateTimeField(allow_null=True)
 
     def get_export_url(self, request: DataRequest) -> str | None:
-        expires = request.export_expires_at
-        if not request.export_name or request.export_deleted_at or not expires:
+        try:
+            exports.check_available(request)
+        except exports.Unavailable:
             return None
-        return exports.download_url(request) if timezone.now() < expires else None
+        return exports.api_url(request)
 
 
 class DataRequestPageSerializer(serializers.Serializer):
@@ -139,12 +150,38 @@ class DataRequestDetailView(ApiView):
         responses={200: DataRequestSerializer, **errors(403, 404)},
     )
     def get(self, request: Any, request_id: uuid.UUID) -> Response:
-        found = selectors.data_request_get(
-            organization_id=self.client(request).organization_id, request_id=request_id
-        )
-        if found is None:
-            raise NotFound("No such data request in this organization.")
-        return Response(DataRequestSerializer(found).data)
+        return Response(DataRequestSerializer(_found(self.client(request), request_id)).data)
+
+
+class DataRequestExportView(ApiView):
+    required_scopes = {"GET": LGPD_READ}
+
+    @extend_schema(
+        operation_id="lgpd_data_requests_export",
+        summary="Download the export of an access request (audited)",
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The export bundle, as an attachment."
+            ),
+            **errors(403, 404, 410),
+        },
+    )
+    def get(self, request: Any, request_id: uuid.UUID) -> HttpResponseBase:
+        client = self.client(request)
+        found = _found(client, request_id)
+        try:
+            exports.check_available(found)
+        except exports.Unavailable as exc:
+            raise Gone(str(exc)) from None
+        return serve_export(found, actor=client.actor, channel=services.DownloadChannel.API)
+
+
+def _found(client: ApiClient, request_id: uuid.UUID) -> DataRequest:
+    found = selectors.data_request_get(
+        organization_id=client.organization_id, request_id=request_id
+    )
+    return found_or_404(found, "No such data request in this organization.")
 
 
 def _position(row: DataRequest) -> Position:

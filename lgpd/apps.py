@@ -11,4 +11,8 @@ class LgpdConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from deskcomm.metrics import register_scrape_collector
         from lgpd import scopes  # noqa: F401  (declares lgpd:read / lgpd:write)
+        from lgpd.metrics import OverdueRequestsCollector
+
+        register_scrape_collector(OverdueRequestsCollector)

@@ -75,10 +75,11 @@ class Category:
 
     def redact_row(self, row: models.Model, fields: Sequence[str], subject: Subject) -> None:
         for name in fields:
-            setattr(row, name, _scrubbed(getattr(row, name), subject))
+            setattr(row, name, scrubbed(getattr(row, name), subject))
 
 
-def _scrubbed(value: Any, subject: Subject) -> Any:
+def scrubbed(value: Any, subject: Subject) -> Any:
+    """A text or JSON value without the subject's identifiers."""
     if isinstance(value, str):
         return subject.scrub(value)
     return subject.scrub_json(value)

@@ -1,8 +1,11 @@
-"""Export bundles: build the JSON, store it privately, and the signed link that downloads it.
+"""Export bundles: build the JSON, store it privately, and the single-use link to it.
 
-The link is ours (a Django view verifying a signed token, valid EXPORT_LINK_DAYS) whatever the
-storage: S3 presigned URLs cannot live 30 days (SigV4 caps them at 7), so on S3 the view answers
-with a short-lived presigned redirect instead of streaming the file.
+Three ways lead to the file, each audited by the view that serves it: the admin, the API (a key
+with `lgpd:read` of the same organization) and the link e-mailed to the data subject. The link
+is a random token used once, until the export's download period (EXPORT_LINK_DAYS) ends; only
+its SHA-256 is stored. It never travels on the bus. Whatever the storage, the link is ours: S3
+presigned URLs cannot live 30 days (SigV4 caps them at 7), so on S3 the views answer with a
+short-lived presigned redirect instead of streaming the file.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import secrets
 from typing import Any
 
-from django.core import signing
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, Storage, storages
 from django.core.serializers.json import DjangoJSONEncoder
@@ -25,17 +28,16 @@ from lgpd.models import DataRequest
 from lgpd.subject import Subject
 
 STORAGE_ALIAS = "lgpd_exports"
-SIGNING_SALT = "lgpd.export-download"  # a namespace for the signer, not a secret
 FORMAT_VERSION = 1
 PRESIGNED_SECONDS = 3600  # seed 001: exports' signed URLs live an hour once the link is used
 
 
 class InvalidLink(Exception):
-    """A download token that is forged, for another purpose, or for an erased export."""
+    """A download token that no request holds (forged, or replaced by a newer link)."""
 
 
-class ExpiredLink(Exception):
-    """A genuine download token past its validity (EXPORT_LINK_DAYS)."""
+class Unavailable(Exception):
+    """The export cannot be downloaded (any more): not generated, deleted, expired, link used."""
 
 
 def export_storage() -> Storage:
@@ -79,28 +81,37 @@ def link_expiry(generated_at: dt.datetime) -> dt.datetime:
     return generated_at + lgpd_settings.days("EXPORT_LINK_DAYS")
 
 
-def download_url(request: DataRequest) -> str:
-    """The signed link (absolute) that downloads the request's export until it expires."""
-    token = signing.dumps(str(request.id), salt=SIGNING_SALT)
+def new_link_token() -> tuple[str, str]:
+    """A fresh single-use token and the SHA-256 to store (the token itself is never stored)."""
+    token = secrets.token_urlsafe(32)
+    return token, token_hash(token)
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def link_url(token: str) -> str:
+    """The absolute link that downloads an export once (sent to the data subject only)."""
     path = reverse("lgpd-export-download", kwargs={"token": token})
     return f"{str(lgpd_settings.PUBLIC_BASE_URL).rstrip('/')}{path}"
 
 
-def request_for_token(token: str) -> DataRequest:
-    """The request whose export a token downloads; raises InvalidLink or ExpiredLink."""
-    max_age = lgpd_settings.days("EXPORT_LINK_DAYS")
-    try:
-        request_id = signing.loads(token, salt=SIGNING_SALT, max_age=max_age)
-    except signing.SignatureExpired:
-        raise ExpiredLink("this download link has expired") from None
-    except signing.BadSignature:
-        raise InvalidLink("not a valid download link") from None
-    found = DataRequest.objects.filter(pk=request_id).first()
-    if found is None or not found.export_name or found.export_deleted_at is not None:
-        raise InvalidLink("this export no longer exists")
-    if found.export_expires_at is not None and timezone.now() > found.export_expires_at:
-        raise ExpiredLink("this download link has expired")
-    return found
+def api_url(request: DataRequest) -> str:
+    """The authenticated API path of an export (a key with `lgpd:read` is needed to use it)."""
+    path = reverse("lgpd-data-request-export", kwargs={"request_id": request.pk})
+    return f"{str(lgpd_settings.PUBLIC_BASE_URL).rstrip('/')}{path}"
+
+
+def check_available(request: DataRequest, *, now: dt.datetime | None = None) -> None:
+    """Raise Unavailable unless the request's export file can be downloaded now."""
+    if not request.export_name:
+        raise Unavailable("this request has no export (yet)")
+    if request.export_deleted_at is not None:
+        raise Unavailable(f"this export was deleted ({request.export_deleted_reason or 'erased'})")
+    expires = request.export_expires_at
+    if expires is not None and (now or timezone.now()) >= expires:
+        raise Unavailable("this export's download period has ended")
 
 
 def is_local(storage: Storage) -> bool:

@@ -1,4 +1,4 @@
-"""The LGPD scheduled job: the daily SLA check (R-L4)."""
+"""The LGPD scheduled jobs: the daily SLA check (R-L4) and the hourly export expiry."""
 
 from __future__ import annotations
 
@@ -10,3 +10,9 @@ from lgpd import services
 def check_sla() -> int:
     """Warn the DPO at D+5 and escalate at D+6 about data requests still open."""
     return services.sla_check()
+
+
+@job("lgpd-export-expiry", crontab="20 * * * *")
+def expire_exports() -> int:
+    """Delete export files whose download period (LGPD_EXPORT_LINK_DAYS) has ended."""
+    return services.exports_expire()

@@ -29,6 +29,10 @@ class DataRequest(models.Model):
         ADMIN = "admin"
         COMMAND = "command"
 
+    class ExportDeleted(models.TextChoices):
+        REDACTED = "redacted"  # erased by a later redaction of the same subject
+        EXPIRED = "expired"  # its download period (EXPORT_LINK_DAYS) ended
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(
         "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
@@ -41,12 +45,17 @@ class DataRequest(models.Model):
     status = models.TextField(choices=Status.choices, default=Status.RECEIVED)
     requested_by = models.CharField(max_length=200)  # actor: API key, admin user, command
     received_at = models.DateTimeField()
-    # Export (access): the private file, its SHA-256 and when its download link expires.
+    # Export (access): the private file, its SHA-256 and when its download period ends.
     export_name = models.TextField(blank=True, default="")
     export_sha256 = models.CharField(max_length=64, blank=True, default="")
     export_generated_at = models.DateTimeField(null=True, blank=True)
     export_expires_at = models.DateTimeField(null=True, blank=True)
-    export_deleted_at = models.DateTimeField(null=True, blank=True)  # erased by a redaction
+    export_deleted_at = models.DateTimeField(null=True, blank=True)
+    export_deleted_reason = models.TextField(choices=ExportDeleted.choices, blank=True, default="")
+    # The single-use download link e-mailed to the data subject: only its SHA-256 is kept.
+    export_link_hash = models.CharField(max_length=64, blank=True, default="")
+    export_link_sent_at = models.DateTimeField(null=True, blank=True)
+    export_link_used_at = models.DateTimeField(null=True, blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True)
     # The daily SLA check: warned at D+5, escalated at D+6 (each once).
     sla_warned_at = models.DateTimeField(null=True, blank=True)
@@ -68,6 +77,18 @@ class DataRequest(models.Model):
             # The daily SLA check: open requests by age.
             models.Index(
                 fields=["received_at"], condition=Q(status="received"), name="lgpd_request_open_idx"
+            ),
+            # The expiry job: exports still stored, by the end of their download period.
+            models.Index(
+                fields=["export_expires_at"],
+                condition=Q(export_deleted_at__isnull=True) & ~Q(export_name=""),
+                name="lgpd_request_export_live_idx",
+            ),
+            # The e-mailed link: found by the hash of its token.
+            models.Index(
+                fields=["export_link_hash"],
+                condition=~Q(export_link_hash=""),
+                name="lgpd_request_link_idx",
             ),
         ]
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from deskcomm import audit_archive
 from deskcomm.models import AuditLog, Contact, Conversation, Lead, Message, Order
 from eventbus.models import EventLog
+from lgpd import exports
 from lgpd.models import DataRequest
 from lgpd.subject import Subject
 
@@ -56,11 +59,35 @@ def data_requests_page(
     return list(rows.order_by("-received_at", "-id")[:limit])
 
 
+def data_request_for_link(token: str) -> DataRequest | None:
+    """The request whose current e-mailed link is `token` (lgpd_request_link_idx), or None."""
+    if not token:
+        return None
+    return DataRequest.objects.filter(export_link_hash=exports.token_hash(token)).first()
+
+
+def exports_expired_by(now: dt.datetime) -> QuerySet[DataRequest]:
+    """Exports still stored whose download period ended by `now` (lgpd_request_export_live_idx)."""
+    return (
+        DataRequest.objects.filter(export_deleted_at__isnull=True, export_expires_at__lte=now)
+        .exclude(export_name="")
+        .order_by("export_expires_at")
+    )
+
+
 def open_requests_older_than(cutoff: dt.datetime) -> QuerySet[DataRequest]:
     """Requests not done yet that were received before `cutoff` (the SLA check)."""
     return DataRequest.objects.filter(
         status=DataRequest.Status.RECEIVED, received_at__lte=cutoff
     ).order_by("received_at")
+
+
+ARCHIVED_FIELDS = ("actor", "action", "target_type", "target_id", "request_id")
+
+
+def _about(row: dict[str, Any], entity_ids: list[str], contact_id: str) -> bool:
+    details = row.get("details") or {}
+    return row["target_id"] in entity_ids or details.get("contact_id") == contact_id
 
 
 def audit_trail(contact: Contact) -> list[tuple[str, ...]]:
@@ -72,11 +99,19 @@ def audit_trail(contact: Contact) -> list[tuple[str, ...]]:
     ids = [str(ident) for ident in subject_entity_ids(contact)]
     audits = AuditLog.objects.filter(
         Q(target_id__in=ids) | Q(details__contact_id=str(contact.pk))
-    ).values_list("created_at", "actor", "action", "target_type", "target_id", "request_id")
+    ).values_list("id", "created_at", "actor", "action", "target_type", "target_id", "request_id")
+    hot = {row[0]: row[1:] for row in audits}
+    # Rows past the hot window live in the audit archives (deskcomm.audit_archive).
+    for row in audit_archive.archived_rows([contact.organization_id]):
+        if row["id"] not in hot and _about(row, ids, str(contact.pk)):
+            hot[row["id"]] = (
+                dt.datetime.fromisoformat(row["created_at"]),
+                *(row[key] for key in ARCHIVED_FIELDS),
+            )
     events = EventLog.objects.filter(
         organization_id=contact.organization_id, entity_id__in=ids
     ).values_list("created_at", "metadata", "event_type", "entity_kind", "entity_id")
-    rows = [("audit", *(str(v) for v in row)) for row in audits]
+    rows = [("audit", *(str(v) for v in row)) for row in hot.values()]
     rows += [
         (
             "event",

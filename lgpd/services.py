@@ -1,5 +1,6 @@
-"""LGPD writes: create a data request, record a consent, generate an export, apply a redaction,
-run a stuck request by hand, and the daily SLA check. Each public service is audited.
+"""LGPD writes: create a data request, record a consent, generate an export (and e-mail its
+single-use link), record a download, expire exports, apply a redaction, run a stuck request by
+hand, and the daily SLA check. Each public service is audited.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from django.utils import timezone
 import eventbus
 from deskcomm import audit
 from deskcomm.models import ConsentRecord, Contact
-from lgpd import alerts, exports, selectors
+from lgpd import alerts, archives, exports, mail, selectors
 from lgpd.categories import REGISTRY
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
@@ -26,6 +27,14 @@ AUDIT_TARGET = "lgpd.datarequest"
 
 class UnknownContactError(ValueError):
     """The contact does not exist in the organization (other tenants' contacts included)."""
+
+
+class DownloadChannel:
+    """How an export was downloaded (the audit's `channel`)."""
+
+    ADMIN = "admin"
+    API = "api"
+    LINK = "link"
 
 
 def data_request_create(
@@ -93,7 +102,8 @@ def consent_record(
 
 
 def export_generate(*, request_id: uuid.UUID, actor: str) -> bool:
-    """Build, store and announce the export of an access request; False if already done."""
+    """Build and store the export of an access request, e-mail its link to the data subject and
+    announce it (ids and dates only); False if already done."""
     with transaction.atomic():
         request = _locked(request_id)
         if request is None or request.kind != DataRequest.Kind.ACCESS:
@@ -109,16 +119,70 @@ def export_generate(*, request_id: uuid.UUID, actor: str) -> bool:
         request.export_generated_at = now
         request.export_expires_at = exports.link_expiry(now)
         _complete(request, now)
-        _emit_export_generated(request)
         _audit(request, actor=actor, action="lgpd.export.generate", sha256=request.export_sha256)
+        _send_link(request, actor=actor)
+        _emit_export_generated(request)
     return True
 
 
+def export_link_send(*, request_id: uuid.UUID, actor: str) -> bool:
+    """E-mail the data subject a new single-use link (the previous one stops working).
+
+    Raises exports.Unavailable when the export cannot be downloaded any more; returns False when
+    the contact has no e-mail address (the DPO hands the file over from the admin).
+    """
+    with transaction.atomic():
+        request = _locked(request_id)
+        if request is None:
+            raise DataRequest.DoesNotExist(f"no data request {request_id}")
+        exports.check_available(request)
+        return _send_link(request, actor=actor)
+
+
+def export_link_consume(*, token: str) -> DataRequest:
+    """The request whose export a link downloads, marking the link used (it works once).
+
+    Raises exports.InvalidLink for a token no request holds, exports.Unavailable for a used
+    link or an export that is gone.
+    """
+    request = selectors.data_request_for_link(token)
+    if request is None:
+        raise exports.InvalidLink("not a valid download link")
+    exports.check_available(request)
+    used = DataRequest.objects.filter(
+        pk=request.pk, export_link_hash=request.export_link_hash, export_link_used_at__isnull=True
+    ).update(export_link_used_at=timezone.now())
+    if not used:
+        raise exports.Unavailable("this download link was already used; ask for a new one")
+    return request
+
+
+def export_download_record(*, request: DataRequest, actor: str, channel: str) -> None:
+    """Audit one download of an export (every path that serves the file calls it)."""
+    _audit(request, actor=actor, action="lgpd.export.download", channel=channel)
+
+
+def exports_expire(*, now: dt.datetime | None = None) -> int:
+    """Delete the export files whose download period ended; returns how many (each audited)."""
+    now = now or timezone.now()
+    due = list(selectors.exports_expired_by(now))
+    for request in due:
+        exports.erase(request)
+        request.export_deleted_at = now
+        request.export_deleted_reason = DataRequest.ExportDeleted.EXPIRED
+        request.save(update_fields=["export_deleted_at", "export_deleted_reason"])
+        _audit(request, actor="system:lgpd-export-expiry", action="lgpd.export.expire")
+    return len(due)
+
+
 def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
-    """Anonymize the subject of a redact request across every category; False if already done.
+    """Anonymize the subject of a redact request across every category and the event archives;
+    False if already done.
 
     One transaction: either every category is redacted and the events are emitted, or nothing
-    changed (a failure is retried by the bus, then dead-lettered to the DPO).
+    changed (a failure is retried by the bus, then dead-lettered to the DPO). Archive files are
+    not transactional: a rewritten day stays rewritten if the transaction then fails, and the
+    retry finds nothing left to scrub there.
     """
     with transaction.atomic():
         request = _locked(request_id)
@@ -130,6 +194,7 @@ def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
             return False
         subject = selectors.subject_for(contact)
         changed = {category.name: category.redact(subject) for category in REGISTRY}
+        changed["archived_days"] = archives.archives_redact(subject)
         _erase_exports(contact)
         now = timezone.now()
         request.redacted_at = now
@@ -200,18 +265,44 @@ def _erase_exports(contact: Contact) -> None:
     for earlier in DataRequest.objects.filter(contact=contact, export_deleted_at__isnull=True):
         if exports.erase(earlier):
             earlier.export_deleted_at = now
-            earlier.save(update_fields=["export_deleted_at"])
+            earlier.export_deleted_reason = DataRequest.ExportDeleted.REDACTED
+            earlier.save(update_fields=["export_deleted_at", "export_deleted_reason"])
+
+
+def _send_link(request: DataRequest, *, actor: str) -> bool:
+    """Replace the request's link with a new one and e-mail it to the contact (same transaction:
+    a mail that cannot be sent rolls the work back, and the bus retries it)."""
+    address = request.contact.email
+    if not address:
+        _audit(request, actor=actor, action="lgpd.export.link_not_sent", reason="no e-mail address")
+        alerts.email_dpo(
+            f"LGPD export {request.pk} ready: the contact has no e-mail address",
+            "Download it in the admin (LGPD data requests) and hand it over to the data subject.",
+        )
+        return False
+    token, request.export_link_hash = exports.new_link_token()
+    assert request.export_expires_at is not None  # set with the export
+    mail.send_export_link(
+        to=address, url=exports.link_url(token), expires_at=request.export_expires_at
+    )
+    request.export_link_sent_at = timezone.now()
+    request.export_link_used_at = None
+    request.save(update_fields=["export_link_hash", "export_link_sent_at", "export_link_used_at"])
+    _audit(request, actor=actor, action="lgpd.export.link_sent", channel="email")
+    return True
 
 
 def _emit_export_generated(request: DataRequest) -> None:
+    """v2: ids and dates only. The link is a credential: it goes to the data subject by e-mail,
+    never on the bus (every consumer and webhook would receive it)."""
     expires = request.export_expires_at
     _emit(
         request,
         "lgpd.export_generated",
         {
             "request_id": str(request.id),
-            "export_url_signed": exports.download_url(request),
             "expires_at": expires.isoformat() if expires else None,
+            "link_sent": request.export_link_sent_at is not None,
         },
     )
 
@@ -242,12 +333,15 @@ def _emit(request: DataRequest, event_type: str, payload: dict[str, object]) -> 
     )
 
 
-def _audit(request: DataRequest, *, actor: str, action: str, **details: object) -> None:
+def _audit(
+    request: DataRequest, *, actor: str, action: str, reason: str = "", **details: object
+) -> None:
     audit.record(
         actor=actor,
         action=action,
         target_type=AUDIT_TARGET,
         target_id=request.pk,
         organization_id=request.organization_id,
+        reason=reason,
         details={"contact_id": str(request.contact_id), "kind": request.kind, **details},
     )

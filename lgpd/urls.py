@@ -1,4 +1,4 @@
-"""LGPD routes: the API (mounted at /api/v1/lgpd/) and the signed export download (/lgpd/)."""
+"""LGPD routes: the API (mounted at /api/v1/lgpd/) and the e-mailed export link (/lgpd/)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ api_urlpatterns = [
         "data-requests/<uuid:request_id>",
         api.DataRequestDetailView.as_view(),
         name="lgpd-data-request",
+    ),
+    path(
+        "data-requests/<uuid:request_id>/export",
+        api.DataRequestExportView.as_view(),
+        name="lgpd-data-request-export",
     ),
 ]
 

@@ -17,10 +17,18 @@ import pytest
 from django.db import connection
 
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
+from deskcomm import rls
 from deskcomm.models import Organization
 from tests.support.receiver import Receiver
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The `browser` fixture (headless Chromium) for the admin browser tests.
+pytest_plugins = ["tests.support.browser"]
+
+# The test process is a platform process: it creates every tenant's rows freely. Tests of the
+# tenant wall scope their session explicitly (rls.scoped), API requests scope themselves.
+rls.bypass_process()
 
 SIDE_EFFECT_TABLE_SQL = """
 CREATE TABLE IF NOT EXISTS test_side_effect (

@@ -9,9 +9,10 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
+from django.urls import reverse
 from django.utils.html import format_html
 
+from deskcomm import shown_once
 from webhooks import services
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery
@@ -33,8 +34,8 @@ class EventTypesField(forms.CharField):
 
 
 class SubscriptionForm(forms.ModelForm):
-    # Checked by webhooks.ssrf.validate_url (schemes, credentials, forbidden hosts).
-    url = forms.CharField(max_length=2000)
+    # Checked by webhooks.ssrf.validate_url (the sending client's parser, forbidden hosts).
+    url = forms.CharField(max_length=services.ssrf.MAX_URL_LENGTH)
     event_types = EventTypesField(
         help_text="Comma-separated: exact types (lead.created), entity wildcards (lead.*) or *."
     )
@@ -109,7 +110,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
             services.subscription_delete(subscription=subscription, actor=_actor(request))
 
     def response_add(self, request: HttpRequest, obj: Subscription, *args: Any) -> HttpResponse:
-        """Show the new secret once, on this page only (never stored in a message or cookie)."""
+        """Redirect to a page that shows the new secret once (a refresh creates nothing)."""
         return _secrets_page(request, getattr(request, "_webhook_secrets", []), created=True)
 
     @admin.action(description="Rotate secret (previous one valid 24 h)", permissions=["change"])
@@ -149,18 +150,17 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
 def _secrets_page(
     request: HttpRequest, secrets: list[tuple[Subscription, str]], *, created: bool
-) -> TemplateResponse:
-    return TemplateResponse(
-        request,
-        "admin/webhooks/secret_once.html",
-        {
-            "title": "Webhook secret" if created else "Rotated webhook secrets",
-            "secrets": secrets,
-            "created": created,
-            "opts": Subscription._meta,
-            "site_header": admin.site.site_header,
-        },
+) -> HttpResponse:
+    grace = "The previous secret keeps signing (both signatures are sent) for 24 hours."
+    page = shown_once.ShownOnce(
+        title="Webhook secret" if created else "Rotated webhook secrets",
+        intro=["Give the receiver its signing secret (Standard Webhooks format)."],
+        items=[(subscription.url, secret) for subscription, secret in secrets],
+        notes=[] if created else [grace],
+        back_url=reverse("admin:webhooks_subscription_changelist"),
+        back_label="Back to the subscriptions",
     )
+    return shown_once.stash(request, page)
 
 
 ATTEMPT_FIELDS = ("attempt", "created_at", "status_code", "duration_ms", "error_class", "excerpt")

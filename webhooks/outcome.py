@@ -2,10 +2,16 @@
 
     2xx                      -> done; the subscription's consecutive failures reset to 0
     410 Gone                 -> dead now, and the subscription is disabled at once
-    blocked by the SSRF guard -> dead now (retrying cannot make the address acceptable)
+    refused (SSRF guard)     -> dead now: retrying cannot make the address acceptable
+    URL the transport cannot -> dead now (InvalidURL, UnsupportedProtocol): a stored URL from
+      send                      before today's checks never becomes sendable by waiting
     429 / 503 + Retry-After  -> retry after that many seconds, capped (WEBHOOKS_MAX_RETRY_AFTER)
-    anything else            -> retry with the bus's backoff; dead after max_attempts
-Every failure except "the subscription is disabled" counts towards auto-disable.
+    anything else            -> retry with the bus's backoff; dead after max_attempts. This
+                                includes network errors and an unexpected exception in the
+                                sender (recorded under its class name: a deploy may fix it)
+Every failure except "the subscription is disabled" counts towards auto-disable, including an
+attempt the gate held back (`CircuitOpen`, webhooks.circuit: nothing was sent), retried like
+any other.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from webhooks.sender import AttemptResult
 
 GONE = 410
 RETRY_AFTER_STATUSES = frozenset({429, 503})
-PERMANENT_ERRORS = frozenset({"BlockedDestination"})
+PERMANENT_ERRORS = frozenset({"BlockedDestination", "InvalidURL", "UnsupportedProtocol"})
 
 
 @dataclass(frozen=True)

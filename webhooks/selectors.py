@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import uuid
 from collections.abc import Iterable
+from functools import partial
 
 from django.db.models import Prefetch, QuerySet
 
+from deskcomm.crypto import DecryptionError
 from deskcomm.models import Organization
-from webhooks import signing
+from webhooks import circuit, signing
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery
 from webhooks.sender import Target
+
+logger = logging.getLogger(__name__)
 
 
 def targets_for(
@@ -20,7 +25,9 @@ def targets_for(
 ) -> dict[uuid.UUID, Target]:
     """The send targets of these subscriptions (one query); a deleted one is simply absent.
 
-    The previous secret is included (second signature) until its rotation window ends.
+    The previous secret is included (second signature) until its rotation window ends. Each
+    target carries the subscription's gate (`webhooks.circuit`), told the failure counter read
+    here.
     """
     rows = Subscription.objects.filter(pk__in=set(subscription_ids)).only(
         "id",
@@ -30,22 +37,37 @@ def targets_for(
         "secret_encrypted",
         "previous_secret_encrypted",
         "previous_secret_expires_at",
+        "consecutive_failures",
+        "updated_at",
     )
     return {row.id: _target(row, now) for row in rows}
 
 
 def _target(row: Subscription, now: dt.datetime) -> Target:
+    gate = circuit.gate_for(row.id)
+    gate.sync(row.consecutive_failures, row.updated_at)
+    target = partial(
+        Target,
+        subscription_id=row.id,
+        organization_id=row.organization_id,
+        url=row.url,
+        enabled=row.enabled,
+        gate=gate,
+    )
+    try:
+        return target(keys=tuple(signing.secret_key(s) for s in _secrets(row, now)))
+    except DecryptionError as exc:
+        # One bad row (a key rotated away, a corrupt value) must not stop every other send.
+        logger.error("webhook subscription %s: its signing secret cannot be decrypted", row.id)
+        return target(keys=(), unusable=f"SecretUnavailable: {exc} (check WEBHOOK_SECRETS_KEY)")
+
+
+def _secrets(row: Subscription, now: dt.datetime) -> list[str]:
     secrets = [signing.decrypt_secret(row.secret_encrypted)]
     expires = row.previous_secret_expires_at
     if row.previous_secret_encrypted and expires is not None and now < expires:
         secrets.append(signing.decrypt_secret(row.previous_secret_encrypted))
-    return Target(
-        subscription_id=row.id,
-        organization_id=row.organization_id,
-        url=row.url,
-        keys=tuple(signing.secret_key(s) for s in secrets),
-        enabled=row.enabled,
-    )
+    return secrets
 
 
 def subscription_id_of(consumer: str) -> uuid.UUID | None:

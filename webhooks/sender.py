@@ -1,14 +1,22 @@
 """One webhook HTTP attempt: build the body once, sign those bytes, POST them as is, and record
-what the receiver answered (status, duration, at most 2 KiB of the body, error class)."""
+what the receiver answered (status, duration, at most 2 KiB of the body, error class).
+
+`send` never raises: a URL the transport cannot send, a refused address, a network error and
+even a bug in this code all come back as an AttemptResult with `error_class` and `error`, for
+webhooks.outcome to judge. A raised exception would leave its delivery claimed until the lease
+ran out, and could take the sending thread with it.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
 import json
+import logging
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -17,11 +25,20 @@ from django.utils import timezone
 
 from eventbus.event import Event
 from webhooks import signing, ssrf
+from webhooks.circuit import Gate
 from webhooks.conf import webhook_settings
 
+logger = logging.getLogger(__name__)
+
+CIRCUIT_OPEN = "CircuitOpen"  # error class of an attempt the gate held back (nothing was sent)
+UNUSABLE = "SecretUnavailable"  # the target's secret cannot be decrypted: nothing was sent
 EXCERPT_BYTES = 2048
 # Read at most this much of a response so the connection can be reused; past it, close it.
 DRAIN_BYTES = 64 * 1024
+# The error class of a stored URL the transport cannot send (webhooks.outcome: permanent).
+INVALID_URL = "InvalidURL"
+# Failures that are the target's or the network's, not ours: recorded without a traceback.
+EXPECTED_ERRORS = (httpx.HTTPError, httpx.InvalidURL, ssrf.BlockedDestination)
 
 
 @dataclass(frozen=True)
@@ -33,6 +50,9 @@ class Target:
     url: str
     keys: tuple[bytes, ...]
     enabled: bool
+    # Shared by every target of the same subscription in this process (webhooks.circuit).
+    gate: Gate = field(default_factory=Gate, compare=False, repr=False)
+    unusable: str = ""  # why nothing can be sent to it now (its secret cannot be decrypted)
 
 
 @dataclass(frozen=True)
@@ -89,29 +109,87 @@ def headers_for(target: Target, event: Event, body: bytes, *, timestamp: int) ->
 
 
 def send(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
-    """POST the event to the target once; never raises for network or HTTP trouble."""
+    """POST the event to the target once, when its gate lets it (`webhooks.circuit`: one request
+    at a time to a failing endpoint, none past the disable threshold); never raises (every
+    failure is a result)."""
+    if target.unusable:
+        record = partial(AttemptResult, signing.delivery_id(event.id, target.subscription_id))
+        return record(target.url, timezone.now(), 0, error_class=UNUSABLE, error=target.unusable)
+    if not target.gate.admit(int(webhook_settings.DISABLE_AFTER_FAILURES)):
+        return _not_sent(target, event)
+    ok = False
+    try:
+        result = _attempt(client, target, event)
+        ok = result.ok
+    finally:
+        target.gate.done(ok=ok)
+    return result
+
+
+def _not_sent(target: Target, event: Event) -> AttemptResult:
+    """The attempt the gate held back: a failure for the counter, retried later like any."""
+    failures = target.gate.failures
+    return AttemptResult(
+        signing.delivery_id(event.id, target.subscription_id),
+        target.url,
+        timezone.now(),
+        duration_ms=0,
+        error_class=CIRCUIT_OPEN,
+        error=f"{CIRCUIT_OPEN}: not sent, the endpoint failed {failures} times in a row "
+        "(the subscription is being disabled)",
+    )
+
+
+def _attempt(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
     now = timezone.now()
+    started = time.perf_counter()
+    webhook_id = signing.delivery_id(event.id, target.subscription_id)
+    record = partial(AttemptResult, webhook_id, target.url, now)
+    try:
+        url = ssrf.sendable_url(target.url)
+    except ValueError as exc:
+        return _failed(record, started, INVALID_URL, exc)
+    try:
+        return _post(client, url, target, event, record=record, now=now, started=started)
+    except EXPECTED_ERRORS as exc:
+        return _failed(record, started, _error_class(exc), exc)
+    except Exception as exc:
+        # A bug (ours or a library's): transient, so it is retried and dead-letters eventually.
+        logger.exception("webhook attempt failed unexpectedly: %s", type(exc).__name__)
+        return _failed(record, started, type(exc).__name__, exc)
+
+
+def _post(
+    client: httpx.Client,
+    url: httpx.URL,
+    target: Target,
+    event: Event,
+    *,
+    record: Callable[..., AttemptResult],
+    now: dt.datetime,
+    started: float,
+) -> AttemptResult:
     body = body_for(event)
     headers = headers_for(target, event, body, timestamp=int(now.timestamp()))
-    webhook_id = uuid.UUID(headers["webhook-id"])
-    started = time.perf_counter()
-    result = partial(AttemptResult, webhook_id, target.url, now)
-    try:
-        with client.stream("POST", target.url, content=body, headers=headers) as response:
-            excerpt = _read_excerpt(response, started)
-    except (httpx.HTTPError, ssrf.BlockedDestination) as exc:
-        return result(
-            duration_ms=_elapsed_ms(started),
-            error_class=_error_class(exc),
-            error=f"{_error_class(exc)}: {exc}"[:2000],
-        )
-    return result(
+    with client.stream("POST", url, content=body, headers=headers) as response:
+        excerpt = _read_excerpt(response, started)
+    return record(
         duration_ms=_elapsed_ms(started),
         status_code=response.status_code,
         excerpt=excerpt,
         error_class="" if response.is_success else "HTTPStatus",
         error="" if response.is_success else _status_error(response),
         retry_after=parse_retry_after(response.headers.get("retry-after"), now),
+    )
+
+
+def _failed(
+    record: Callable[..., AttemptResult], started: float, error_class: str, exc: BaseException
+) -> AttemptResult:
+    return record(
+        duration_ms=_elapsed_ms(started),
+        error_class=error_class,
+        error=f"{error_class}: {exc}"[:2000],
     )
 
 

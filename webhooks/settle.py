@@ -73,9 +73,7 @@ def policy() -> Policy:
 
 def settle(finished: Sequence[Finished], *, worker_id: str) -> None:
     """The bus's settlement per claim token, then the attempt log and the subscriptions' health."""
-    settlements = bus_settle.by_token(
-        [(f.token, f.event.delivery_id, f.event.consumer) for f in finished]
-    )
+    settlements = bus_settle.by_token((f.token, f.event) for f in finished)
     for f in finished:
         settlement = settlements[f.token]
         if f.decision.verdict is None:

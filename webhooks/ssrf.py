@@ -1,20 +1,26 @@
 """Which addresses a webhook may reach (SSRF protection), and URL checks at subscription time.
 
-The address policy is deskcomm.http's (`refusal_reason`), the one every outbound client applies;
-webhooks only have their own switch for development (WEBHOOKS_ALLOW_PRIVATE_TARGETS). The
-authoritative check runs at connection time on every resolved address (webhooks.transport);
-`validate_url` gives an early, clear error when a subscription is saved.
+The address policy is deskcomm.http's (`refusal_reason`), the one every outbound client applies,
+and so is the URL parser (`parse_url`: httpx's own, plus refusals of what it would send
+differently from what is written, such as `0177.0.0.1`). Webhooks only have their own switches
+for development (WEBHOOKS_ALLOW_PRIVATE_TARGETS, WEBHOOKS_ALLOW_HTTP). The authoritative address
+check runs at connection time on every resolved address (webhooks.transport); `validate_url`
+gives an early, clear error when a subscription is saved, and `sendable_url` judges the stored
+URL again before every attempt.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 
-from deskcomm.http import IPAddress, refusal_reason
+from deskcomm.http import IPAddress, host_problem, parse_url, refusal_reason
 from webhooks.conf import webhook_settings
+
+MAX_URL_LENGTH = 2000
+ALLOW_PRIVATE_HINT = "set WEBHOOKS_ALLOW_PRIVATE_TARGETS=true only for development"
 
 
 class BlockedDestination(Exception):
@@ -26,54 +32,63 @@ def refusal(ip: IPAddress, *, allow_private: bool) -> str | None:
     return refusal_reason(ip, allow_private=allow_private) or None
 
 
+def check_host(host: str) -> None:
+    """Raise BlockedDestination for a host that resolvers would read as some other address."""
+    problem = host_problem(host)
+    if problem:
+        raise BlockedDestination(f"refused to connect to {host}: url {problem}")
+
+
 def check_address(host: str, address: str) -> None:
     """Raise BlockedDestination when `address` (resolved from `host`) may not be contacted."""
-    why = refusal(ipaddress.ip_address(address), allow_private=allow_private_targets())
+    why = _refusal_with_hint(ipaddress.ip_address(address))
     if why:
-        raise BlockedDestination(
-            f"refused to connect to {host} ({address}): {why} (SSRF protection; set "
-            "WEBHOOKS_ALLOW_PRIVATE_TARGETS=true only for development)"
-        )
+        raise BlockedDestination(f"refused to connect to {host} ({address}): {why}")
 
 
 def allow_private_targets() -> bool:
     return bool(webhook_settings.ALLOW_PRIVATE_TARGETS)
 
 
+def sendable_url(url: str) -> httpx.URL:
+    """The URL as the transport sends it, or deskcomm.http.UnsendableURL (a ValueError)."""
+    return parse_url(url)
+
+
 def validate_url(url: str) -> str:
     """Check a subscription URL; returns it, or raises ValueError with a clear message."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("url is required")
-    if len(url) > 2000:
-        raise ValueError("url is longer than 2000 characters")
-    try:
-        parts = urlsplit(url.strip())
-        hostname = parts.hostname
-        parts.port  # noqa: B018  (raises ValueError for a bad port)
-    except ValueError as exc:
-        raise ValueError(f"url is not valid: {exc}") from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("url must use http or https")
-    if parts.scheme == "http" and not (settings.DEBUG or webhook_settings.ALLOW_HTTP):
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"url is longer than {MAX_URL_LENGTH} characters")
+    parsed = sendable_url(url.strip())
+    if parsed.scheme == "http" and not (settings.DEBUG or webhook_settings.ALLOW_HTTP):
         raise ValueError("url must use https (set WEBHOOKS_ALLOW_HTTP=true to allow http)")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("url must not contain credentials (user:password@)")
-    if not hostname:
-        raise ValueError("url has no host")
-    _check_literal_host(hostname)
+    _check_literal_host(parsed.raw_host.decode("ascii"))
     return url.strip()
 
 
-def _check_literal_host(hostname: str) -> None:
-    allow = allow_private_targets()
-    if hostname == "localhost" or hostname.endswith(".localhost"):
-        if not allow:
-            raise ValueError("url must not point at localhost (SSRF protection)")
+def _check_literal_host(host: str) -> None:
+    if host == "localhost" or host.endswith(".localhost"):
+        if not allow_private_targets():
+            raise ValueError(
+                f"url must not point at localhost (SSRF protection; {ALLOW_PRIVATE_HINT})"
+            )
         return
     try:
-        ip = ipaddress.ip_address(hostname)
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return  # a name: checked on every resolution at connection time
-    why = refusal(ip, allow_private=allow)
+    why = _refusal_with_hint(ip)
     if why:
-        raise ValueError(f"url must not point at {why} ({hostname}) (SSRF protection)")
+        raise ValueError(f"url must not point at {host}: {why}")
+
+
+def _refusal_with_hint(ip: IPAddress) -> str:
+    """The refusal, naming the development switch only when that switch would allow `ip`."""
+    why = refusal(ip, allow_private=allow_private_targets())
+    if not why:
+        return ""
+    if refusal(ip, allow_private=True):
+        return f"{why} (SSRF protection)"
+    return f"{why} (SSRF protection; {ALLOW_PRIVATE_HINT})"

@@ -1,11 +1,12 @@
 """The HTTP client for webhooks: httpx with pooling, timeouts, no redirects, no environment
 proxies, and the SSRF guard at the connection layer.
 
-`GuardedBackend` is an httpcore network backend: for every new connection it resolves the host
-once, refuses if ANY resolved address is forbidden (webhooks.ssrf), then connects to the vetted
-address itself. The URL keeps the host name, so the Host header, TLS SNI and certificate checks
-are unchanged, and a DNS answer that changes between the check and the connect (rebinding) never
-reaches the socket.
+`GuardedBackend` is an httpcore network backend: for every new connection it refuses a host
+written in a form resolvers reinterpret (`127.1`, `0x7f.1`), resolves the host once, refuses if
+ANY resolved address is forbidden (webhooks.ssrf), then connects to the vetted address itself.
+The URL keeps the host name, so the Host header, TLS SNI and certificate checks are unchanged,
+and a DNS answer that changes between the check and the connect (rebinding) never reaches the
+socket.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class GuardedBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.NetworkStream:
+        ssrf.check_host(host)
         addresses = self._resolve(host, port)
         for address in addresses:
             ssrf.check_address(host, address)
@@ -73,7 +75,7 @@ class GuardedBackend(httpcore.NetworkBackend):
     def _resolve(self, host: str, port: int) -> list[str]:
         try:
             addresses = self.resolver(host, port)
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # the idna codec refuses labels DNS cannot carry
             raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
         if not addresses:
             raise httpcore.ConnectError(f"{host} resolves to no address")

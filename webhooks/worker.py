@@ -41,8 +41,9 @@ logger = logging.getLogger(__name__)
 # Deliveries claimed per sending slot (the running one and those queued behind it): enough that a
 # slot never idles while the loop settles and claims again.
 PREFETCH = 4
-# An attempt still running this long after the HTTP timeout is given up (a bug or a stuck DNS
-# lookup; the client's own timeouts normally end it first).
+# An attempt still running this long after twice the HTTP timeout is given up (a bug or a stuck
+# DNS lookup; the client's own timeouts normally end it first). Twice: an attempt to a failing
+# endpoint may first wait for the probe in flight (webhooks.circuit), then send its own.
 TIMEOUT_MARGIN_SECONDS = 5.0
 
 
@@ -94,6 +95,7 @@ class WebhookPump:
             on_error=self._crashed,
             on_progress=wake.set,
             lane_limit=self.per_subscription,
+            signal_every=max(1, options.concurrency // 4),
             can_start=self.leases.trusted,
             name="webhook-sender",
         )
@@ -171,6 +173,8 @@ class WebhookPump:
         finally:
             self._client.close()
 
+    gathering = True  # attempts finish one by one: gather a few into one settle
+
     def wait_hint(self, poll_interval: float) -> float:
         return 0.1 if self.in_flight else poll_interval
 
@@ -204,7 +208,7 @@ class WebhookPump:
     def _launch(self, batch: claims.Claim) -> None:
         sub_ids = {selectors.subscription_id_of(e.consumer) for e in batch.events}
         targets = selectors.targets_for({s for s in sub_ids if s}, now=timezone.now())
-        timeout = float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
+        timeout = 2 * float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
         self.leases.hold(batch.token, batch.ids)
         jobs = []
         for event in batch.events:
@@ -306,8 +310,7 @@ def _token(item: settle.Finished | _Released) -> uuid.UUID:
 
 def _release(jobs: list[Job], *, worker_id: str) -> None:
     """Deliveries never sent (the worker is stopping): pending again, attempt refunded."""
-    triples = [(job.token, job.event.delivery_id, job.event.consumer) for job in jobs]
-    for settlement in bus_settle.by_token(triples).values():
+    for settlement in bus_settle.by_token((job.token, job.event) for job in jobs).values():
         settlement.released = list(settlement.consumer_of)
         bus_settle.settle(settlement, worker_id=worker_id)
 

@@ -45,6 +45,12 @@ class IdempotencyConflict(exceptions.APIException):
     default_detail = "This Idempotency-Key was already used with a different request body."
 
 
+class Gone(exceptions.APIException):
+    status_code = status.HTTP_410_GONE
+    default_code = "gone"
+    default_detail = "The object is no longer available."
+
+
 class InvalidState(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "invalid_state"

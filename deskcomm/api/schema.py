@@ -18,6 +18,7 @@ ERROR_DESCRIPTIONS = {
     403: "The API key lacks the scope this operation needs.",
     404: "No such object in the key's organization (other tenants' ids are 404 too).",
     409: "Conflict: an Idempotency-Key reused with another body, or an object in the wrong state.",
+    410: "Gone: the object existed but is no longer available (e.g. an expired export).",
     413: "The request body is over the size limit.",
     415: "The body is not JSON.",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",

@@ -10,7 +10,7 @@
 -- the results and settles them again (the fenced statements are safe to repeat). The update
 -- touches no indexed column: it stays on the page (HOT, see the fillfactor in migration 0011).
 -- `consumed_by` stays sorted and distinct; with one consumer (the usual case) that needs no
--- sort. Returns the ids that were still this claim's.
+-- sort. Returns how many were still this claim's (a count: no row per delivery to decode).
 WITH acked AS (
     UPDATE eventbus_delivery d
        SET status = 'done', locked_until = NULL, lease_token = NULL, last_error = NULL,
@@ -40,4 +40,4 @@ WITH acked AS (
       FROM by_event p
      WHERE e.id = p.event_id
 )
-SELECT id FROM acked
+SELECT count(*) AS acked FROM acked

@@ -1,43 +1,19 @@
-"""API key admin in a real browser (headless Chromium): create shows the key once, revoke works.
+"""API key admin in a real browser (headless Chromium): the key is shown once on a page a
+refresh or the back button cannot re-submit, with a copy button; revoke works.
 
-Skipped, with the reason, where Chromium, ChromeDriver or selenium is not installed.
+Skipped, with the reason, where Chromium or ChromeDriver is missing (a failure under CI=true).
 """
 
 from __future__ import annotations
 
-import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from django.contrib.auth.models import User
 
 from deskcomm.models import ApiKey, Organization
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-if not (CHROMIUM and CHROMEDRIVER):
-    pytest.skip("Chromium/ChromeDriver not installed (apt-get install chromium chromium-driver)",
-                allow_module_level=True)  # fmt: skip
-
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
-
-
-@pytest.fixture
-def browser() -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.implicitly_wait(5)
-    yield driver
-    driver.quit()
+from tests.support.browser import log_in, wait_for
 
 
 def api_status(base_url: str, key: str) -> int:
@@ -51,21 +27,16 @@ def api_status(base_url: str, key: str) -> int:
         return exc.code
 
 
-def log_in(browser: Any, base_url: str) -> None:
-    User.objects.create_superuser("ops", "ops@example.com", "a-long-test-password")
-    browser.get(f"{base_url}/admin/login/")
-    browser.find_element(By.NAME, "username").send_keys("ops")
-    browser.find_element(By.NAME, "password").send_keys("a-long-test-password")
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    WebDriverWait(browser, 10).until(lambda b: "/admin/login/" not in b.current_url)
-
-
 def test_create_shows_the_key_once_and_revoke_stops_it(
     live_server: Any, transactional_db: None, browser: Any
 ) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
     base = live_server.url
     Organization.objects.create(name="Acme", slug="acme")
-    log_in(browser, base)
+    User.objects.create_superuser("ops", "ops@example.com", "a-long-test-password")
+    log_in(browser, base, "ops", "a-long-test-password")
 
     browser.get(f"{base}/admin/deskcomm/apikey/add/")
     Select(browser.find_element(By.NAME, "organization")).select_by_visible_text("Acme")
@@ -73,11 +44,24 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     browser.find_element(By.CSS_SELECTOR, "input[name=scopes][value='events:read']").click()
     browser.find_element(By.NAME, "_save").click()
 
-    key = browser.find_element(By.ID, "issued-key").text
+    wait_for(browser, lambda b: "/admin/shown-once/" in b.current_url)
+    key = browser.find_element(By.ID, "shown-once-0").text
     stored = ApiKey.objects.get()
     assert key.startswith(stored.display_prefix)
     assert stored.scopes == ["events:read"]
     assert api_status(base, key) == 200
+    assert browser.find_element(By.ID, "user-tools")  # the normal admin navigation
+    assert browser.find_element(By.CSS_SELECTOR, ".breadcrumbs a[href='/admin/']")
+    copy = browser.find_element(By.CSS_SELECTOR, "button.shown-once-copy")
+    copy.click()
+    wait_for(browser, lambda b: copy.text == "Copied")
+
+    browser.refresh()  # the page is a GET: nothing is re-submitted, the key is gone
+    wait_for(browser, lambda b: "already shown" in b.page_source)
+    assert key not in browser.page_source
+    browser.back()  # the page before the redirect was the add form, not the POST
+    assert key not in browser.page_source
+    assert ApiKey.objects.count() == 1
 
     browser.get(f"{base}/admin/deskcomm/apikey/")
     assert stored.display_prefix in browser.page_source
@@ -89,10 +73,10 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     Select(browser.find_element(By.NAME, "action")).select_by_value("revoke_selected")
     browser.find_element(By.NAME, "index").click()
     # The confirmation page (waited for: under load the click returns before it has loaded).
-    WebDriverWait(browser, 10).until(lambda b: "stop working at once" in b.page_source)
+    wait_for(browser, lambda b: "stop working at once" in b.page_source)
     browser.find_element(By.NAME, "reason").send_keys("leaked in a ticket")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit][value='Yes, revoke']").click()
-    WebDriverWait(browser, 10).until(lambda b: "Revoked 1 API key" in b.page_source)
+    wait_for(browser, lambda b: "Revoked 1 API key" in b.page_source)
 
     stored.refresh_from_db()
     assert stored.revoked_at is not None

@@ -42,6 +42,7 @@ def test_schema_is_openapi_3_with_every_endpoint_and_the_error_shape() -> None:
         "/api/v1/webhooks/deliveries/{delivery_id}/resend",
         "/api/v1/lgpd/data-requests",
         "/api/v1/lgpd/data-requests/{request_id}",
+        "/api/v1/lgpd/data-requests/{request_id}/export",
     }
     assert schema["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
     emit = schema["paths"]["/api/v1/events"]["post"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import json
 import uuid
+from typing import Any
 
 import pytest
 from django.test.utils import override_settings
@@ -117,6 +120,28 @@ def test_413_for_a_body_over_the_limit_and_nothing_written(org: Organization) ->
     assert client.post(EVENTS, small, format="json").status_code == 201
     big = lead_stage_changed(payload={"from_stage_id": "a", "to_stage_id": "b", "x": "y" * 3000})
     error_of(client.post(EVENTS, big, format="json"), 413, "payload_too_large")
+    assert EventLog.objects.count() == 1
+
+
+def chunked(client: Any, path: str, body: bytes) -> Any:
+    """POST `body` as gunicorn hands a chunked request over: de-chunked, no Content-Length."""
+    return client.generic(
+        "POST",
+        path,
+        content_type="application/json",
+        CONTENT_LENGTH="",
+        HTTP_TRANSFER_ENCODING="chunked",
+        **{"wsgi.input": io.BytesIO(body), "wsgi.input_terminated": True},
+    )
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=2000)
+def test_a_chunked_body_is_held_to_the_same_limit(org: Organization) -> None:
+    client = api_client(org)
+    small = json.dumps(lead_stage_changed()).encode()
+    assert chunked(client, EVENTS, small).status_code == 201
+    big = json.dumps(lead_stage_changed(payload={"x": "y" * 3000})).encode()
+    error_of(chunked(client, EVENTS, big), 413, "payload_too_large")
     assert EventLog.objects.count() == 1
 
 

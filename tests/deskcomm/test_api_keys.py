@@ -112,7 +112,7 @@ def test_create_api_key_command_prints_the_key_once(org: Organization) -> None:
 
 
 def test_create_api_key_command_errors(org: Organization) -> None:
-    with pytest.raises(CommandError, match="no organization"):
+    with pytest.raises(CommandError, match="no organization with slug 'nope'; known slugs: acme"):
         call_command(
             "create_api_key", "--organization", "nope", "--name", "x", "--scopes", "events:read"
         )

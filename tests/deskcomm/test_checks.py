@@ -1,4 +1,4 @@
-"""System checks: PostgreSQL only; consumers must consume declared event types."""
+"""System checks: PostgreSQL only; consumers must consume declared event types; emit limits."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from django.test.utils import override_settings
 
 from deskcomm.checks import check_postgres_only
-from eventbus.checks import check_consumers
+from eventbus.checks import check_consumers, check_emit_limits
 from eventbus.registry import make_consumer, registry
 
 
@@ -31,6 +31,14 @@ def test_consumer_of_an_undeclared_event_type_is_reported() -> None:
         errors = check_consumers()
     assert [e.id for e in errors] == ["eventbus.E001"]
     assert "lead.creatd" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    ("depth", "errors"), [(32, []), (0, ["eventbus.E002"]), (900, ["eventbus.E002"])]
+)
+def test_a_json_depth_limit_emit_cannot_enforce_is_reported(depth: int, errors: list[str]) -> None:
+    with override_settings(EVENTBUS={"MAX_JSON_DEPTH": depth}):
+        assert [e.id for e in check_emit_limits()] == errors
 
 
 def test_s3_archive_without_boto3_is_reported() -> None:

@@ -10,7 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from deskcomm.http import GuardedTransport, UnsafeDestinationError, guarded_client, refusal_reason
+from deskcomm.http import (
+    GuardedTransport,
+    UnsafeDestinationError,
+    UnsendableURL,
+    guarded_client,
+    parse_url,
+    refusal_reason,
+)
 from tests.support.http_server import LoopbackServer, Reply, loopback_server
 
 
@@ -166,3 +173,101 @@ def test_unresolvable_names_are_a_connect_error() -> None:
 
     with pytest.raises(httpx.ConnectError, match="cannot resolve"):
         GuardedTransport(resolver=fail).vet(httpx.URL("https://nowhere.invalid/"))
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://0177.0.0.1/", "'0177.0.0.1' is not a canonical IPv4 address"),
+        ("http://0x7f.1/", "'0x7f.1' is not a canonical IPv4 address"),
+        ("http://0X7F000001/", "'0x7f000001' is not a canonical IPv4 address"),
+        ("http://2130706433/", "'2130706433' is not a canonical IPv4 address"),
+        ("http://127.1/", "'127.1' is not a canonical IPv4 address"),
+        ("http://127.0.1/", "octal, hex, integer and shortened forms are refused"),
+        ("http://0x7f.0.0.01/", "not a canonical IPv4"),
+        ("http://1.2.3.4.5/", "not a canonical IPv4"),
+        ("http://hooks.example.123/", "not a canonical IPv4"),
+        ("http://999.1.1.1/", "not a canonical IPv4"),
+        ("https://example.com:0/", "port 0 is outside 1-65535"),
+        ("https://example.com:65536/", "port 65536 is outside 1-65535"),
+        ("https://example.com:1_0/", "port '1_0' is not a number"),
+        ("https://example.com:+443/", "port '+443' is not a number"),
+        ("https://example.com:/", "port '' is not a number"),
+        ("https://[::1]x/", "port 'x' is not a number"),
+        ("https://user:pw@example.com/", "credentials"),  # pragma: allowlist secret
+        ("https://@example.com/", "credentials"),
+        ("https://exa mple.com/", "space character at position 11"),
+        ("https://example.com/\x00", "control or space character at position 20"),
+        ("https://example.com/a\tb", "control or space character"),
+        ("https://example.com/#top", "fragment"),
+        ("https://\uff45\uff58ample.com/", "cannot be parsed: Invalid IDNA hostname"),  # fullwidth
+        ("https://xn--a.com/", "not valid IDNA"),
+        ("https://a..example.com/", "not a valid DNS name (label '')"),
+        ("https://example.com./", "not a valid DNS name"),
+        ("https://%65xample.com/", "not a valid DNS name (label '%65xample')"),
+        ("https://ex\\ample.com/", "not a valid DNS name"),
+        ("https://" + "a" * 64 + ".com/", "not a valid DNS name"),
+        ("https://" + "a." * 127 + "com/", "longer than 253"),
+        ("https://[fe80::1%25eth0]/", "zone identifier"),
+        ("https://[zz::1]/", "cannot be parsed: Invalid IPv6 address"),
+        ("https:///path", "has no host"),
+        ("https:example.com", "must be absolute"),
+        ("//example.com/", "must be absolute"),
+        ("ftp://example.com/", "http or https, not the scheme 'ftp'"),
+        ("file:///etc/passwd", "http or https"),
+    ],
+)
+def test_urls_the_clients_would_send_differently_from_how_they_read_are_refused(
+    url: str, message: str
+) -> None:
+    with pytest.raises(UnsendableURL) as refused:
+        parse_url(url)
+    assert message in str(refused.value) and str(refused.value).startswith("url ")
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("https://hooks.example.com/in?a=1", "hooks.example.com"),
+        ("HTTPS://Hooks.Example.COM:8443/In", "hooks.example.com"),
+        ("https://93.184.216.34/", "93.184.216.34"),
+        ("https://[2606:4700::1111]:8443/", "2606:4700::1111"),
+        ("https://[0:0:0:0:0:0:0:1]/", "0:0:0:0:0:0:0:1"),
+        ("https://ünïcode.example/", "xn--ncode-cta3g.example"),
+        ("https://0x7f.example.com/", "0x7f.example.com"),  # a name: only the last label counts
+        ("https://_hooks.example.com/", "_hooks.example.com"),
+    ],
+)
+def test_canonical_urls_parse_as_httpx_sends_them(url: str, host: str) -> None:
+    assert parse_url(url).raw_host.decode() == host
+
+
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.1"])
+def test_the_alert_client_refuses_non_canonical_hosts_without_resolving(
+    server: LoopbackServer, allow_private: None, host: str
+) -> None:
+    lookups: list[str] = []
+
+    def resolve(name: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        lookups.append(name)
+        return resolver_to("127.0.0.1")(name, port)
+
+    transport = GuardedTransport(resolver=resolve)
+    with (
+        httpx.Client(transport=transport) as client,
+        pytest.raises(UnsafeDestinationError, match="not a canonical IPv4 address"),
+    ):
+        client.post(server.url("/", host=host))
+    assert lookups == [] and server.received == []
+
+
+@pytest.mark.parametrize(
+    "url", ["http://0177.0.0.1:{port}/", "http://127.1:{port}/", "http://127.0.0.1:+{port}/"]
+)
+def test_the_alert_client_turns_an_unsendable_url_into_an_http_error(
+    server: LoopbackServer, allow_private: None, url: str
+) -> None:
+    """Callers catch httpx.HTTPError: httpx's own InvalidURL would escape them."""
+    with guarded_client() as client, pytest.raises(httpx.HTTPError, match="url "):
+        client.post(url.format(port=server.port), json={"text": "hi"})
+    assert server.received == []

@@ -115,6 +115,25 @@ def test_redaction_keeps_ordinary_values() -> None:
 
 
 @pytest.mark.parametrize(
+    "host",
+    [
+        "connect to http://1198765432:8080/health failed",
+        "postgres://deskcomm@12345678901:5432/deskcomm",
+        "resolving 11987654321.internal",
+        "https://5511912345678.svc.cluster.local/hook",
+    ],
+)
+def test_digit_only_host_names_are_not_phones_or_cpfs(host: str) -> None:
+    assert redact(host) == host
+
+
+def test_numbers_in_paths_and_sentences_are_still_redacted() -> None:
+    assert redact("GET /contacts/11987654321") == "GET /contacts/[CPF]"
+    assert redact("ligue 11 91234-5678.") == "ligue [PHONE]."
+    assert redact("https://x.example/c/(11) 91234-5678") == "https://x.example/c/[PHONE]"
+
+
+@pytest.mark.parametrize(
     ("argv", "expected"),
     [
         (["/venv/bin/gunicorn", "deskcomm.wsgi"], "web"),

@@ -40,3 +40,45 @@ def test_the_job_broker_follows_the_environment() -> None:
     postgres = dramatiq_broker(backend="postgres", redis_url="", rabbitmq_url="", postgres_url="")
     assert postgres["BROKER"] == "deskcomm.brokers.PostgresBroker"
     assert "django_dramatiq.middleware.DbConnectionsMiddleware" in postgres["MIDDLEWARE"]
+
+
+def test_every_documented_setting_is_read_somewhere_and_listed_once() -> None:
+    names = [
+        line.split("=", 1)[0]
+        for line in (REPO / ".env.example").read_text().splitlines()
+        if re.match(r"^[A-Z][A-Z0-9_]*=", line)
+    ]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    code = (
+        "\n".join(
+            path.read_text()
+            for folder in ("deskcomm", "eventbus", "webhooks", "lgpd")
+            for path in (REPO / folder).rglob("*.py")
+        )
+        + (REPO / "gunicorn.conf.py").read_text()
+    )
+    unread = {n for n in names if f'"{n}"' not in code and f"'{n}'" not in code}
+    assert unread == set(), "documented in .env.example but read nowhere"
+
+
+def test_every_storage_alias_the_code_uses_exists_in_the_unmodified_settings() -> None:
+    import subprocess
+    import sys
+
+    code = "\n".join(
+        path.read_text()
+        for folder in ("deskcomm", "eventbus", "webhooks", "lgpd")
+        for path in (REPO / folder).rglob("*.py")
+    )
+    used = set(re.findall(r"""storages\[["'](\w+)["']\]""", code))
+    used |= set(re.findall(r"""STORAGE_ALIAS = ["'](\w+)["']""", code))
+    assert {"archive", "backups", "lgpd_exports"} <= used
+    # A fresh interpreter: settings.py as it is, with no test fixture adding anything.
+    listed = subprocess.run(
+        [sys.executable, "-c", "import deskcomm.settings as s; print(' '.join(s.STORAGES))"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert used <= set(listed), sorted(used - set(listed))

@@ -92,6 +92,77 @@ def test_emit_rejects_bad_input_field_by_field_and_writes_nothing(
     assert not EventLog.objects.exists()
 
 
+def deep_json(levels: int) -> str:
+    """JSON text of an object `levels` deep (built as text: too deep for json.dumps)."""
+    return '{"d":' * (levels - 1) + "{}" + "}" * (levels - 1)
+
+
+def raw_emit_body(*, entity_kind: str = "lead", payload: str = "", metadata: str = "") -> str:
+    """A lead.stage_changed body as JSON text, with `payload` / `metadata` members added (text,
+    so it can hold what json.dumps would not write: lone surrogate escapes, 10,000 levels)."""
+    stages = '"from_stage_id":"new","to_stage_id":"qualified"'
+    return (
+        f'{{"event_type":"lead.stage_changed","entity_kind":"{entity_kind}",'
+        f'"payload":{{{stages}{payload}}},"metadata":{{{metadata}}}}}'
+    )
+
+
+@pytest.mark.parametrize("idempotency_key", [None, "retry-1"])
+@pytest.mark.parametrize(
+    ("body", "code", "field", "fragment"),
+    [
+        (raw_emit_body(entity_kind="le\\u0000ad"), "validation_error", "entity_kind", "Null"),
+        (raw_emit_body(entity_kind="le\\ud800ad"), "parse_error", None, "surrogate"),
+        (raw_emit_body(payload=',"\\u0000":1'), "validation_error", "payload", "NUL"),
+        (raw_emit_body(payload=',"\\udfff":1'), "parse_error", None, "surrogate"),
+        (raw_emit_body(payload=f',"d":{deep_json(40)}'), "validation_error", "payload", "nested"),
+        (raw_emit_body(payload=f',"d":{deep_json(10_000)}'), "parse_error", None, "too deeply"),
+        (raw_emit_body(metadata=f'"x":"{"v" * 9000}"'), "validation_error", "metadata", "8192"),
+        (raw_emit_body(metadata='"k\\u0000":"v"'), "validation_error", "metadata", "NUL"),
+        (raw_emit_body(metadata=f'"x":{deep_json(40)}'), "validation_error", "metadata", "nested"),
+        (
+            raw_emit_body(metadata='"idempotency_key":"k\\u0000"'),
+            "validation_error",
+            "metadata.idempotency_key",
+            "NUL",
+        ),
+    ],
+)
+def test_emit_refuses_what_postgresql_cannot_store_with_a_400(
+    org: Organization,
+    body: str,
+    code: str,
+    field: str | None,
+    fragment: str,
+    idempotency_key: str | None,
+) -> None:
+    headers = {"HTTP_IDEMPOTENCY_KEY": idempotency_key} if idempotency_key else {}
+    client = api_client(org, "events:write")
+    response = client.post(EVENTS, body, content_type="application/json", **headers)
+    error = error_of(response, 400, code)
+    if field is None:
+        assert fragment in error["message"]
+    else:
+        assert list(error["fields"]) == [field]
+        assert fragment in error["fields"][field][0]
+    assert not EventLog.objects.exists()
+
+
+@pytest.mark.parametrize("idempotency_key", [None, "retry-1"])
+@pytest.mark.parametrize("levels", [33, 500, 900, 950, 990, 1200])
+def test_emit_nested_past_the_limit_is_a_400_at_any_depth(
+    org: Organization, levels: int, idempotency_key: str | None
+) -> None:
+    # Around Python's recursion limit (1000) the parser, the idempotency hash and the emit each
+    # have their own chance to fail: every one of them must end in a 400, never a 500.
+    headers = {"HTTP_IDEMPOTENCY_KEY": idempotency_key} if idempotency_key else {}
+    body = raw_emit_body(payload=f',"d":{deep_json(levels)}')
+    client = api_client(org, "events:write")
+    response = client.post(EVENTS, body, content_type="application/json", **headers)
+    assert response.status_code == 400, response.content[:300]
+    assert not EventLog.objects.exists()
+
+
 def test_emit_with_metadata_idempotency_key_yields_the_same_event(org: Organization) -> None:
     client = api_client(org, "events:write")
     body = lead_stage_changed(metadata={"idempotency_key": "erp-order-7"})
@@ -161,8 +232,10 @@ def test_list_never_counts_and_costs_a_bounded_number_of_queries(org: Organizati
         assert client.get(f"{EVENTS}?limit=10").status_code == 200
     sql = [q["sql"].lower() for q in queries.captured_queries]
     assert not [s for s in sql if "count(" in s]
-    # key lookup, last_used, throttle, the page
-    assert len(sql) <= 4, sql
+    # key lookup (which also scopes the session to the key's tenant), last_used, throttle, the
+    # page, and the session's row-level-security scope put back after the response (deskcomm.rls)
+    assert len(sql) <= 5, sql
+    assert sql[-1].startswith("select set_config('app.organization_id', ''")
 
 
 def test_list_rejects_bad_filters(org: Organization) -> None:

@@ -12,13 +12,15 @@ import psycopg
 import pytest
 from django.db import DatabaseError, connection, connections, transaction
 from django.test.utils import override_settings
+from psycopg.rows import dict_row
 
 import eventbus
 from deskcomm import context
-from deskcomm.db import conninfo
+from deskcomm.db import bound_cursor, conninfo
 from deskcomm.models import Lead, Organization
 from eventbus import emitter
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.sql import statement
 from tests.support.consumers import EFFECT_CONSUMERS
 
 pytestmark = pytest.mark.django_db
@@ -106,43 +108,110 @@ def test_rollback_takes_event_and_deliveries_away(org: Organization) -> None:
     assert counts() == (0, 0)
 
 
+def nested(levels: int) -> dict[str, object]:
+    """A JSON object `levels` deep ({} is one level)."""
+    value: dict[str, object] = {}
+    for _ in range(levels - 1):
+        value = {"d": value}
+    return value
+
+
+# Bad values of one emit field: (the emit keyword arguments, message, the field named).
+BAD_FIELDS: list[tuple[dict[str, object], str, str]] = [
+    ({"event_type": "Lead.Created"}, "invalid event type", "event_type"),
+    ({"event_type": "lead.teleported"}, "unknown event type", "event_type"),
+    ({"event_type": "test.effect\x00"}, "invalid event type", "event_type"),
+    ({"event_type": "test.effect\ud800"}, "invalid event type", "event_type"),
+    ({"payload": {"n": object()}}, "not JSON-serializable", "payload"),
+    ({"payload": {"n": float("nan")}}, "not JSON-serializable", "payload"),
+    ({"payload": {"n": "a\x00b"}}, "NUL character", "payload"),
+    ({"payload": {"n": 1, "a\x00": 1}}, "NUL character", "payload"),
+    ({"payload": {"n": "a\ud800b"}}, "unpaired UTF-16 surrogate", "payload"),
+    ({"payload": {"n": 1, "\udc00": 1}}, "unpaired UTF-16 surrogate", "payload"),
+    ({"payload": {"n": 1, "deep": nested(32)}}, "nested more than 32 levels", "payload"),
+    ({"payload": ["n"]}, "must be a JSON object", "payload"),
+    ({"payload": {}}, "missing required field", "payload"),
+    ({"metadata": {"x": "\udfff"}}, "unpaired UTF-16 surrogate", "metadata"),
+    ({"metadata": {"x\x00": "v"}}, "NUL character", "metadata"),
+    ({"metadata": {"x": "\x00"}}, "NUL character", "metadata"),
+    ({"metadata": {"x": nested(32)}}, "nested more than 32 levels", "metadata"),
+    ({"metadata": {"x": "v" * 9000}}, "limit is 8192 bytes", "metadata"),
+    ({"metadata": ["x"]}, "must be a JSON object", "metadata"),
+    ({"metadata": {"schema_version": 5}}, "no schema version 5", "schema_version"),
+    ({"entity_kind": ""}, "entity_kind is required", "entity_kind"),
+    ({"entity_kind": "th\x00ing"}, "NUL character", "entity_kind"),
+    ({"entity_kind": "th\ud800ing"}, "unpaired UTF-16 surrogate", "entity_kind"),
+    ({"entity_id": "nope"}, "not a UUID", "entity_id"),
+    ({"idempotency_key": ""}, "idempotency_key", "idempotency_key"),
+    ({"idempotency_key": "k\x00"}, "NUL character", "idempotency_key"),
+    ({"idempotency_key": "\udbff-k"}, "unpaired UTF-16 surrogate", "idempotency_key"),
+    ({"metadata": {"idempotency_key": "k\x00"}}, "NUL character", "idempotency_key"),
+]
+EFFECT = {"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": 1}}
+
+
+def emit_effect(org: Organization, **changes: object) -> EventLog:
+    """`emit` of EFFECT with some of its arguments changed."""
+    return eventbus.emit(organization=org, **{**EFFECT, **changes})  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message", "field"),
     [
-        ({"event_type": "Lead.Created"}, "invalid event type", "event_type"),
-        ({"event_type": "lead.teleported"}, "unknown event type", "event_type"),
+        *BAD_FIELDS,
         ({"organization": None}, "organization is required", None),
         ({"organization": "not-a-uuid"}, "not a valid id", None),
         ({"organization": uuid.UUID(int=7)}, "does not exist", None),
-        ({"payload": {"n": object()}}, "not JSON-serializable", "payload"),
-        ({"payload": {"n": float("nan")}}, "not JSON-serializable", "payload"),
-        ({"payload": {"n": "a\x00b"}}, "NUL character", "payload"),
-        ({"payload": {"n": "a\ud800b"}}, "unpaired UTF-16 surrogate", "payload"),
-        ({"metadata": {"x": "\udfff"}}, "unpaired UTF-16 surrogate", "metadata"),
-        ({"payload": ["n"]}, "must be a JSON object", "payload"),
-        ({"payload": {}}, "missing required field", "payload"),
-        ({"entity_kind": ""}, "entity_kind is required", "entity_kind"),
-        ({"entity_id": "nope"}, "not a UUID", "entity_id"),
-        ({"metadata": {"schema_version": 5}}, "no schema version 5", "schema_version"),
-        ({"idempotency_key": ""}, "idempotency_key", "idempotency_key"),
     ],
 )
 def test_bad_input_is_a_clear_error_and_writes_nothing(
     org: Organization, kwargs: dict[str, object], message: str, field: str | None
 ) -> None:
-    call: dict[str, object] = {
-        "event_type": "test.effect",
-        "organization": org,
-        "entity_kind": "thing",
-        "payload": {"n": 1},
-    }
-    call.update(kwargs)
-    event_type = call.pop("event_type")
+    changes = {"organization": org, **kwargs}
     with transaction.atomic():  # the caller's transaction stays usable after the error
         with pytest.raises(eventbus.EventValidationError, match=message) as raised:
-            eventbus.emit(event_type, **call)  # type: ignore[arg-type]
+            eventbus.emit(**{**EFFECT, **changes})  # type: ignore[arg-type]
         assert raised.value.field == field  # the argument at fault (the API's field errors)
         assert counts() == (0, 0)
+        emit_effect(org)
+    assert counts() == (1, 3)
+
+
+@pytest.mark.parametrize(("kwargs", "message", "field"), BAD_FIELDS)
+def test_a_bad_emit_many_item_names_its_index_and_field_and_writes_nothing(
+    org: Organization, kwargs: dict[str, object], message: str, field: str
+) -> None:
+    items: list[dict[str, object]] = [dict(EFFECT), {**EFFECT, **kwargs}, dict(EFFECT)]
+    with transaction.atomic():
+        with pytest.raises(eventbus.EventValidationError, match=f"^item 1: .*{message}") as raised:
+            eventbus.emit_many(items, organization=org)
+        assert raised.value.field == field
+        assert counts() == (0, 0)
+        eventbus.emit_many([EFFECT], organization=org)
+    assert counts() == (1, 3)
+
+
+def test_ten_thousand_levels_of_nesting_are_a_validation_error(org: Organization) -> None:
+    deep = {"n": 1, "deep": nested(10_000)}  # deeper than Python's recursion limit
+    with transaction.atomic():
+        with pytest.raises(eventbus.EventValidationError, match="nested more than") as raised:
+            emit_effect(org, payload=deep)
+        assert raised.value.field == "payload"
+        with pytest.raises(eventbus.EventValidationError, match="item 0: metadata is nested"):
+            eventbus.emit_many([{**EFFECT, "metadata": {"x": deep}}], organization=org)
+        assert counts() == (0, 0)
+
+
+def test_nesting_and_metadata_up_to_their_limits_are_accepted(org: Organization) -> None:
+    event = emit_effect(org, payload={"n": nested(31)}, metadata={"x": "v" * 7000})
+    assert EventLog.objects.get(pk=event.pk).payload == {"n": nested(31)}  # 32 levels
+    with override_settings(EVENTBUS={"MAX_JSON_DEPTH": 3, "MAX_METADATA_BYTES": 100}):
+        emit_effect(org, payload={"n": nested(2)})
+        with pytest.raises(eventbus.EventValidationError, match="more than 3 levels"):
+            emit_effect(org, payload={"n": nested(3)})
+        with pytest.raises(eventbus.EventValidationError, match="EVENTBUS_MAX_METADATA_BYTES"):
+            emit_effect(org, metadata={"x": "v" * 100})
+    assert counts() == (2, 6)
 
 
 @override_settings(EVENTBUS={"MAX_PAYLOAD_BYTES": 1024})
@@ -290,6 +359,55 @@ def test_sql_emit_event_validates(
     with pytest.raises(DatabaseError, match=message), transaction.atomic():
         emit_sql(*call)
     assert counts() == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(EVENTBUS={"NOTIFY_EVENT_TYPES": ["test.effect"]})
+def test_high_priority_emits_wake_workers_when_they_commit(org: Organization) -> None:
+    with psycopg.connect(conninfo(), autocommit=True) as listener:
+        listener.execute(f"LISTEN {emitter.WAKEUP_CHANNEL}")
+        emit_effect(org, idempotency_key="k")
+        emit_effect(org, idempotency_key="k")  # a repeated key: no event, so no wake-up
+        with transaction.atomic():
+            emit_effect(org)
+            transaction.set_rollback(True)  # never committed: never heard
+        eventbus.emit(
+            "lead.won", organization=org, entity_kind="lead", payload={"value": 1, "won_at": "x"}
+        )  # not a high-priority type
+        eventbus.emit_many([EFFECT, EFFECT], organization=org)  # one wake-up for the call
+        with connection.cursor() as cursor:  # committed after all of the above: heard last
+            cursor.execute(f"NOTIFY {emitter.WAKEUP_CHANNEL}, 'end'")
+        heard: list[str] = []
+        for notification in listener.notifies(timeout=10):
+            heard.append(notification.payload)
+            if notification.payload == "end":
+                break
+    assert heard == ["test.effect", "emit_many", "end"]
+
+
+def function_definitions(name: str) -> list[str]:
+    """`CREATE OR REPLACE FUNCTION` text of every function called `name`, as the server has it."""
+    with bound_cursor() as cursor:
+        cursor.row_factory = dict_row
+        cursor.execute(
+            "SELECT pg_get_functiondef(oid) AS definition FROM pg_proc"
+            " WHERE proname = %(name)s ORDER BY oid",
+            {"name": name},
+        )
+        return [row["definition"] for row in cursor.fetchall()]
+
+
+def test_the_live_emit_event_function_is_the_one_in_its_sql_file() -> None:
+    # Migrations apply frozen copies; eventbus/sql/emit_event.sql is what must be live. Applying
+    # the file must change nothing (a new overload would show as a second definition).
+    live = function_definitions("emit_event")
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(statement("emit_event"))
+        from_file = function_definitions("emit_event")
+        transaction.set_rollback(True)
+    assert len(live) == 1
+    assert from_file == live, "eventbus/sql/emit_event.sql differs from the migrated function"
 
 
 def test_emit_checks_its_tenant_once_and_writes_nothing_without_it(org: Organization) -> None:

@@ -14,11 +14,13 @@ import time_machine
 from django.core import mail
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.utils import timezone
 
+from deskcomm import audit_archive
 from deskcomm.cron import jobs
 from deskcomm.models import AuditLog, Contact
 from eventbus.models import Delivery
-from lgpd import services
+from lgpd import selectors, services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
 from tests.lgpd.conftest import CPF, World, request_for
 
@@ -54,7 +56,7 @@ def test_completed_requests_raise_no_sla_alert(
     call_command("lgpd_run", str(request.pk))
     clock.shift(dt.timedelta(days=10))
     assert services.sla_check() == 0
-    assert mail.outbox == []
+    assert [m.to for m in mail.outbox] == [[world.contact.email]]  # the export link, no alert
 
 
 def test_the_sla_job_has_a_daily_schedule() -> None:
@@ -86,6 +88,21 @@ def test_audit_trail_csv_and_its_sha256(
     assert [row["created_at"] for row in rows] == sorted(row["created_at"] for row in rows)
     extraction = AuditLog.objects.get(action="lgpd.audit_extraction")
     assert extraction.details["sha256"] == digest
+
+
+def test_the_audit_trail_reads_the_audit_archives_too(
+    world: World, tmp_path: Path, settings: Any
+) -> None:
+    request = request_for(world, "redact")
+    services.data_request_run(request_id=request.pk, actor="user:dpo")
+    archive = {**settings.STORAGES["archive"], "OPTIONS": {"location": str(tmp_path / "archive")}}
+    settings.STORAGES = {**settings.STORAGES, "archive": archive}
+    before = selectors.audit_trail(world.contact)
+
+    archived = audit_archive.archive_due(now=timezone.now() + dt.timedelta(days=120))
+
+    assert archived.rows > 0 and not AuditLog.objects.filter(action="lgpd.redact.apply").exists()
+    assert sorted(selectors.audit_trail(world.contact)) == sorted(before)  # now from the archives
 
 
 def test_commands_refuse_unknown_ids(db: None, tmp_path: Path) -> None:

@@ -8,11 +8,7 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.apps import apps
 from django.core import mail
-from django.db import models
-from django.db.models import TextField
-from django.db.models.functions import Cast
 
 from deskcomm.models import AuditLog, Contact, Message, Order
 from eventbus.models import Delivery, EventLog
@@ -20,33 +16,13 @@ from lgpd import categories
 from lgpd.handlers import REDACT_CONSUMER
 from lgpd.models import DataRequest
 from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for, run_after
+from tests.support.traces import traces as find_traces
 
 pytestmark = pytest.mark.django_db
 
-TEXT_TYPES = ("CharField", "TextField", "EmailField", "SlugField", "URLField", "JSONField")
-
-
-def text_columns() -> list[tuple[type[models.Model], str]]:
-    """Every text, JSON and array column of every concrete model in the project."""
-    found = []
-    for model in apps.get_models():
-        if model._meta.proxy or not model._meta.managed:
-            continue
-        for field in model._meta.concrete_fields:
-            if field.get_internal_type() in (*TEXT_TYPES, "ArrayField"):
-                found.append((model, field.name))
-    return found
-
 
 def traces() -> list[str]:
-    """`model.field ~ needle` for every column anywhere that still holds one of the needles."""
-    hits = []
-    for model, name in text_columns():
-        rows = model._default_manager.annotate(_as_text=Cast(name, TextField()))
-        for needle in NEEDLES:
-            if rows.filter(_as_text__icontains=needle).exists():
-                hits.append(f"{model._meta.label}.{name} ~ {needle}")
-    return hits
+    return find_traces(NEEDLES)
 
 
 def redact_at_d15(world: World, clock: time_machine.Coordinates) -> DataRequest:

@@ -12,9 +12,11 @@ import signal
 import threading
 import time
 
+import psycopg
 from django.db import connection
 
 import eventbus
+from deskcomm.db import conninfo
 from eventbus import catalog
 
 catalog.declare("test.effect", required=["n"], description="tests: counted side effects")
@@ -139,3 +141,46 @@ def hang(event: eventbus.Event) -> None:
     if event.payload.get("hang"):
         HANG.wait(600)
     record_run(event)
+
+
+catalog.declare("test.idle_lock", required=["lead_id"], description="tests: stuck in a transaction")
+
+# Busy (a running statement, so not idle yet) until another backend waits on a lock: the
+# server's idle-in-transaction timer starts only once someone is blocked behind this handler.
+WAIT_FOR_A_LOCK_WAITER_SQL = """
+DO $$ BEGIN  -- idle-lock-worker: waiting for a waiter
+    WHILE NOT EXISTS (SELECT FROM pg_stat_activity
+                       WHERE wait_event_type = 'Lock' AND datname = current_database()) LOOP
+        PERFORM pg_sleep(0.02);
+        PERFORM pg_stat_clear_snapshot();
+    END LOOP;
+END $$
+"""
+
+
+@eventbus.consumer("idle-lock-worker", events=["test.idle_lock"], atomic=True, max_attempts=1)
+def idle_lock(event: eventbus.Event) -> None:
+    """Writes a lead, then sits idle in its transaction holding that row lock (as a handler
+    stuck on a network call would) until the server ends its session; then touches the database
+    again, which fails."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE deskcomm_lead SET name = 'written by the stuck handler' WHERE id = %s",
+            [event.payload["lead_id"]],
+        )
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+        cursor.execute(WAIT_FOR_A_LOCK_WAITER_SQL)
+    _wait_until_the_server_ends(pid)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _wait_until_the_server_ends(pid: int, timeout: float = 60.0) -> None:
+    """Poll (from another connection, so this session stays idle) until backend `pid` is gone."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(conninfo(), autocommit=True) as watcher:
+        while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not end backend {pid} within {timeout}s")
+            time.sleep(0.05)

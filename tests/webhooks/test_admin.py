@@ -32,11 +32,20 @@ def test_adding_a_subscription_shows_its_secret_once(
         "/admin/webhooks/subscription/add/",
         {"organization": org.pk, "url": URL, "description": "", "event_types": "lead.*, lead.won"},
     )
-    assert response.status_code == 200
-    page = response.content.decode()
+    assert response.status_code == 302  # POST/redirect/GET: a refresh re-submits nothing
+    shown = admin_client.get(response["Location"])
+    assert shown.status_code == 200 and "no-store" in shown["Cache-Control"]
+    page = shown.content.decode()
     subscription = Subscription.objects.get()
     secret = signing.decrypt_secret(subscription.secret_encrypted)
     assert secret in page and "will not be shown again" in page
+    again = admin_client.get(response["Location"])
+    assert again.status_code == 410 and secret not in again.content.decode()
+    assert Subscription.objects.count() == 1
+    # Another session with the same URL gets nothing either.
+    other = Client()
+    other.force_login(User.objects.create_superuser("ops2", "o2@example.com", "pw-not-used"))
+    assert other.get(response["Location"]).status_code == 410
     assert subscription.event_types == ["lead.*", "lead.won"]
     change = admin_client.get(f"/admin/webhooks/subscription/{subscription.pk}/change/")
     assert change.status_code == 200 and secret not in change.content.decode()
@@ -52,11 +61,26 @@ def test_the_add_form_refuses_bad_input(admin_client: Client, org: Organization)
     assert not Subscription.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "url", ["https://0177.0.0.1/x", "https://127.1/x", "https://2130706433/x", "https://0x7f.1/x"]
+)
+def test_the_add_form_refuses_non_canonical_ipv4_hosts(
+    admin_client: Client, org: Organization, url: str
+) -> None:
+    response = admin_client.post(
+        "/admin/webhooks/subscription/add/",
+        {"organization": org.pk, "url": url, "event_types": "lead.*"},
+    )
+    page = response.content.decode()
+    assert response.status_code == 200 and "is not a canonical IPv4 address" in page
+    assert not Subscription.objects.exists() and not AuditLog.objects.exists()
+
+
 def test_rotate_disable_enable_and_ping_actions(admin_client: Client, subscribe: Subscribe) -> None:
     subscription, old = subscribe(URL)
     changelist = "/admin/webhooks/subscription/"
     rotated = admin_client.post(
-        changelist, {"action": "rotate_secret", "_selected_action": [subscription.pk]}
+        changelist, {"action": "rotate_secret", "_selected_action": [subscription.pk]}, follow=True
     )
     subscription.refresh_from_db()
     new = signing.decrypt_secret(subscription.secret_encrypted)

@@ -14,6 +14,7 @@ from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.webhooks.conftest import Subscribe
 from webhooks import services
+from webhooks.conf import SENSITIVE_NAMESPACES
 
 pytestmark = pytest.mark.django_db
 
@@ -45,6 +46,22 @@ def test_exact_wildcard_and_all_match_within_the_organization(
     assert consumers_of(event.id) == expected
     assert event.fanout == 3
     assert EventLog.objects.get(pk=event.pk).fanout == 3
+
+
+@pytest.mark.parametrize("namespace", SENSITIVE_NAMESPACES)
+def test_star_does_not_match_the_sensitive_namespaces(
+    org: Organization, subscribe: Subscribe, namespace: str
+) -> None:
+    everything, _ = subscribe(URL, ["*"])
+    listed, _ = subscribe(URL, [f"{namespace}.*"])
+    event_type = {"lgpd": "lgpd.redact_applied", "system": "system.send_blocked"}[namespace]
+    exact, _ = subscribe(URL, [event_type, "lead.*"])
+    other, _ = subscribe(URL, ["lead.*"])
+    payload = {"request_id": "r", "contact_id": "c", "scope": "crm_only", "reason": "stop"}
+    event = eventbus.emit(event_type, organization=org, entity_kind="contact", payload=payload)
+    assert consumers_of(event.id) == {listed.consumer, exact.consumer}
+    # Everything else still reaches "*" (contact.anonymized included: LGPD Art. 18 §6).
+    assert consumers_of(lead_won(org).id) == {everything.consumer, exact.consumer, other.consumer}
 
 
 def test_emit_stays_one_statement_with_subscriptions(

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import subprocess
+import sys
 import uuid
+from typing import Any
 
 import pytest
 import time_machine
@@ -12,10 +16,12 @@ from django.utils import timezone
 import eventbus
 from deskcomm.models import Organization
 from eventbus.models import Delivery, EventLog
+from tests.conftest import REPO, subprocess_env
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker
-from webhooks import services
+from webhooks import outcome, services, signing
 from webhooks.models import Attempt, Subscription
+from webhooks.sender import AttemptResult
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -147,6 +153,40 @@ def test_ten_consecutive_failures_disable_and_emit_never_to_the_disabled_endpoin
     assert dead.count() == 10
 
 
+def test_a_burst_to_a_failing_endpoint_sends_at_most_ten_requests(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/fail"] = Reply(status=500)
+    failing, _ = subscribe(receiver.url("/fail"), ["lead.*"])
+    emit_leads(org, 14)  # all due at once: one claim takes them all
+    run_worker(concurrency=32, per_subscription=16)
+    failing.refresh_from_db()
+    assert not failing.enabled and failing.disabled_reason.endswith("consecutive failed deliveries")
+    assert len(receiver.on("/fail")) == 10
+    held_back = Attempt.objects.filter(subscription_id=failing.id, error_class="CircuitOpen")
+    assert held_back.count() == 4 and {a.status_code for a in held_back} == {None}
+    with time_machine.travel(timezone.now() + dt.timedelta(hours=1), tick=True):
+        run_worker()
+    assert len(receiver.on("/fail")) == 10
+    assert Delivery.objects.filter(consumer=failing.consumer, status="dead").count() == 14
+
+
+def test_a_failing_endpoint_is_probed_one_request_at_a_time(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    receiver.replies["/flaky"] = Reply(status=503, delay=0.05)
+    subscription, _ = subscribe(receiver.url("/flaky"), ["lead.*"])
+    Subscription.objects.filter(pk=subscription.pk).update(consecutive_failures=2)
+    emit_leads(org, 5)
+    run_worker(concurrency=8)
+    times = sorted(r.at for r in receiver.on("/flaky"))
+    assert len(times) == 5
+    # Each request started after the previous answer (held 0.05 s): never two at once.
+    assert all(b - a >= 0.04 for a, b in itertools.pairwise(times)), times
+    subscription.refresh_from_db()
+    assert (subscription.enabled, subscription.consecutive_failures) == (True, 7)
+
+
 def test_a_success_resets_the_consecutive_failure_counter(
     org: Organization, receiver: Receiver, subscribe: Subscribe
 ) -> None:
@@ -202,3 +242,88 @@ def test_a_subscription_deleted_mid_flight_settles_cleanly(
     assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
     assert len(receiver.requests) == 2
     assert Attempt.objects.count() == 2  # logged although the subscription is gone
+
+
+POLICY = outcome.Policy(schedule=[30, 60], jitter=0.0, max_retry_after=3600.0)
+
+
+def failed_with(error_class: str) -> AttemptResult:
+    return AttemptResult(
+        uuid.uuid4(), "https://hooks.example.com/", START, 5, None, "", error_class, "..."
+    )
+
+
+@pytest.mark.parametrize("error_class", ["InvalidURL", "UnsupportedProtocol", "BlockedDestination"])
+def test_an_unsendable_url_or_refused_address_is_dead_at_the_first_attempt(
+    error_class: str,
+) -> None:
+    decision = outcome.judge(failed_with(error_class), attempt=1, max_attempts=8, policy=POLICY)
+    assert decision.verdict is not None and decision.verdict.dead
+    assert decision.verdict.error_class == error_class and not decision.disable_reason
+
+
+@pytest.mark.parametrize("error_class", ["ConnectError", "Timeout", "RuntimeError", "KeyError"])
+def test_network_errors_and_unexpected_exceptions_are_retried_until_the_last_attempt(
+    error_class: str,
+) -> None:
+    first = outcome.judge(failed_with(error_class), attempt=1, max_attempts=3, policy=POLICY)
+    last = outcome.judge(failed_with(error_class), attempt=3, max_attempts=3, policy=POLICY)
+    assert first.verdict == outcome.Verdict(False, 30.0, error_class, "...")
+    assert last.verdict is not None and last.verdict.dead
+
+
+def test_a_bug_in_the_sender_is_a_recorded_failure_then_retried(
+    org: Organization, receiver: Receiver, subscribe: Subscribe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("the signer broke")
+
+    with time_machine.travel(START, tick=False) as clock:
+        subscription, _ = subscribe(receiver.url())
+        emit_leads(org)
+        delivery = Delivery.objects.get(consumer=subscription.consumer)
+        with monkeypatch.context() as patched:
+            patched.setattr(signing, "signature", broken)
+            run_worker()
+        wait = due_in(delivery)
+        assert (delivery.status, delivery.attempts) == ("pending", 1)
+        assert delivery.last_error == "RuntimeError: the signer broke" and 30 <= wait <= 39
+        [failure] = Attempt.objects.all()
+        assert (failure.error_class, failure.status_code) == ("RuntimeError", None)
+        assert receiver.requests == []
+        clock.shift(dt.timedelta(seconds=wait + 1))
+        run_worker()  # the "deploy" fixed the signer
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("done", 2)
+    assert [r.headers["x-webhook-attempt"] for r in receiver.requests] == ["2"]
+
+
+@pytest.mark.slow
+def test_a_stored_url_the_transport_cannot_send_is_dead_at_once_and_the_worker_returns(
+    org: Organization, receiver: Receiver
+) -> None:
+    """A row from before the URL checks: `deliver_webhooks --once` still finishes."""
+    subscription = Subscription.objects.create(
+        organization=org,
+        url=f"http://0177.0.0.1:{receiver.port}/hook",
+        event_types=["*"],
+        secret_encrypted=signing.encrypt_secret(signing.generate_secret()),
+    )
+    emit_leads(org, 3)
+    finished = subprocess.run(
+        [sys.executable, str(REPO / "manage.py"), "deliver_webhooks", "--once"],
+        env=subprocess_env(WEBHOOKS_ALLOW_PRIVATE_TARGETS="true", WEBHOOKS_ALLOW_HTTP="true"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    deliveries = Delivery.objects.filter(consumer=subscription.consumer)
+    assert [(d.status, d.attempts) for d in deliveries] == [("dead", 1)] * 3
+    assert "'0177.0.0.1' is not a canonical IPv4 address" in deliveries[0].last_error
+    assert deliveries[0].last_error.startswith("InvalidURL: url host")
+    assert set(Attempt.objects.values_list("error_class", flat=True)) == {"InvalidURL"}
+    assert not Delivery.objects.filter(status="processing").exists()
+    assert receiver.connections == 0

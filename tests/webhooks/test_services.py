@@ -51,12 +51,24 @@ def test_bad_event_types_are_refused_and_nothing_is_written(
     assert not Subscription.objects.exists() and not AuditLog.objects.exists()
 
 
-def test_bad_urls_are_refused(org: Organization) -> None:
-    with pytest.raises(services.InvalidSubscription, match="credentials"):
-        services.subscription_create(
-            organization=org, url="https://a:b@x.example.com/", event_types=["*"], actor="t"
-        )
-    assert not Subscription.objects.exists()
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("https://a:b@x.example.com/", "credentials"),
+        ("http://0177.0.0.1:8080/", "host '0177.0.0.1' is not a canonical IPv4 address"),
+        ("http://0x7f.1/", "host '0x7f.1' is not a canonical IPv4 address"),
+        ("http://2130706433/", "host '2130706433' is not a canonical IPv4 address"),
+        ("http://127.1/", "write four decimal numbers without leading zeros"),
+        ("http://127.0.0.1:65536/", "port 65536 is outside 1-65535"),
+    ],
+)
+def test_bad_urls_are_refused(
+    org: Organization, loopback_ok: object, url: str, message: str
+) -> None:
+    with pytest.raises(services.InvalidSubscription, match=message) as refused:
+        services.subscription_create(organization=org, url=url, event_types=["*"], actor="t")
+    assert refused.value.field == "url"
+    assert not Subscription.objects.exists() and not AuditLog.objects.exists()
 
 
 def test_rotation_keeps_the_previous_secret_for_the_grace_window(subscribe: Subscribe) -> None:

@@ -211,11 +211,62 @@ def test_environment_proxies_are_ignored(
         ("https://localhost/x", "localhost"),
         ("https:///x", "no host"),
         ("https://example.com:99999/x", "not valid"),
+        ("https://0177.0.0.1/x", "'0177.0.0.1' is not a canonical IPv4 address"),
+        ("https://0x7f.1/x", "'0x7f.1' is not a canonical IPv4 address"),
+        ("https://2130706433/x", "'2130706433' is not a canonical IPv4 address"),
+        ("https://127.1/x", "'127.1' is not a canonical IPv4 address"),
+        ("https://0x7f.0.0.1/x", "octal, hex, integer and shortened forms are refused"),
+        ("https://hooks.example.com/#x", "fragment"),
+        ("https://hooks.example.com:0/x", "outside 1-65535"),
+        ("https://hooks..example.com/x", "not a valid DNS name"),
+        ("https://hooks.example.com/a b", "space character"),
+        ("https://hooks.example.com/\r\nX-Injected: 1", "control or space character"),
+        ("https://xn--a.example.com/", "not valid IDNA"),
+        ("https://" + "x" * 2001, "longer than 2000"),
+        ("", "required"),
     ],
 )
 def test_subscription_urls_are_validated(strict: None, url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ssrf.validate_url(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("https://127.0.0.1/x", True),
+        ("https://10.0.0.1/x", True),
+        ("https://localhost/x", True),
+        ("https://[::ffff:192.168.0.1]/x", True),
+        ("https://169.254.169.254/x", False),  # the switch would not allow these: not named
+        ("https://0.0.0.0/x", False),
+    ],
+)
+def test_a_private_target_is_refused_naming_the_development_switch(
+    strict: None, url: str, hint: bool
+) -> None:
+    with pytest.raises(ValueError, match="SSRF protection") as refused:
+        ssrf.validate_url(url)
+    assert ("WEBHOOKS_ALLOW_PRIVATE_TARGETS=true" in str(refused.value)) is hint
+
+
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.0.0.1"])
+def test_the_transport_refuses_non_canonical_hosts_before_resolving(
+    receiver: Receiver, host: str
+) -> None:
+    lookups: list[str] = []
+
+    def resolver(name: str, port: int) -> list[str]:
+        lookups.append(name)
+        return ["127.0.0.1"]
+
+    with (
+        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
+        build_client(resolver=resolver) as client,
+        pytest.raises(BlockedDestination, match="not a canonical IPv4 address"),
+    ):
+        post(client, f"http://{host}:{receiver.port}/hook")
+    assert lookups == [] and receiver.connections == 0
 
 
 def test_https_urls_to_public_names_are_accepted(strict: None) -> None:

@@ -12,6 +12,7 @@ from eventbus.models import Delivery, DeliveryAttempt
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import Subscribe, run_worker
 from webhooks import worker as webhook_worker
+from webhooks.models import Subscription
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,3 +49,21 @@ def test_an_exception_in_an_attempt_is_a_recorded_failure_and_once_returns(
         "ZeroDivisionError: a bug in judging the answer"
     }
     assert len(receiver.requests) == 3  # the requests went out; the failure was ours
+
+
+def test_a_subscription_whose_secret_cannot_be_decrypted_stops_no_other(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    broken, _ = subscribe(receiver.url("/broken"))
+    healthy, _ = subscribe(receiver.url("/healthy"))
+    corrupt = "not-a-fernet-token"  # pragma: allowlist secret
+    Subscription.objects.filter(pk=broken.pk).update(secret_encrypted=corrupt)
+    emit_leads(org, 2)
+    worker = run_worker()
+    assert worker.in_flight == 0
+    assert len(receiver.on("/healthy")) == 2 and receiver.on("/broken") == []
+    assert set(
+        Delivery.objects.filter(consumer=healthy.consumer).values_list("status", flat=True)
+    ) == {"done"}
+    failed = Delivery.objects.filter(consumer=broken.consumer)
+    assert set(failed.values_list("status", "error_class")) == {("pending", "SecretUnavailable")}

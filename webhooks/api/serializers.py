@@ -7,8 +7,8 @@ from rest_framework import serializers
 from eventbus.api.serializers import StrictCharField, StrictSerializer
 from eventbus.models import DeliveryStatus
 from webhooks.services import MAX_DESCRIPTION, MAX_EVENT_TYPES
+from webhooks.ssrf import MAX_URL_LENGTH
 
-MAX_URL_LENGTH = 2000
 # Deliveries are bigint ids: a larger `before` could only be a typo, and Postgres would refuse it.
 MAX_DELIVERY_ID = 2**63 - 1
 
@@ -19,7 +19,8 @@ class WebhookSubscriptionInputSerializer(StrictSerializer):
     url = StrictCharField(
         max_length=MAX_URL_LENGTH,
         help_text="Where deliveries are POSTed: `https://` (plain `http` only when the server "
-        "allows it), no credentials, no private, loopback or metadata address.",
+        "allows it), no credentials or fragment, no private, loopback or metadata address; an "
+        "IPv4 host only as four decimal numbers (`0177.0.0.1`, `127.1`, `2130706433` are refused).",
     )
     event_types = serializers.ListField(
         child=StrictCharField(max_length=200),

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from deskcomm import scopes, services
-from deskcomm.models import Organization
+from deskcomm.models import SYSTEM_ORGANIZATION_ID, Organization
 
 
 class Command(BaseCommand):
@@ -27,7 +27,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         organization = Organization.objects.filter(slug=options["organization"]).first()
         if organization is None:
-            raise CommandError(f"no organization with slug {options['organization']!r}")
+            raise CommandError(
+                f"no organization with slug {options['organization']!r}; "
+                f"known slugs: {', '.join(known_slugs()) or '(none yet)'}"
+            )
         wanted = [s for item in options["scopes"] for s in item.split(",") if s.strip()]
         try:
             key, full = services.api_key_create(
@@ -43,3 +46,9 @@ class Command(BaseCommand):
             f"{', '.join(key.scopes)}. Store the key now: it is not shown again."
         )
         self.stdout.write(full)
+
+
+def known_slugs(limit: int = 20) -> list[str]:
+    """Slugs to suggest (customer organizations; the system one is not for API keys)."""
+    slugs = Organization.objects.exclude(pk=SYSTEM_ORGANIZATION_ID).order_by("slug")
+    return list(slugs.values_list("slug", flat=True)[:limit])

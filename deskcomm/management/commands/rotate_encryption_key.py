@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from argparse import ArgumentParser
 from typing import Any
 
@@ -19,20 +20,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "--context", required=True, help="Encryption context, e.g. webhook_secrets."
+            "--context", required=True, help="Encryption context, e.g. webhook_secrets or cpf."
         )
         parser.add_argument("--batch-size", type=int, default=500, help="Rows per transaction.")
 
     def handle(self, *args: Any, context: str, batch_size: int, **options: Any) -> None:
-        if context not in crypto.known_contexts() or not crypto.encrypted_fields(context):
-            known = ", ".join(crypto.known_contexts())
+        if not crypto.encrypted_fields(context):
+            known = ", ".join(crypto.rotatable_contexts())
             raise CommandError(f"unknown encryption context {context!r}; known: {known}")
         if not crypto.configured_keys(context):
             raise CommandError(f"no key is configured for {context}: set it before rotating")
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1")
         report = encryption_key_rotate(
-            context=context, batch_size=batch_size, progress=self.stdout.write
+            context=context,
+            actor=f"cli:{getpass.getuser()}",
+            batch_size=batch_size,
+            progress=self.stdout.write,
         )
         self.stdout.write(
             f"{context}: {report.rewritten} re-encrypted, "

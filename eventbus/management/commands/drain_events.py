@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from deskcomm.db_timeouts import use_database_timeouts
 from deskcomm.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
@@ -74,6 +75,7 @@ class Command(BaseCommand):
         add_loop_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        use_database_timeouts("worker")
         try:
             worker = Worker(
                 WorkerOptions(

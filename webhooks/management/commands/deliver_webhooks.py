@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
+from deskcomm.db_timeouts import use_database_timeouts
 from deskcomm.metrics import start_exporter_if_configured
 from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         add_loop_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        use_database_timeouts("worker")
         start_exporter_if_configured()
         WebhookWorker(
             WebhookWorkerOptions(

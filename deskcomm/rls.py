@@ -1,0 +1,133 @@
+"""Row-level security, the second tenant wall: who a database session may see.
+
+Tenant tables (migration deskcomm 0008) have a policy that shows a row only when the session
+set the bypass (`app.rls_bypass = on`) or the row's organization is the session's tenant
+(`app.organization_id`). A session that set neither sees nothing (fails closed), whatever a
+query forgot to filter. Only roles that are not superusers are subject to it (system check
+deskcomm.W003).
+
+- **Platform processes bypass, explicitly, per process:** every `manage.py` command except the
+  web servers (drain_events, deliver_webhooks, rundramatiq, run_scheduler, migrate, the LGPD and
+  maintenance commands...) calls `bypass_process()` when Django starts (`DeskcommConfig.ready`),
+  which puts `-c app.rls_bypass=on` in the startup options of every connection the process (and
+  its children: rundramatiq's workers, pg_dump) opens: no extra round trip. Anything else
+  long-running that is not a manage.py command calls `bypass_process()` before its first query
+  (or runs with DB_RLS_BYPASS=true).
+- **Web processes fail closed** and scope each request: an API key sets its tenant (the lookup
+  function `deskcomm_api_key_authenticate` does it in the same statement), the platform admin
+  sets the bypass (`AdminBypassMiddleware`), the views with no tenant (cron, metrics, the
+  e-mailed export link) set it themselves; `request_finished` puts the session back.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+TENANT = "app.organization_id"
+BYPASS = "app.rls_bypass"
+BYPASS_OPTION = f"-c {BYPASS}=on"
+PROCESS_ENV = "DB_RLS_BYPASS"
+# manage.py commands that serve web requests: scoped per request, never bypassing as a whole.
+WEB_COMMANDS = frozenset({"runserver", "testserver"})
+
+SET_SCOPE_SQL = "SELECT set_config(%s, %s, false), set_config(%s, %s, false)"
+_DIRTY = "_deskcomm_rls_scoped"  # attribute on a connection wrapper: scoped away from its default
+
+
+def select_for_process(argv: Sequence[str]) -> None:
+    """At start-up: bypass for platform processes (see the module docstring), else closed."""
+    if wants_bypass(argv, os.environ):
+        bypass_process()
+
+
+def wants_bypass(argv: Sequence[str], env: Mapping[str, str]) -> bool:
+    """A manage.py command other than a web server, or DB_RLS_BYPASS set (inherited by the
+    children of a bypassing process, e.g. rundramatiq's workers)."""
+    if env.get(PROCESS_ENV, "").lower() in ("1", "true", "yes", "on"):
+        return True
+    managed = os.path.basename(argv[0] if argv else "") in ("manage.py", "django-admin")
+    command = argv[1] if len(argv) > 1 else ""
+    return managed and bool(command) and command not in WEB_COMMANDS
+
+
+def bypass_process() -> None:
+    """Every connection this process (and its children) opens from now on bypasses RLS."""
+    os.environ[PROCESS_ENV] = "true"
+    options = os.environ.get("PGOPTIONS", "")
+    if BYPASS_OPTION not in options:
+        os.environ["PGOPTIONS"] = f"{options} {BYPASS_OPTION}".strip()
+    for alias in settings.DATABASES:
+        db_options = connections[alias].settings_dict.setdefault("OPTIONS", {})
+        current = db_options.get("options", "")
+        if BYPASS_OPTION not in current:
+            db_options["options"] = f"{current} {BYPASS_OPTION}".strip()
+
+
+def process_bypasses() -> bool:
+    return os.environ.get(PROCESS_ENV) == "true"
+
+
+def set_scope(
+    *, organization_id: uuid.UUID | None = None, bypass: bool = False, using: str = "default"
+) -> None:
+    """Scope this connection's session: a tenant, the bypass, or (neither) nothing visible.
+
+    Session-level (requests run in autocommit), undone by `reset_scope` at the request's end.
+    """
+    connection = connections[using]
+    tenant = str(organization_id) if organization_id else ""
+    with connection.cursor() as cursor:
+        cursor.execute(SET_SCOPE_SQL, [TENANT, tenant, BYPASS, "on" if bypass else "off"])
+    mark_scoped(connection)
+
+
+def mark_scoped(connection: BaseDatabaseWrapper) -> None:
+    setattr(connection, _DIRTY, True)
+
+
+def reset_scope(using: str = "default") -> None:
+    """Back to the process's default (bypass or closed) if this request scoped the session."""
+    connection = connections[using]
+    if not getattr(connection, _DIRTY, False):
+        return
+    setattr(connection, _DIRTY, False)
+    if connection.connection is None:
+        return  # closed: the session (and its settings) went with it
+    bypass = "on" if process_bypasses() else "off"
+    with connection.cursor() as cursor:
+        cursor.execute(SET_SCOPE_SQL, [TENANT, "", BYPASS, bypass])
+
+
+@contextmanager
+def scoped(*, organization_id: uuid.UUID | None = None, bypass: bool = False) -> Iterator[None]:
+    """`set_scope` for a block (tests, scripts), then back to the process default."""
+    set_scope(organization_id=organization_id, bypass=bypass)
+    try:
+        yield
+    finally:
+        reset_scope()
+
+
+def on_request_boundary(**kwargs: Any) -> None:
+    """request_started / request_finished: never let a request inherit another's scope."""
+    reset_scope()
+
+
+class AdminBypassMiddleware:
+    """The platform admin (staff under /admin/) sees every tenant: the bypass, per request."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: Any) -> Any:
+        if request.path.startswith("/admin/") and getattr(request.user, "is_staff", False):
+            set_scope(bypass=True)
+        return self.get_response(request)

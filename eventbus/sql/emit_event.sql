@@ -1,0 +1,104 @@
+-- emit_event: emit an event from SQL (triggers), with the same validation and fan-out as
+-- eventbus.emit; returns the event id (the existing event's for a repeated idempotency key).
+--
+-- This is the live definition. Migrations never read this file: each applies a frozen copy
+-- (0002, then 0004, 0008, 0012 of eventbus). To change the function, change this file AND add a
+-- migration that applies a frozen copy of the new text; tests/eventbus/test_emitter.py fails while
+-- the database's function differs from this file.
+--
+-- The organization row is locked FOR KEY SHARE (the tenant check of every emit path); routes
+-- come from eventbus_route (the registry's mirror) plus eventbus_org_routes(), counted into
+-- `fanout` and written as deliveries in one statement (one snapshot).
+CREATE OR REPLACE FUNCTION emit_event(
+    p_event_type      text,
+    p_entity_kind     text,
+    p_entity_id       uuid,
+    p_payload         jsonb DEFAULT '{}'::jsonb,
+    p_metadata        jsonb DEFAULT '{}'::jsonb,
+    p_organization_id uuid  DEFAULT NULL
+) RETURNS uuid
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_event_id uuid := gen_random_uuid();
+    v_payload  jsonb := coalesce(p_payload, '{}'::jsonb);
+    v_metadata jsonb := coalesce(p_metadata, '{}'::jsonb);
+    v_key      text := v_metadata ->> 'idempotency_key';
+    v_schema   eventbus_eventtypeschema%ROWTYPE;
+    v_missing  text[];
+    v_inserted int;  -- events inserted (0, or 1)
+    v_existing uuid;
+BEGIN
+    IF p_organization_id IS NULL THEN
+        RAISE EXCEPTION 'emit_event: organization is required (every event belongs to a tenant)'
+              USING ERRCODE = '22023';
+    END IF;
+    -- The tenant must exist, and cannot be deleted before this transaction ends.
+    PERFORM 1 FROM deskcomm_organization WHERE id = p_organization_id FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'emit_event: organization % does not exist', p_organization_id
+              USING ERRCODE = '23503';
+    END IF;
+    IF p_event_type IS NULL OR p_event_type !~ '^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$' THEN
+        RAISE EXCEPTION 'emit_event: invalid event type %: expected {entity}.{action} in lower snake case',
+              quote_nullable(p_event_type) USING ERRCODE = '22023';
+    END IF;
+    IF p_entity_kind IS NULL OR btrim(p_entity_kind) = '' THEN
+        RAISE EXCEPTION 'emit_event: entity_kind is required' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_typeof(v_payload) <> 'object' OR jsonb_typeof(v_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'emit_event: payload and metadata must be JSON objects' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO v_schema FROM eventbus_eventtypeschema WHERE name = p_event_type;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'emit_event: unknown event type % (not in the catalog)', p_event_type
+              USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(f) INTO v_missing FROM unnest(v_schema.required) AS f WHERE NOT v_payload ? f;
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'emit_event: % v% payload is missing required field(s): %',
+              p_event_type, v_schema.version, array_to_string(v_missing, ', ')
+              USING ERRCODE = '22023';
+    END IF;
+
+    -- One statement (one snapshot): the routes are counted into `fanout` and turned into
+    -- deliveries from the same rows, even while subscriptions change concurrently.
+    WITH routes AS MATERIALIZED (
+        SELECT r.consumer, r.max_attempts, r.delay_seconds
+          FROM eventbus_route r WHERE r.event_type = p_event_type
+        UNION ALL
+        SELECT o.consumer, o.max_attempts, o.delay_seconds
+          FROM eventbus_org_routes(p_organization_id, p_event_type, v_payload) o
+    ), ev AS (
+        INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
+                               metadata, consumed_by, attempts, status, fanout, idempotency_key,
+                               created_at, updated_at)
+        SELECT v_event_id, p_organization_id, p_event_type, p_entity_kind, p_entity_id, v_payload,
+               v_metadata || jsonb_build_object(
+                   'schema_version', v_schema.version,
+                   'emitted_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')),
+               '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n, v_key, now(), now()
+          FROM (SELECT count(*)::int AS n FROM routes) c
+        ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING id
+    ), deliveries AS (
+        INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
+                                       attempts, max_attempts, next_attempt_at, created_at,
+                                       updated_at)
+        SELECT ev.id, p_organization_id, r.consumer, p_event_type, 'pending', 0, r.max_attempts,
+               now() + r.delay_seconds * interval '1 second', now(), now()
+          FROM ev, routes r
+    )
+    SELECT count(*) INTO v_inserted FROM ev;
+    IF v_inserted = 0 THEN  -- the idempotency key was already used: return that event
+        SELECT id INTO v_existing FROM event_log
+         WHERE organization_id = p_organization_id AND idempotency_key = v_key;
+        RETURN v_existing;
+    END IF;
+
+    IF v_schema.notify THEN
+        PERFORM pg_notify('eventbus_wakeup', p_event_type);
+    END IF;
+    RETURN v_event_id;
+END
+$$;

@@ -1,0 +1,136 @@
+"""The real browser for admin tests: the system's headless Chromium through Selenium, and small
+page helpers. Nothing is downloaded at run time."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MISSING = (
+    "needs Chromium and chromedriver ({}, {}); on Debian: apt-get install chromium chromium-driver"
+)
+ARTIFACTS = REPO / "test-artifacts" / "admin"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1440,1000",
+)
+WAIT = 15.0
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Chromium; missing, the test is skipped, or fails under CI=true (.ci/run
+    installs it, so CI can never pass without having opened the admin in a browser)."""
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        reason = MISSING.format(CHROMIUM, CHROMEDRIVER)
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    profile = tempfile.mkdtemp(prefix="deskcomm-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.implicitly_wait(5)  # find_element waits for the element a page is still rendering
+    driver.set_page_load_timeout(WAIT * 2)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Console:
+    """Small page helpers: navigate, wait, click, screenshot."""
+
+    def __init__(self, driver: Any, base_url: str) -> None:
+        from selenium.common.exceptions import (
+            NoSuchElementException,
+            StaleElementReferenceException,
+        )
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.driver = driver
+        self.base = base_url
+        self.by = By
+        # While a page is replaced, elements of the old one go stale: keep polling.
+        self.wait = WebDriverWait(
+            driver,
+            WAIT,
+            ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
+        )
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.base + path)
+
+    def find(self, css: str) -> Any:
+        return self.wait.until(lambda d: d.find_element(self.by.CSS_SELECTOR, css))
+
+    def click_link(self, text: str, within: str = "body") -> None:
+        self.find(within).find_element(self.by.LINK_TEXT, text).click()
+
+    def wait_for_text(self, text: str) -> None:
+        """Wait until the page's text (as in the HTML, before CSS transforms) contains `text`."""
+        try:
+            self.wait.until(lambda d: text in self.page_text())
+        except Exception:
+            self.shot("failure")
+            raise AssertionError(f"{text!r} not on {self.driver.current_url}") from None
+
+    def page_text(self) -> str:
+        body = self.driver.find_element(self.by.TAG_NAME, "body")
+        return " ".join(str(body.get_attribute("textContent")).split())
+
+    def shot(self, name: str) -> Path:
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(1440, max(900, min(int(height) + 40, 4000)))
+        target = ARTIFACTS / f"{name}.png"
+        assert self.driver.save_screenshot(str(target)), f"screenshot {target} failed"
+        return target
+
+    def run_action(self, action: str) -> None:
+        from selenium.webdriver.support.ui import Select
+
+        self.find("input.action-select").click()  # the first row
+        Select(self.find("select[name=action]")).select_by_value(action)
+        self.find("button[name=index]").click()
+
+
+def log_in(driver: Any, base_url: str, username: str, password: str) -> None:
+    """Log in through the admin's own login form."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{base_url}/admin/login/")
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    WebDriverWait(driver, WAIT).until(lambda d: "/admin/login/" not in d.current_url)
+
+
+def wait_for(driver: Any, condition: Any) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, WAIT).until(condition)
