@@ -178,7 +178,7 @@ def test_connection_lost_mid_ack_reconnects_and_settles_once(
         drain = start_drain("--poll-interval", "0.2", "--no-listen", *EFFECT_ARGS)
         processes.append(drain)
         wait_for(lambda: bool(waiting_ack_backends()), timeout=60, what="the ack to block")
-        assert len(side_effect_rows()) == 15  # handlers ran; the ack is what is stuck
+        assert side_effect_rows()  # handlers ran (maybe not all yet); the ack is what is stuck
         blocker.execute("SELECT pg_terminate_backend(%s)", [waiting_ack_backends()[0]])
         blocker.execute("COMMIT")
     wait_for(
