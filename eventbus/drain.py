@@ -18,9 +18,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import psycopg
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -48,8 +47,7 @@ CPU_BOUND_SHARE = 0.5
 Kind = Literal["done", "committed", "failed", "released"]
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(NamedTuple):
     """What one run came to; `failure` is set when `kind` is "failed"."""
 
     job: Job
@@ -377,16 +375,16 @@ def _duration(consumer: str, event_type: str) -> Histogram:
 
 def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
     settlements = by_token((r.job.token, r.job.event) for r in results)
-    for r in results:
-        s, delivery_id = settlements[r.job.token], r.job.event.delivery_id
-        if r.kind == "failed" and r.failure is not None:
-            s.failures.append(r.failure)
-        elif r.kind == "done":
-            s.done.append(delivery_id)
-        elif r.kind == "committed":
-            s.committed.append(delivery_id)
+    s: Settlement | None = None
+    lists: dict[str, list[int]] = {}
+    for job, kind, failure_ in results:
+        if s is None or s.token is not job.token:  # a claim's results mostly come together
+            s = settlements[job.token]
+            lists = {"done": s.done, "committed": s.committed, "released": s.released}
+        if failure_ is not None:
+            s.failures.append(failure_)
         else:
-            s.released.append(delivery_id)
+            lists[kind].append(job.event.delivery_id)
     return settlements
 
 

@@ -20,6 +20,7 @@ owns the rest, once for all of them:
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
@@ -51,6 +52,15 @@ EXIT_DEGRADED = 75  # EX_TEMPFAIL: too many abandoned handler threads, start a f
 # ack statement) serves several deliveries at a bounded cost in latency. A pump's own signals
 # (half a batch finished, its queue low or empty) end the wait early.
 GATHER_SECONDS = 0.02
+
+
+def freeze_startup_heap() -> None:
+    """Put what the process allocated while starting (Django, the apps, the registries) out of
+    the garbage collector's reach. A worker then allocates a few short-lived objects per
+    delivery, and every full collection would otherwise walk that whole start-up heap again:
+    about a sixth of a no-op drain's CPU. Call it once, right before the runner starts."""
+    gc.collect()
+    gc.freeze()
 
 
 class Pump(Protocol):

@@ -56,10 +56,10 @@ def settle(settlement: Settlement, *, worker_id: str) -> list[claims.DeadDeliver
 def by_token(claimed: Iterable[tuple[uuid.UUID, Event]]) -> dict[uuid.UUID, Settlement]:
     """Empty settlements for (claim token, event) pairs, one per claim."""
     settlements: dict[uuid.UUID, Settlement] = {}
+    settlement: Settlement | None = None
     for token, event in claimed:
-        settlement = settlements.get(token)
-        if settlement is None:
-            settlement = settlements[token] = Settlement(token)
+        if settlement is None or settlement.token is not token:  # a claim's come together
+            settlement = settlements.setdefault(token, Settlement(token))
         settlement.consumer_of[event.delivery_id] = event.consumer
         settlement.event_type_of[event.delivery_id] = event.event_type
     return settlements

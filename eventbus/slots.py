@@ -14,10 +14,11 @@ threads runs one job at a time, back to back, from a shared queue, optionally at
   stopped past its lease) waits until the heartbeat confirms or drops it.
 
 Any exception a job raises, `BaseException` included, becomes a result through `on_error`: a
-slot thread never dies of a job. Per job, a slot takes the lock twice and wakes the main thread
-only for the first result waiting, for every `signal_every` results, when the queue falls to
-`low_water` (time to claim more) or runs dry; the runner then gathers results for a few
-milliseconds more into one settle, unless another of these wakes it first.
+slot thread never dies of a job. Per job, a slot takes the lock once (to hand over its result
+and take the next job) and wakes the main thread only for the first result waiting, for every
+`signal_every` results, when the queue falls to `low_water` (time to claim more) or runs dry;
+the runner then gathers results for a few milliseconds more into one settle, unless another
+of these wakes it first.
 """
 
 from __future__ import annotations
@@ -42,9 +43,10 @@ R = TypeVar("R")
 
 RECHECK_SECONDS = 0.1  # how soon a slot looks again at jobs `can_start` held back
 DECAY = 0.999  # per run: cpu_share() follows about the last thousand runs
+SAMPLE_EVERY = 32  # runs between two readings of a slot's CPU clock (see SlotPool._account)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Job:
     """One claimed delivery to run: its claim's token, the event, its deadline and lane."""
 
@@ -71,6 +73,9 @@ class Leases:
         self._held: dict[uuid.UUID, set[int]] = {}
         self._lost: set[int] = set()
         self._until: dict[uuid.UUID, float] = {}
+        # The earliest of those deadlines: before it, every held claim is trusted, and a job
+        # starts without looking its claim up (the common case, checked per job).
+        self._all_until = 0.0
 
     def hold(self, token: uuid.UUID, ids: Iterable[int]) -> None:
         with self._lock:
@@ -79,10 +84,15 @@ class Leases:
 
     def renew(self, token: uuid.UUID) -> None:
         lease = float(bus_settings.LEASE_SECONDS)
-        self._until[token] = time.monotonic() + lease * self.SHARE
+        with self._lock:
+            if token not in self._held:
+                return  # settled meanwhile (the heartbeat read it just before)
+            self._until[token] = time.monotonic() + lease * self.SHARE
+            self._all_until = min(self._until.values())
 
     def trusted(self, job: Job) -> bool:
-        return time.monotonic() < self._until.get(job.token, 0.0)
+        now = time.monotonic()
+        return now < self._all_until or now < self._until.get(job.token, 0.0)
 
     def held(self) -> dict[uuid.UUID, list[int]]:
         with self._lock:
@@ -91,8 +101,8 @@ class Leases:
     def lose(self, token: uuid.UUID, ids: set[int], *, never_started: set[int]) -> None:
         """Taken over: no longer held; the results of those that did start are to be dropped."""
         with self._lock:
-            self._held.get(token, set()).difference_update(ids)
             self._lost.update(ids - never_started)
+        self.settled(token, ids)
 
     def take_lost(self, ids: Iterable[int]) -> set[int]:
         """Which of these results belong to lost deliveries (each reported once)."""
@@ -107,9 +117,10 @@ class Leases:
             if held is None:
                 return
             held.difference_update(ids)
-            if not held:
+            if not held:  # the claim is over: its deadline no longer bounds the others
                 del self._held[token]
                 self._until.pop(token, None)
+                self._all_until = min(self._until.values(), default=0.0)
 
 
 def log_lost(pump: str, token: uuid.UUID, ids: set[int], never_started: int) -> None:
@@ -129,6 +140,11 @@ class _Slot:
     started: float = 0.0
     abandoned: bool = False
     thread: threading.Thread | None = field(default=None, repr=False)
+    # CPU-share accounting (SlotPool._account): the clocks when the current window opened (0
+    # while the slot is idle) and the runs finished since
+    sampled_wall: float = 0.0
+    sampled_cpu: float = 0.0
+    unsampled: int = 0
 
 
 class SlotPool(Generic[R]):
@@ -155,7 +171,9 @@ class SlotPool(Generic[R]):
         self._signal_every = max(1, signal_every)
         self._low_water = low_water
         self._name = name
-        self._cond = threading.Condition()
+        # Taken directly (a C-level `with`); `_cond` waits and notifies on the same lock.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._queue: deque[Job] = deque()
         self._results: list[R] = []
         self._lanes: Counter[str] = Counter()
@@ -164,8 +182,8 @@ class SlotPool(Generic[R]):
         self._closing = False
         self._size = max(1, size)
         self._started = 0
-        # Handler time spent on the CPU (holding the GIL) and in all, decayed per run: see
-        # cpu_share(). Updated by the slots without the lock (a statistic, not a count).
+        # Slot time spent on the CPU (holding the GIL) and in all while busy, decayed per run:
+        # see cpu_share(). Updated by the slots under the lock.
         self._cpu_seconds = 0.0
         self._wall_seconds = 0.0
         # Set by the pump: wake it only when everything submitted has finished (CPU-bound work
@@ -177,7 +195,7 @@ class SlotPool(Generic[R]):
 
     def submit(self, jobs: Iterable[Job]) -> None:
         """Queue jobs (the slot threads start with the first ones)."""
-        with self._cond:
+        with self._lock:
             while self._started < self._size:
                 self._add_slot()
             self._queue.extend(jobs)
@@ -185,7 +203,7 @@ class SlotPool(Generic[R]):
 
     def take(self) -> list[R]:
         """The results collected since the last call."""
-        with self._cond:
+        with self._lock:
             results, self._results = self._results, []
         return results
 
@@ -200,22 +218,22 @@ class SlotPool(Generic[R]):
     @property
     def outstanding(self) -> int:
         """Jobs submitted and not yet returned by `take` (queued, running, finished)."""
-        with self._cond:
+        with self._lock:
             running = sum(1 for slot in self._slots if slot.job is not None)
             return len(self._queue) + running + len(self._results)
 
     def held(self) -> list[Job]:
         """Jobs queued or running (not abandoned): their leases must stay alive."""
-        with self._cond:
+        with self._lock:
             return [*self._queue, *(s.job for s in self._slots if s.job is not None)]
 
     def running_since(self) -> list[tuple[Job, float]]:
-        with self._cond:
+        with self._lock:
             return [(s.job, s.started) for s in self._slots if s.job is not None]
 
     def take_queued(self) -> list[Job]:
         """Every job not started yet (to release them)."""
-        with self._cond:
+        with self._lock:
             jobs = list(self._queue)
             self._queue.clear()
         return jobs
@@ -223,7 +241,7 @@ class SlotPool(Generic[R]):
     def stuck(self, after: float, now: float | None = None) -> bool:
         """Whether every slot has been running its current job for longer than `after`."""
         now = time.monotonic() if now is None else now
-        with self._cond:
+        with self._lock:
             busy = [s for s in self._slots if s.job is not None and now - s.started > after]
             return bool(self._slots) and len(busy) == len(self._slots)
 
@@ -231,7 +249,7 @@ class SlotPool(Generic[R]):
         """Jobs running past their timeout: their slots are abandoned and replaced."""
         now = time.monotonic() if now is None else now
         given_up: list[tuple[Job, float]] = []
-        with self._cond:
+        with self._lock:
             for slot in list(self._slots):
                 job = slot.job
                 if job is None or now - slot.started <= job.timeout:
@@ -253,19 +271,19 @@ class SlotPool(Generic[R]):
     def drop(self, ids: set[int]) -> list[Job]:
         """Take the queued jobs of these deliveries off the queue (their lease was lost): they
         never start. Returns them; running ones finish and their results come back as usual."""
-        with self._cond:
+        with self._lock:
             dropped = [job for job in self._queue if job.event.delivery_id in ids]
             self._queue = deque(job for job in self._queue if job.event.delivery_id not in ids)
         return dropped
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until nothing is queued or running (or `timeout`); True when idle."""
-        with self._cond:
+        with self._lock:
             return self._cond.wait_for(self._idle, timeout)
 
     def idle(self) -> bool:
         """Nothing queued or running (results may be waiting to be taken)."""
-        with self._cond:
+        with self._lock:
             return self._idle()
 
     def _idle(self) -> bool:
@@ -283,17 +301,17 @@ class SlotPool(Generic[R]):
 
     def pause(self) -> None:
         """Start no further job (the database is unreachable); running ones finish."""
-        with self._cond:
+        with self._lock:
             self._paused = True
 
     def resume(self) -> None:
-        with self._cond:
+        with self._lock:
             self._paused = False
             self._cond.notify_all()
 
     def close(self, timeout: float) -> None:
         """Let running jobs finish (up to `timeout` seconds in all); queued ones stay queued."""
-        with self._cond:
+        with self._lock:
             self._closing = True
             self._cond.notify_all()
             threads = [s.thread for s in self._slots if s.thread is not None]
@@ -324,20 +342,23 @@ class SlotPool(Generic[R]):
 
     def _serve(self, slot: _Slot) -> None:
         try:
-            while (job := self._next(slot)) is not None:
-                started, cpu = slot.started, time.thread_time()
+            job = self._next(slot, None)
+            while job is not None:
                 try:
                     result = self._run(job)
                 except BaseException as exc:  # a slot never dies of a job
-                    result = self._on_error(job, exc, time.monotonic() - started)
-                self._cpu_seconds += time.thread_time() - cpu
-                if not self._finish(slot, job, result):
-                    return
+                    result = self._on_error(job, exc, time.monotonic() - slot.started)
+                job = self._next(slot, (job, result))
         finally:
             connections.close_all()
 
-    def _next(self, slot: _Slot) -> Job | None:
-        with self._cond:
+    def _next(self, slot: _Slot, done: tuple[Job, R] | None) -> Job | None:
+        """Hand over the result of the job `done` (if any) and take the next job, under one
+        lock: a job costs the slot one acquisition. None when the slot is to exit (closing, or
+        this thread was abandoned)."""
+        with self._lock:
+            if done is not None and not self._finish(slot, *done):
+                return None
             while True:
                 if self._closing:
                     return None
@@ -346,7 +367,10 @@ class SlotPool(Generic[R]):
                     slot.job, slot.started = job, time.monotonic()
                     if job.lane is not None:
                         self._lanes[job.lane] += 1
+                    if not slot.sampled_wall:
+                        self._account(slot, reopen=True)  # busy again: open a window
                     return job
+                self._account(slot, reopen=False)  # going idle: close the window
                 # Jobs held back by `can_start` (an unconfirmed lease) are looked at again soon.
                 self._cond.wait(RECHECK_SECONDS if self._queue else None)
 
@@ -372,28 +396,41 @@ class SlotPool(Generic[R]):
         would only compete for the GIL with the claim and the ack."""
         return self._cpu_seconds / self._wall_seconds if self._wall_seconds else 0.0
 
+    def _account(self, slot: _Slot, *, reopen: bool) -> None:
+        """Add the slot's CPU and wall time since its window opened to the decayed totals, and
+        open the next window (`reopen`) or leave it closed while the slot waits idle. Done
+        every `SAMPLE_EVERY` runs and around idle waits, not per run: reading a thread's CPU
+        clock costs a system call."""
+        wall, cpu = time.monotonic(), time.thread_time()
+        if slot.sampled_wall:
+            decay = DECAY**slot.unsampled
+            self._wall_seconds = self._wall_seconds * decay + (wall - slot.sampled_wall)
+            self._cpu_seconds = self._cpu_seconds * decay + (cpu - slot.sampled_cpu)
+        slot.sampled_wall, slot.sampled_cpu = (wall, cpu) if reopen else (0.0, 0.0)
+        slot.unsampled = 0
+
     def _finish(self, slot: _Slot, job: Job, result: R) -> bool:
-        """Hand the result over; False when this thread was abandoned (it exits)."""
-        self._wall_seconds = self._wall_seconds * DECAY + (time.monotonic() - slot.started)
-        self._cpu_seconds *= DECAY
-        with self._cond:
-            if slot.abandoned:
-                self.orphans -= 1
-                return False
-            slot.job = None
-            if job.lane is not None:
-                self._lanes[job.lane] -= 1
-                self._cond.notify_all()  # a job of that lane may now run
-            self._results.append(result)
-            waiting = len(self._results)
-            idle = not self._queue and self._idle()
-            if idle:
-                self._cond.notify_all()  # wait_idle
-            if self.quiet:
-                wake = idle
-            else:
-                queued = len(self._queue)
-                wake = waiting in (1, self._signal_every) or queued in (0, self._low_water)
+        """Hand the result over (under the lock); False when this thread was abandoned."""
+        if slot.abandoned:
+            self.orphans -= 1
+            return False
+        slot.job = None
+        slot.unsampled += 1
+        if slot.unsampled >= SAMPLE_EVERY:
+            self._account(slot, reopen=True)
+        if job.lane is not None:
+            self._lanes[job.lane] -= 1
+            self._cond.notify_all()  # a job of that lane may now run
+        self._results.append(result)
+        waiting = len(self._results)
+        idle = not self._queue and self._idle()
+        if idle:
+            self._cond.notify_all()  # wait_idle
+        if self.quiet:
+            wake = idle
+        else:
+            queued = len(self._queue)
+            wake = waiting in (1, self._signal_every) or queued in (0, self._low_water)
         if wake:
             self._on_progress()
         return True

@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -152,14 +153,40 @@ def test_dropped_jobs_never_start(harness: type[Harness]) -> None:
     assert h.pool.outstanding == 0
 
 
-def test_jobs_of_an_unconfirmed_lease_wait_for_the_heartbeat(harness: type[Harness]) -> None:
+def test_jobs_of_an_unconfirmed_lease_wait_for_the_heartbeat(
+    harness: type[Harness], settings: Any
+) -> None:
     leases = Leases()
+    settings.EVENTBUS = {"LEASE_SECONDS": 0.05}
+    leases.hold(TOKEN, [1])
+    assert poll(lambda: not leases.trusted(job(1)))  # confirmed longer than 80% of a lease ago
     h = harness(1, can_start=leases.trusted)
     h.pool.submit([job(1)])
-    assert h.results(1, within=0.5) == []  # never confirmed: held back
+    assert h.results(1, within=0.5) == []  # held back
     assert h.pool.queued == 1
+    settings.EVENTBUS = {"LEASE_SECONDS": 30}
     leases.renew(TOKEN)  # the heartbeat extended the claim
     assert h.results(1) == [(1, "ok")]
+
+
+def test_one_stale_claim_holds_back_only_its_own_jobs(settings: Any) -> None:
+    leases = Leases()
+    stale = Job(uuid.uuid4(), job(2).event, 30.0)
+    settings.EVENTBUS = {"LEASE_SECONDS": 0.05}
+    leases.hold(stale.token, [2])
+    assert poll(lambda: not leases.trusted(stale))
+    settings.EVENTBUS = {"LEASE_SECONDS": 30}
+    leases.hold(TOKEN, [1])  # a fresh claim beside the stale one
+    assert leases.trusted(job(1))
+    assert not leases.trusted(stale)
+
+
+def test_a_renewal_after_the_settle_leaves_nothing_behind() -> None:
+    leases = Leases()
+    leases.hold(TOKEN, [1])
+    leases.settled(TOKEN, [1])
+    leases.renew(TOKEN)  # the heartbeat read the claim just before it was settled
+    assert leases.held() == {} and not leases.trusted(job(1))
 
 
 def test_leases_forget_what_was_lost_or_settled() -> None:

@@ -12,6 +12,7 @@ from deskcomm.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.routes import sync_routes
+from eventbus.runner import freeze_startup_heap
 from eventbus.worker import Worker, WorkerOptions
 
 
@@ -101,4 +102,5 @@ class Command(BaseCommand):
             )
         sync_routes()
         start_exporter_if_configured()
+        freeze_startup_heap()
         worker.run()

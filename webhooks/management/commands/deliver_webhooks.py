@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand
 from deskcomm.db_timeouts import use_database_timeouts
 from deskcomm.metrics import start_exporter_if_configured
 from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
+from eventbus.runner import freeze_startup_heap
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
 
@@ -35,6 +36,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         use_database_timeouts("worker")
         start_exporter_if_configured()
+        freeze_startup_heap()
         WebhookWorker(
             WebhookWorkerOptions(
                 concurrency=options["concurrency"],
