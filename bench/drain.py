@@ -478,16 +478,15 @@ class Bench:
 
 
 def run_workers(
-    commands: Sequence[Sequence[str]], env: dict[str, str]
+    commands: Sequence[Sequence[str]], env: dict[str, str], *, cwd: Path = REPO_ROOT
 ) -> tuple[float, list[dict[str, Any]]]:
-    """Start the processes, wait until all are ready, signal them, wait for their results.
+    """Start the processes (in `cwd`), wait until all are ready, signal them, wait for their
+    results.
 
     Returns the wall time from the start signal to the latest `t_end`, and each result.
     """
     procs = [
-        subprocess.Popen(
-            list(cmd), cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        subprocess.Popen(list(cmd), cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         for cmd in commands
     ]
     try:
