@@ -30,6 +30,7 @@ from django.core.files.storage import Storage, storages
 from django.db import connection
 from psycopg import sql
 
+from deskcomm.db import drop_database
 from deskcomm.pg_tools import tools_for
 
 CORE_APPS = ("deskcomm", "eventbus", "webhooks")
@@ -197,9 +198,7 @@ def _recreate(name: str) -> None:
 
 def _drop(name: str) -> None:
     with psycopg.connect(**_conninfo(), autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+        drop_database(conn, name)
 
 
 def _manifest_name(dump: str) -> str:

@@ -1,5 +1,6 @@
 """Database helpers: libpq connection strings for connections Django does not manage (LISTEN,
-locks, brokers), and a server-side-binding cursor on Django's connection for the hot path."""
+locks, brokers), a server-side-binding cursor on Django's connection for the hot path, and
+dropping a scratch database."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Self
 import psycopg
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from psycopg import postgres, pq
+from psycopg import postgres, pq, sql
 from psycopg.abc import Loader
 from psycopg.conninfo import make_conninfo
 
@@ -101,3 +102,24 @@ def pipeline(alias: str = "default") -> Iterator[Callable[[], psycopg.Cursor[Any
     connection.ensure_connection()
     with connection.wrap_database_errors, connection.connection.pipeline():
         yield lambda: _cursor(connection)
+
+
+def drop_database(conn: psycopg.Connection[Any], name: str) -> None:
+    """`DROP DATABASE IF EXISTS name` on an autocommit connection, ending what still uses it.
+
+    The client sessions in it that this role may end are terminated first (waiting up to 5 s
+    for each to exit); then a plain DROP, which stops autovacuum workers in that database itself.
+    Not `WITH (FORCE)`: a role without superuser or `pg_signal_backend` is refused permission to
+    terminate an autovacuum worker, and autovacuum visits every new or freshly migrated
+    database, so FORCE fails whenever it happens to be there.
+    """
+    conn.execute(TERMINATE_SESSIONS_SQL, {"name": name})
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+TERMINATE_SESSIONS_SQL = """
+SELECT pg_terminate_backend(pid, 5000)
+  FROM pg_stat_activity
+ WHERE datname = %(name)s AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+   AND pg_has_role(usesysid, 'USAGE')
+"""

@@ -12,6 +12,7 @@ from django.db import connection
 from psycopg import sql
 
 from deskcomm.cron import jobs
+from deskcomm.db import drop_database
 from tests.conftest import REPO, database_url, subprocess_env
 from tests.test_deploy import COMPOSE_FILES, load
 
@@ -24,17 +25,13 @@ def fresh_database(db: None) -> Iterator[str]:
     name = f"{connection.settings_dict['NAME']}_fresh_migrate"
     admin_url = database_url()
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+        drop_database(conn, name)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         yield admin_url.rsplit("/", 1)[0] + f"/{name}"
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            drop_database(conn, name)
 
 
 def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
