@@ -38,8 +38,6 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import environ
-import psycopg
-from psycopg import sql
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench` importable
@@ -135,12 +133,8 @@ def make_side(name: str, root: Path, base_url: str) -> Side:
 
 def prepare(side: Side, admin_conninfo: str) -> None:
     """Re-create the side's scratch database and migrate it with the side's own code."""
-    base.say(f"{side.name}: re-creating {side.scratch_name} and migrating it ({side.root})")
-    with psycopg.connect(admin_conninfo, autocommit=True) as conn:
-        name = sql.Identifier(side.scratch_name)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-    run_in(side, [str(side.root / "manage.py"), "migrate", "--noinput", "-v", "0"])
+    base.say(f"{side.name}: re-creating {side.scratch_name} ({side.root})")
+    base.recreate_database(admin_conninfo, side.scratch_name, side.env(), root=side.root)
 
 
 def run_in(side: Side, args: Sequence[str]) -> None:

@@ -239,16 +239,18 @@ def recreate_scratch(config: Config) -> None:
     recreate_database(config.admin_conninfo, config.scratch_name, child_env(config))
 
 
-def recreate_database(admin_conninfo: str, scratch_name: str, env: dict[str, str]) -> None:
-    """Drop and create `scratch_name`, then `manage.py migrate` it (with `env`)."""
+def recreate_database(
+    admin_conninfo: str, scratch_name: str, env: dict[str, str], *, root: Path = REPO_ROOT
+) -> None:
+    """Drop and create `scratch_name`, then migrate it (with `env`) by the checkout `root`."""
     with psycopg.connect(admin_conninfo, autocommit=True) as conn:
         name = sql.Identifier(scratch_name)
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
     say("migrating the scratch database (manage.py migrate)")
     result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"],
-        cwd=REPO_ROOT,
+        [sys.executable, str(root / "manage.py"), "migrate", "--noinput", "-v", "0"],
+        cwd=root,
         env=env,
         capture_output=True,
         text=True,

@@ -10,10 +10,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from django.contrib.auth.models import User
-
-from deskcomm.models import ApiKey, Organization
-from tests.support.browser import log_in, wait_for
+from deskcomm.models import ApiKey
+from tests.support.browser import copy_then_reload, open_add_form, wait_for
 
 
 def api_status(base_url: str, key: str) -> int:
@@ -34,12 +32,7 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     from selenium.webdriver.support.ui import Select
 
     base = live_server.url
-    Organization.objects.create(name="Acme", slug="acme")
-    User.objects.create_superuser("ops", "ops@example.com", "a-long-test-password")
-    log_in(browser, base, "ops", "a-long-test-password")
-
-    browser.get(f"{base}/admin/deskcomm/apikey/add/")
-    Select(browser.find_element(By.NAME, "organization")).select_by_visible_text("Acme")
+    open_add_form(browser, base, "/admin/deskcomm/apikey/add/")
     browser.find_element(By.NAME, "name").send_keys("ERP sync")
     browser.find_element(By.CSS_SELECTOR, "input[name=scopes][value='events:read']").click()
     browser.find_element(By.NAME, "_save").click()
@@ -52,12 +45,7 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     assert api_status(base, key) == 200
     assert browser.find_element(By.ID, "user-tools")  # the normal admin navigation
     assert browser.find_element(By.CSS_SELECTOR, ".breadcrumbs a[href='/admin/']")
-    copy = browser.find_element(By.CSS_SELECTOR, "button.shown-once-copy")
-    copy.click()
-    wait_for(browser, lambda b: copy.text == "Copied")
-
-    browser.refresh()  # the page is a GET: nothing is re-submitted, the key is gone
-    wait_for(browser, lambda b: "already shown" in b.page_source)
+    copy_then_reload(browser)  # the page is a GET: nothing is re-submitted, the key is gone
     assert key not in browser.page_source
     browser.back()  # the page before the redirect was the add form, not the POST
     assert key not in browser.page_source

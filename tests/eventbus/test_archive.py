@@ -22,6 +22,7 @@ from eventbus import archive
 from eventbus import claim as claims
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.retry import Verdict
+from tests.support.storage import use_local_storage
 
 pytestmark = pytest.mark.django_db
 
@@ -31,13 +32,7 @@ OLD_DAYS = [dt.date(2026, 2, 20), dt.date(2026, 2, 21)]  # more than 90 days bef
 
 @pytest.fixture
 def archive_root(tmp_path: Path, settings: object) -> Path:
-    storages = dict(settings.STORAGES)  # type: ignore[attr-defined]
-    storages["archive"] = {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(tmp_path)},
-    }
-    settings.STORAGES = storages  # type: ignore[attr-defined]
-    return tmp_path
+    return use_local_storage(settings, "archive", tmp_path)
 
 
 def emit_on(day: dt.date, org: Organization, n: int) -> list[uuid.UUID]:

@@ -31,6 +31,7 @@ from eventbus.worker import Worker, WorkerOptions
 from lgpd import services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
 from lgpd.models import DataRequest
+from tests.support.storage import use_local_storage
 from webhooks.models import Attempt, Subscription
 
 NAME = "Maria Aparecida Souza"
@@ -52,13 +53,7 @@ class World:
 
 @pytest.fixture
 def export_storage(settings: Any, tmp_path: Path) -> Path:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "lgpd_exports": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "exports")},
-        },
-    }
+    use_local_storage(settings, "lgpd_exports", tmp_path / "exports")
     settings.LGPD = {**settings.LGPD, "DPO_EMAIL": "dpo@example.com"}
     return tmp_path / "exports"
 

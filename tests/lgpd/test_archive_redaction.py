@@ -18,6 +18,7 @@ from eventbus.models import Delivery, EventLog
 from lgpd.archives import archives_redact
 from lgpd.selectors import subject_for
 from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for
+from tests.support.storage import use_local_storage
 from tests.support.traces import traces
 from webhooks.models import Attempt
 
@@ -26,15 +27,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def archive_root(tmp_path: Path, settings: Any) -> Path:
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "archive": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path / "archive")},
-        },
-    }
     settings.EVENTBUS = {**settings.EVENTBUS, "ARCHIVE_HOT_DAYS": 1}
-    return tmp_path / "archive"
+    return use_local_storage(settings, "archive", tmp_path / "archive")
 
 
 def age_the_world() -> None:

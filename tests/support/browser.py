@@ -134,3 +134,31 @@ def wait_for(driver: Any, condition: Any) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     WebDriverWait(driver, WAIT).until(condition)
+
+
+def open_add_form(driver: Any, base_url: str, add_path: str) -> None:
+    """As a fresh superuser ("ops"), the admin add form at `add_path`, with the organization
+    "Acme" (created here) picked."""
+    from django.contrib.auth.models import User
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from deskcomm.models import Organization
+
+    Organization.objects.create(name="Acme", slug="acme")
+    User.objects.create_superuser("ops", "ops@example.com", "a-long-test-password")
+    log_in(driver, base_url, "ops", "a-long-test-password")
+    driver.get(f"{base_url}{add_path}")
+    Select(driver.find_element(By.NAME, "organization")).select_by_visible_text("Acme")
+
+
+def copy_then_reload(driver: Any) -> None:
+    """On a shown-once page: the copy button says it copied; a reload shows the value no more
+    (the page is a GET: nothing is re-submitted)."""
+    from selenium.webdriver.common.by import By
+
+    copy = driver.find_element(By.CSS_SELECTOR, "button.shown-once-copy")
+    copy.click()
+    wait_for(driver, lambda d: copy.text == "Copied")
+    driver.refresh()
+    wait_for(driver, lambda d: "already shown" in d.page_source)

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import User
-
-from deskcomm.models import Organization
-from tests.support.browser import log_in, wait_for
+from tests.support.browser import copy_then_reload, open_add_form, wait_for
 from webhooks import signing
 from webhooks.models import Subscription
 
@@ -23,12 +20,7 @@ def test_the_secret_is_shown_once_and_a_refresh_creates_nothing(
     from selenium.webdriver.support.ui import Select
 
     base = live_server.url
-    Organization.objects.create(name="Acme", slug="acme")
-    User.objects.create_superuser("ops", "ops@example.com", "a-long-test-password")
-    log_in(browser, base, "ops", "a-long-test-password")
-
-    browser.get(f"{base}/admin/webhooks/subscription/add/")
-    Select(browser.find_element(By.NAME, "organization")).select_by_visible_text("Acme")
+    open_add_form(browser, base, "/admin/webhooks/subscription/add/")
     browser.find_element(By.NAME, "url").send_keys("https://hooks.example.com/in")
     browser.find_element(By.NAME, "event_types").send_keys("lead.*")
     browser.find_element(By.NAME, "_save").click()
@@ -38,12 +30,7 @@ def test_the_secret_is_shown_once_and_a_refresh_creates_nothing(
     secret = signing.decrypt_secret(subscription.secret_encrypted)
     assert browser.find_element(By.ID, "shown-once-0").text == secret
     assert browser.find_element(By.ID, "user-tools")
-    copy = browser.find_element(By.CSS_SELECTOR, "button.shown-once-copy")
-    copy.click()
-    wait_for(browser, lambda b: copy.text == "Copied")
-
-    browser.refresh()
-    wait_for(browser, lambda b: "already shown" in b.page_source)
+    copy_then_reload(browser)
     assert secret not in browser.page_source
     browser.back()
     browser.refresh()  # even reloading what the back button shows re-submits nothing
