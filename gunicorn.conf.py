@@ -27,7 +27,7 @@ errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 
 # gunicorn's own lines (start, worker boot/exit, access log) in the same JSON shape as the app's
-# (deskcomm.logformat, which needs no Django), unless LOG_FORMAT=plain.
+# (core.logs.formatters, which needs no Django), unless LOG_FORMAT=plain.
 _debug = os.environ.get("DEBUG", "false").lower() in {"1", "true", "yes", "on"}
 if (os.environ.get("LOG_FORMAT") or ("plain" if _debug else "json")) == "json":
     logconfig_dict = {
@@ -35,7 +35,7 @@ if (os.environ.get("LOG_FORMAT") or ("plain" if _debug else "json")) == "json":
         "disable_existing_loggers": False,
         "formatters": {
             "json": {
-                "()": "deskcomm.logformat.JsonFormatter",
+                "()": "core.logs.formatters.JsonFormatter",
                 "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
             }
         },
@@ -58,7 +58,7 @@ if (os.environ.get("LOG_FORMAT") or ("plain" if _debug else "json")) == "json":
 
 
 def on_starting(server: object) -> None:
-    """Multiprocess metrics (deskcomm.metrics): start from an empty directory."""
+    """Multiprocess metrics (core.metrics): start from an empty directory."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         os.makedirs(directory, exist_ok=True)

@@ -63,7 +63,7 @@ import django
 django.setup()
 from bench import bus_ops
 try:
-    from deskcomm import rls
+    from core import rls
     rls.bypass_process()
 except ImportError:
     pass  # a checkout from before row-level security

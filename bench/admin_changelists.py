@@ -335,7 +335,7 @@ class Timer:
 
 def pages() -> list[Page]:
     """The pages to time, with ids picked from the seeded data."""
-    from deskcomm.models import Organization
+    from core.models import Organization
     from eventbus.models import Delivery, EventLog
 
     big = Organization.objects.order_by("slug").first()

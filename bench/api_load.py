@@ -188,8 +188,8 @@ def create_key(env: dict[str, str]) -> str:
     """An organization and a key with every scope, in the scratch database (a subprocess)."""
     code = (
         "import django; django.setup()\n"
-        "from deskcomm import scopes, services\n"
-        "from deskcomm.models import Organization\n"
+        "from core import scopes, services\n"
+        "from core.models import Organization\n"
         "org = Organization.objects.create(name='Bench', slug='bench')\n"
         "_, key = services.api_key_create(organization=org, name='load',"
         " scopes_granted=list(scopes.declared()), actor='bench')\n"
@@ -197,7 +197,7 @@ def create_key(env: dict[str, str]) -> str:
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
-        env={**env, "DB_RLS_BYPASS": "true"},  # a platform step (deskcomm.rls), not the server
+        env={**env, "DB_RLS_BYPASS": "true"},  # a platform step (core.rls), not the server
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -237,7 +237,7 @@ def stop(server: subprocess.Popen[bytes]) -> None:
 def count_events(scratch: ScratchDatabase) -> tuple[int, int]:
     import psycopg
 
-    # Every tenant's rows: the check bypasses row-level security (deskcomm.rls).
+    # Every tenant's rows: the check bypasses row-level security (core.rls).
     with psycopg.connect(scratch.conninfo(), options="-c app.rls_bypass=on") as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM event_log), (SELECT count(*) FROM eventbus_delivery)"

@@ -13,7 +13,7 @@ from django.db import transaction
 
 import eventbus
 from bench.bench_consumers import ENTITY_KIND
-from deskcomm.models import Organization
+from core.models import Organization
 
 Item = dict[str, Any]
 

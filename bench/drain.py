@@ -270,7 +270,7 @@ def setup_django(config: Config) -> ModuleType:
 
     django.setup()
     from bench import bus_ops
-    from deskcomm import rls
+    from core import rls
 
     rls.bypass_process()  # a platform process: it emits for the bench's tenants directly
 

@@ -165,7 +165,7 @@ def webhooks_run(
     from django.db import transaction
 
     import eventbus
-    from deskcomm.models import Organization
+    from core.models import Organization
     from webhooks import services
     from webhooks.models import Subscription
     from webhooks.worker import WebhookWorker, WebhookWorkerOptions

@@ -7,8 +7,8 @@ from typing import Any
 
 import environ
 
-from deskcomm.broker_config import choose_backend, dramatiq_broker
-from deskcomm.db_timeouts import with_timeouts
+from core.db_timeouts import with_timeouts
+from jobs.broker_config import choose_backend, dramatiq_broker
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -36,25 +36,27 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI's files, served as our own static files (no CDN)
     "django_dramatiq",
     "django_celery_beat",
-    "deskcomm",
+    "core",
+    "jobs",
     "eventbus",
+    "crm",
     "webhooks",
     "lgpd",
 ]
 
 MIDDLEWARE = [
     # First: everything after it (middleware, views, emit, audit, logs) sees the request id.
-    "deskcomm.middleware.RequestIdMiddleware",
+    "core.middleware.RequestIdMiddleware",
     # Before anything reads a body: chunked bodies get a length, so the size limit holds.
-    "deskcomm.middleware.ChunkedBodyMiddleware",
-    "deskcomm.metrics.HttpMetricsMiddleware",
+    "core.middleware.ChunkedBodyMiddleware",
+    "core.metrics.HttpMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Row-level security: the platform admin sees every tenant (deskcomm.rls).
-    "deskcomm.rls.AdminBypassMiddleware",
+    # Row-level security: the platform admin sees every tenant (core.rls).
+    "core.rls.AdminBypassMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -105,7 +107,7 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Server-side timeouts per process role, seconds (0 = none); README "Database timeouts". Every
 # connection opens with the web values; worker processes switch with
-# deskcomm.db_timeouts.use_database_timeouts("worker"); migrate lifts the statement timeout.
+# core.db_timeouts.use_database_timeouts("worker"); migrate lifts the statement timeout.
 DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=10.0)
 DB_IDLE_IN_TRANSACTION_TIMEOUT = env.float("DB_IDLE_IN_TRANSACTION_TIMEOUT", default=60.0)
 DATABASE_TIMEOUTS = {
@@ -161,16 +163,16 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=102
 
 REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["deskcomm.api.parsers.SafeJSONParser"],
-    "DEFAULT_AUTHENTICATION_CLASSES": ["deskcomm.api.authentication.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["deskcomm.api.permissions.HasRequiredScope"],
-    "DEFAULT_THROTTLE_CLASSES": ["deskcomm.api.throttling.ApiKeyRateThrottle"],
-    "EXCEPTION_HANDLER": "deskcomm.api.errors.exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.SafeJSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["core.api.authentication.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["core.api.permissions.HasRequiredScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ApiKeyRateThrottle"],
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 
-# The integration API knobs, read at call time through `deskcomm.api.conf.api_settings`.
+# The integration API knobs, read at call time through `core.api.conf.api_settings`.
 API = {
     # Requests per API key (all processes together): "N/second|minute|hour|day".
     "THROTTLE_RATE": env.str("API_THROTTLE_RATE", default="600/minute"),
@@ -204,7 +206,7 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "deskcomm.api.schema.add_common_headers",
+        "core.api.schema.add_common_headers",
     ],
 }
 
@@ -217,7 +219,7 @@ SERVER_EMAIL = env.str("SERVER_EMAIL", default="deskcomm@localhost")
 DEFAULT_FROM_EMAIL = SERVER_EMAIL
 EMAIL_SUBJECT_PREFIX = "[Deskcomm] "
 
-# Outbound HTTP to URLs users or operators configure (deskcomm.http.guarded_client): private and
+# Outbound HTTP to URLs users or operators configure (core.http.guarded_client): private and
 # loopback targets are refused unless this is on (development only; a deploy check warns).
 OUTBOUND_HTTP_ALLOW_PRIVATE = env.bool("OUTBOUND_HTTP_ALLOW_PRIVATE", default=False)
 OUTBOUND_HTTP_TIMEOUT = env.float("OUTBOUND_HTTP_TIMEOUT", default=10.0)
@@ -230,17 +232,17 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {
         # request_id (and trace/actor/source, tenant, event/delivery ids) on every record.
-        "correlation": {"()": "deskcomm.log_context.CorrelationFilter"},
+        "correlation": {"()": "core.logs.filters.CorrelationFilter"},
         # Personal data and secrets out of the arguments before any formatter renders them.
-        "redaction": {"()": "deskcomm.log_context.RedactionFilter"},
+        "redaction": {"()": "core.logs.filters.RedactionFilter"},
     },
     "formatters": {
         "json": {
-            "()": "deskcomm.logformat.JsonFormatter",
+            "()": "core.logs.formatters.JsonFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         },
         "plain": {
-            "()": "deskcomm.logformat.PlainFormatter",
+            "()": "core.logs.formatters.PlainFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s",
         },
     },
@@ -256,6 +258,10 @@ LOGGING = {
 }
 
 # The event bus knobs, read at call time through `eventbus.conf.bus_settings`.
+# Dotted paths of callables `fn(subject, details)` called for operational alerts (failed cron
+# runs, a DLQ past its threshold), after the ERROR log line (core.alerts).
+ALERT_HOOKS = env.list("EVENTBUS_ALERT_HOOKS", default=[])
+
 EVENTBUS = {
     # Backoff after the n-th failed attempt, in seconds (30s, 1m, 2m, 5m, 10m, 30m, 1h, 2h).
     "RETRY_SCHEDULE": env.list(
@@ -306,9 +312,6 @@ EVENTBUS = {
     "RELAY_POLL_INTERVAL_MS": env.int("OUTBOX_POLL_INTERVAL_MS", default=2000),
     "RELAY_BATCH_SIZE": env.int("OUTBOX_BATCH_SIZE", default=50),
     "RELAY_MAX_ATTEMPTS": env.int("OUTBOX_MAX_ATTEMPTS", default=10),
-    # Dotted paths of callables `fn(subject, details)` called for operational alerts (failed cron
-    # runs, a DLQ past its threshold), after the ERROR log line.
-    "ALERT_HOOKS": env.list("EVENTBUS_ALERT_HOOKS", default=[]),
     # Retention (R-E6): events older than this many days are archived, then deleted.
     "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=90),
     # Rows deleted per statement after a day is archived and verified.
@@ -339,7 +342,7 @@ DRAMATIQ_BROKER = dramatiq_broker(
     postgres_url=JOBS_BROKER_DATABASE_URL,
 )
 DRAMATIQ_AUTODISCOVER_MODULES = ["actors"]
-# Job knobs (seed 004 §5 per-job attempts/concurrency), read at call time via deskcomm.cron.
+# Job knobs (seed 004 §5 per-job attempts/concurrency), read at call time via jobs.registry.
 JOBS = {
     "order-post-worker": {"CONCURRENCY": env.int("ORDER_POST_CONCURRENCY", default=4)},
     "event-log-reaper": {
@@ -373,7 +376,7 @@ CELERY_BROKER_URL = "memory://"
 # No Celery results, so beat installs no `celery.backend_cleanup` schedule of its own.
 CELERY_RESULT_EXPIRES = None
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULER = "deskcomm.scheduler:LeaderDatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "jobs.scheduler:LeaderDatabaseScheduler"
 # Persist last_run_at after every firing, so a standby taking over knows what already fired.
 CELERY_BEAT_SYNC_EVERY = 1
 # Longest sleep between scheduler ticks: an admin edit takes effect within this many seconds.
@@ -433,7 +436,7 @@ AUDIT_LOG_ARCHIVE_YEARS = env.int("AUDIT_LOG_ARCHIVE_YEARS", default=5)
 # Backups: dumps older than this many days are deleted after each backup (the newest is kept).
 BACKUP_RETENTION_DAYS = env.int("BACKUP_RETENTION_DAYS", default=30)
 
-# Sentry error reporting (deskcomm.sentry): off unless SENTRY_DSN is set.
+# Sentry error reporting (core.sentry): off unless SENTRY_DSN is set.
 SENTRY_DSN = env.str("SENTRY_DSN", default="")
 SENTRY_ENVIRONMENT = env.str("SENTRY_ENVIRONMENT", default="production")
 # Fraction of requests traced for performance (0 = errors only); health probes never are.
@@ -443,7 +446,7 @@ SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
 # (fails closed) unless DEBUG is on.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
-# Encryption keys per context (deskcomm.crypto): comma-separated Fernet keys, current key first;
+# Encryption keys per context (core.crypto): comma-separated Fernet keys, current key first;
 # old keys keep decrypting during a rotation. Generate one with
 # `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
 ENCRYPTION_KEYS = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from deskcomm.metrics import metrics_view
-from deskcomm.shown_once import shown_once_view
-from deskcomm.views import cron_run
+from core.metrics import metrics_view
+from core.shown_once import shown_once_view
+from jobs.views import cron_run
 
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
@@ -24,9 +24,9 @@ urlpatterns = [
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("metrics", metrics_view, name="metrics"),
     path("lgpd/", include("lgpd.urls")),
-    path("api/", include("deskcomm.api.urls")),
+    path("api/", include("deskcomm.api_urls")),
 ]
 
 # Under /api/ these answer in the API's JSON error shape; elsewhere Django's pages.
-handler400 = "deskcomm.api.errors.bad_request"
-handler500 = "deskcomm.api.errors.server_error"
+handler400 = "core.api.errors.bad_request"
+handler500 = "core.api.errors.server_error"

@@ -10,7 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deskcomm.settings")
 
 application = get_wsgi_application()
 
-# Production (DEBUG off) refuses to serve with unsafe settings (deskcomm.checks).
-from deskcomm.checks import refuse_unsafe_start  # noqa: E402  (needs the app registry)
+# Production (DEBUG off) refuses to serve with unsafe settings (core.checks).
+from core.checks import refuse_unsafe_start  # noqa: E402  (needs the app registry)
 
 refuse_unsafe_start()

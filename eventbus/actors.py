@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from deskcomm.cron import declare_actor
 from eventbus.registry import registry
 from eventbus.relay import BROKER_QUEUE, run_published
+from jobs.registry import declare_actor
 
 
 def _runner(consumer: str) -> Callable[[int, str], None]:

@@ -1,9 +1,12 @@
-"""Tell a human when work dies or operations go wrong: an ERROR log line, then the hooks."""
+"""Tell a human when work dies: an ERROR log line per dead delivery, then the dead-letter hooks.
+
+Operational alerts (a failed cron run, a growing DLQ) go through `core.alerts.alert`.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from django.utils.module_loading import import_string
 
@@ -49,21 +52,3 @@ def _call_hook(path: str, dead: Sequence[DeadDelivery]) -> None:
         hook(dead)
     except Exception:
         logger.exception("dead-letter hook %s failed", path)
-
-
-AlertHook = Callable[[str, Mapping[str, object]], None]
-
-
-def alert(subject: str, **details: object) -> None:
-    """Tell a human about an operational problem (a failed cron run, a growing DLQ).
-
-    Logged at ERROR with the details as structured keys, then passed to every callable in
-    EVENTBUS["ALERT_HOOKS"] (`fn(subject, details)`); a failing hook never stops the others.
-    """
-    logger.error("ALERT: %s %s", subject, details, extra={"alert": subject, **details})
-    for path in bus_settings.ALERT_HOOKS:
-        try:
-            hook: AlertHook = import_string(path)
-            hook(subject, details)
-        except Exception:
-            logger.exception("alert hook %s failed", path)

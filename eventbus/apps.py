@@ -23,10 +23,13 @@ class EventbusConfig(AppConfig):
             import_module(module)
         post_migrate.connect(_sync_after_migrate, sender=self)
 
-        from deskcomm.metrics import register_scrape_collector
+        from core.metrics import register_scrape_collector
+        from eventbus.job_runs import record_job_run
         from eventbus.metrics import QueueCollector
+        from jobs.registry import on_run
 
         register_scrape_collector(QueueCollector)
+        on_run(record_job_run)
 
 
 def handler_modules(extra: list[str]) -> list[str]:
@@ -43,8 +46,8 @@ ROUTE_TABLES = ("eventbus_route", "eventbus_eventtypeschema")
 
 
 def _sync_after_migrate(using: str = "default", **kwargs: Any) -> None:
-    from deskcomm.migrate_hooks import tables_exist
     from eventbus.routes import sync_routes
+    from jobs.migrate_hooks import tables_exist
 
     if tables_exist(using, *ROUTE_TABLES):  # absent after `migrate eventbus zero`
         sync_routes()

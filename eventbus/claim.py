@@ -26,7 +26,7 @@ from django.utils import timezone
 from psycopg.cursor import BaseCursor
 from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 
-from deskcomm.db import bound_cursor
+from core.db import bound_cursor
 from eventbus.conf import bus_settings
 from eventbus.event import Event
 from eventbus.retry import Verdict

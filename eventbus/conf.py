@@ -33,7 +33,6 @@ DEFAULTS: dict[str, Any] = {
     "RELAY_POLL_INTERVAL_MS": 2000,  # OUTBOX_POLL_INTERVAL_MS
     "RELAY_BATCH_SIZE": 50,  # OUTBOX_BATCH_SIZE
     "RELAY_MAX_ATTEMPTS": 10,  # OUTBOX_MAX_ATTEMPTS: publish failures before the delivery dies
-    "ALERT_HOOKS": [],  # callables fn(subject, details) for operational alerts
     "ARCHIVE_HOT_DAYS": 90,  # R-E6: events older than this are archived, then deleted
     "ARCHIVE_DELETE_BATCH": 5000,  # rows per DELETE after an archive is verified
     "DLQ_ALERT_THRESHOLD": 10,

@@ -22,8 +22,8 @@ from django.core.mail import mail_admins
 from django.db import connection
 from django.utils import timezone
 
-from deskcomm.http import guarded_client
-from eventbus.alerts import alert
+from core.alerts import alert
+from core.http import guarded_client
 from eventbus.claim import DeadDelivery
 from eventbus.conf import bus_settings
 

@@ -26,7 +26,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from prometheus_client import Histogram
 from psycopg.pq import TransactionStatus
 
-from deskcomm import context
+from core import context
 from eventbus import claim as claims
 from eventbus import metrics
 from eventbus.conf import bus_settings
@@ -452,7 +452,7 @@ def _correlation(event: Event) -> dict[str, str]:
 
 
 def log_ids(event: Event) -> dict[str, object]:
-    """The ids a handler run's log records carry (deskcomm.context.bind_log / run_scope)."""
+    """The ids a handler run's log records carry (core.context.bind_log / run_scope)."""
     return {
         "organization_id": event.organization_id,
         "event_id": event.id,

@@ -19,8 +19,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.rows import dict_row
 
-from deskcomm import context
-from deskcomm.db import bound_cursor, pipeline
+from core import context
+from core.db import bound_cursor, pipeline
 from eventbus import catalog, metrics
 from eventbus.conf import bus_settings
 from eventbus.errors import EventValidationError
@@ -30,7 +30,7 @@ from eventbus.sql import statement
 from eventbus.storable import JsonLimits, check_text, json_text
 
 if TYPE_CHECKING:
-    from deskcomm.models import Organization
+    from core.models import Organization
     from eventbus.models import EventLog
 
 WAKEUP_CHANNEL = "eventbus_wakeup"
@@ -241,7 +241,7 @@ class Preparer:
 
 def resolve_organization(organization: object) -> uuid.UUID:
     """The organization's id; an id given as such must exist."""
-    from deskcomm.models import Organization
+    from core.models import Organization
 
     if organization is None or organization == "":
         raise EventValidationError("organization is required: every event belongs to a tenant")

@@ -1,6 +1,6 @@
 """The event bus's scheduled jobs (seed 000 §7, §11.4; R-C1). Each returns the rows it processed.
 
-Declared with `deskcomm.cron.job`, so each is also a dramatiq actor and `POST /api/v1/cron/<name>`.
+Declared with `jobs.registry.job`, so each is also a dramatiq actor and `POST /api/v1/cron/<name>`.
 """
 
 from __future__ import annotations
@@ -8,14 +8,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from django.db import connection
-
-from deskcomm.cron import job, job_setting
 from eventbus import archive, settle
 from eventbus.conf import bus_settings
 from eventbus.dlq_alerts import dlq_alerts_check
-from eventbus.emitter import WAKEUP_CHANNEL
 from eventbus.worker import Worker, WorkerOptions
+from jobs.registry import job, job_setting
 
 logger = logging.getLogger(__name__)
 
@@ -34,25 +31,6 @@ def drain_fallback() -> int:
     worker = Worker(_bounded(limit, relay=bool(bus_settings.RELAY_ENABLED)))
     published = worker.relay_due()
     return _drain(worker, limit) + published
-
-
-@job("process-pending-webhooks", every=dt.timedelta(minutes=1))
-def wake_webhooks() -> int:
-    """Wake idle senders (NOTIFY) and send a bounded batch of due webhooks (seed 000 §7.3).
-
-    The fallback for when no `deliver_webhooks` process is running: the same worker class, run
-    until nothing is due or the limit is reached.
-    """
-    from webhooks.worker import WebhookWorker, WebhookWorkerOptions
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, 'process-pending-webhooks')", [WAKEUP_CHANNEL])
-    limit = int(job_setting("process-pending-webhooks", "LIMIT", 500))
-    worker = WebhookWorker(
-        WebhookWorkerOptions(once=True, max_events=limit, listen=False, startup_jitter=0)
-    )
-    worker.run()
-    return worker.processed
 
 
 @job("event-log-archive", crontab="30 3 * * *")

@@ -49,7 +49,7 @@ class EventLog(models.Model):
     # instead of a deferred check per event at commit (measured: 60% of emit_many's commit).
     # Django's cascade removes an organization's events with it.
     organization = models.ForeignKey(
-        "deskcomm.Organization",
+        "core.Organization",
         on_delete=models.CASCADE,
         related_name="events",
         db_index=False,
@@ -148,7 +148,7 @@ class Delivery(models.Model):
     )
     # Denormalised from the event: fair claiming across tenants and tenant-scoped queries.
     organization = models.ForeignKey(
-        "deskcomm.Organization",
+        "core.Organization",
         on_delete=models.CASCADE,
         related_name="+",
         db_index=False,

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import psycopg
 from django.db import DatabaseError, close_old_connections, connection, connections
 
-from deskcomm.db import conninfo
+from core.db import conninfo
 from eventbus import claim as claims
 from eventbus import settle
 from eventbus.conf import bus_settings

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from deskcomm import audit
+from core import audit
 from eventbus import claim as claims
 from eventbus import selectors
 

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.admin.selectors import distinct_values
 
 WINDOW = dt.timedelta(hours=1)

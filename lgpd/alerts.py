@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from django.core.mail import send_mail
 
-from eventbus.alerts import alert
+from core.alerts import alert
 from eventbus.claim import DeadDelivery
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest

@@ -16,13 +16,13 @@ from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from deskcomm import context
-from deskcomm.api.authentication import ApiClient
-from deskcomm.api.conf import api_settings
-from deskcomm.api.errors import Gone
-from deskcomm.api.pagination import CursorField, Position, page
-from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView, found_or_404
+from core import context
+from core.api.authentication import ApiClient
+from core.api.conf import api_settings
+from core.api.errors import Gone
+from core.api.pagination import CursorField, Position, page
+from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.views import ApiView, found_or_404
 from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest

@@ -11,7 +11,7 @@ class LgpdConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from deskcomm.metrics import register_scrape_collector
+        from core.metrics import register_scrape_collector
         from lgpd import scopes  # noqa: F401  (declares lgpd:read / lgpd:write)
         from lgpd.metrics import OverdueRequestsCollector
 

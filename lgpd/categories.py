@@ -16,17 +16,8 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from deskcomm.models import (
-    AuditLog,
-    ConsentRecord,
-    Contact,
-    Conversation,
-    IdempotencyKey,
-    Lead,
-    LeadActivity,
-    Message,
-    Order,
-)
+from core.models import AuditLog, IdempotencyKey
+from crm.models import ConsentRecord, Contact, Conversation, Lead, LeadActivity, Message, Order
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from lgpd.subject import Subject
 from webhooks.conf import CONSUMER_PREFIX

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deskcomm.cron import job
+from jobs.registry import job
 from lgpd import services
 
 

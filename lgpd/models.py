@@ -35,10 +35,10 @@ class DataRequest(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(
-        "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
+        "core.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     contact = models.ForeignKey(
-        "deskcomm.Contact", on_delete=models.PROTECT, related_name="data_requests"
+        "crm.Contact", on_delete=models.PROTECT, related_name="data_requests"
     )
     kind = models.TextField(choices=Kind.choices)
     channel = models.TextField(choices=Channel.choices)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deskcomm.scopes import declare
+from core.scopes import declare
 
 LGPD_READ = declare("lgpd:read", "List and read LGPD data-subject requests.")
 LGPD_WRITE = declare("lgpd:write", "Create LGPD data-subject requests (access or redaction).")

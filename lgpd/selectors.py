@@ -8,8 +8,9 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from deskcomm import audit_archive
-from deskcomm.models import AuditLog, Contact, Conversation, Lead, Message, Order
+from core import audit_archive
+from core.models import AuditLog
+from crm.models import Contact, Conversation, Lead, Message, Order
 from eventbus.models import EventLog
 from lgpd import exports
 from lgpd.models import DataRequest
@@ -101,7 +102,7 @@ def audit_trail(contact: Contact) -> list[tuple[str, ...]]:
         Q(target_id__in=ids) | Q(details__contact_id=str(contact.pk))
     ).values_list("id", "created_at", "actor", "action", "target_type", "target_id", "request_id")
     hot = {row[0]: row[1:] for row in audits}
-    # Rows past the hot window live in the audit archives (deskcomm.audit_archive).
+    # Rows past the hot window live in the audit archives (core.audit_archive).
     for row in audit_archive.archived_rows([contact.organization_id]):
         if row["id"] not in hot and _about(row, ids, str(contact.pk)):
             hot[row["id"]] = (

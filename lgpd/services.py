@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 import eventbus
-from deskcomm import audit
-from deskcomm.models import ConsentRecord, Contact
+from core import audit
+from crm.models import ConsentRecord, Contact
 from lgpd import alerts, archives, exports, mail, selectors
 from lgpd.categories import REGISTRY
 from lgpd.conf import lgpd_settings

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from deskcomm.models import Contact
+from crm.models import Contact
 
 REDACTED = "[redacted]"
 MIN_NAME_PART = 3

@@ -8,8 +8,8 @@ import io
 import uuid
 from pathlib import Path
 
-from deskcomm import audit
-from deskcomm.models import Contact
+from core import audit
+from crm.models import Contact
 from lgpd import selectors
 
 HEADER = ("source", "created_at", "actor", "action", "target_type", "target_id", "request_id")

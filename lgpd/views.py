@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from deskcomm import rls
+from core import rls
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest
 

@@ -17,8 +17,8 @@ import pytest
 from django.db import connection
 
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
-from deskcomm import rls
-from deskcomm.models import Organization
+from core import rls
+from core.models import Organization
 from tests.support.receiver import Receiver
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 import webhooks.metrics  # noqa: F401  (the sender's counters, served on its METRICS_PORT)
-from deskcomm.metrics import exposition
+from core.metrics import exposition
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "deploy" / "prometheus" / "deskcomm-rules.yml"

@@ -10,7 +10,7 @@ class WebhooksConfig(AppConfig):
     verbose_name = "Outbound webhooks"
 
     def ready(self) -> None:
-        from deskcomm import crypto
+        from core import crypto
         from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)
 
         for field in ("secret_encrypted", "previous_secret_encrypted"):

@@ -20,7 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "USER_AGENT": "Deskcomm-Webhooks/1.0",
 }
 
-SECRETS_CONTEXT = "webhook_secrets"  # deskcomm.crypto context of the signing secrets
+SECRETS_CONTEXT = "webhook_secrets"  # core.crypto context of the signing secrets
 CONSUMER_PREFIX = "webhook:"  # delivery consumer names: "webhook:<subscription uuid>"
 # Namespaces "*" does not match: a subscription receives them only by listing them (an exact type
 # or "lgpd.*"). Mirrored in the fan-out SQL (migration 0003_wildcards_skip_sensitive).

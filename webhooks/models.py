@@ -23,14 +23,14 @@ class Subscription(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(
-        "deskcomm.Organization", on_delete=models.CASCADE, related_name="webhook_subscriptions"
+        "core.Organization", on_delete=models.CASCADE, related_name="webhook_subscriptions"
     )
     url = models.URLField(max_length=2000)
     description = models.CharField(max_length=500, blank=True, default="")
     # Exact names ("lead.created"), entity wildcards ("lead.*") or everything ("*").
     event_types = ArrayField(models.TextField())
     enabled = models.BooleanField(default=True)
-    # Standard Webhooks secret ("whsec_" + base64), encrypted (deskcomm.crypto "webhook_secrets").
+    # Standard Webhooks secret ("whsec_" + base64), encrypted (core.crypto "webhook_secrets").
     secret_encrypted = models.TextField()
     # After a rotation the previous secret also signs until `previous_secret_expires_at`.
     previous_secret_encrypted = models.TextField(null=True, blank=True)
@@ -101,7 +101,7 @@ class Attempt(models.Model):
         db_constraint=False,
     )
     organization = models.ForeignKey(
-        "deskcomm.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
+        "core.Organization", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     attempt = models.SmallIntegerField()
     webhook_id = models.UUIDField()  # X-Webhook-Delivery / webhook-id sent

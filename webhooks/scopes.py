@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deskcomm.scopes import declare
+from core.scopes import declare
 
 WEBHOOKS_READ = declare(
     "webhooks:read", "List and read webhook subscriptions, deliveries and attempts."

@@ -10,8 +10,8 @@ from functools import partial
 
 from django.db.models import Prefetch, QuerySet
 
-from deskcomm.crypto import DecryptionError
-from deskcomm.models import Organization
+from core.crypto import DecryptionError
+from core.models import Organization
 from webhooks import circuit, signing
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery

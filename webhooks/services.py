@@ -12,8 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 import eventbus
-from deskcomm import audit
-from deskcomm.models import Organization
+from core import audit
+from core.models import Organization
 from eventbus import catalog
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog

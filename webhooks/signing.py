@@ -16,7 +16,7 @@ import secrets
 import uuid
 from collections.abc import Sequence
 
-from deskcomm import crypto
+from core import crypto
 from webhooks.conf import SECRETS_CONTEXT
 
 SECRET_PREFIX = "whsec_"  # noqa: S105  (the format's prefix, not a secret)

@@ -1,6 +1,6 @@
 """Which addresses a webhook may reach (SSRF protection), and URL checks at subscription time.
 
-The address policy is deskcomm.http's (`refusal_reason`), the one every outbound client applies,
+The address policy is core.http's (`refusal_reason`), the one every outbound client applies,
 and so is the URL parser (`parse_url`: httpx's own, plus refusals of what it would send
 differently from what is written, such as `0177.0.0.1`). Webhooks only have their own switches
 for development (WEBHOOKS_ALLOW_PRIVATE_TARGETS, WEBHOOKS_ALLOW_HTTP). The authoritative address
@@ -16,7 +16,7 @@ import ipaddress
 import httpx
 from django.conf import settings
 
-from deskcomm.http import IPAddress, host_problem, parse_url, refusal_reason
+from core.http import IPAddress, host_problem, parse_url, refusal_reason
 from webhooks.conf import webhook_settings
 
 MAX_URL_LENGTH = 2000
@@ -28,7 +28,7 @@ class BlockedDestination(Exception):
 
 
 def refusal(ip: IPAddress, *, allow_private: bool) -> str | None:
-    """Why `ip` may not be contacted, or None when it may (deskcomm.http's one policy)."""
+    """Why `ip` may not be contacted, or None when it may (core.http's one policy)."""
     return refusal_reason(ip, allow_private=allow_private) or None
 
 
@@ -51,7 +51,7 @@ def allow_private_targets() -> bool:
 
 
 def sendable_url(url: str) -> httpx.URL:
-    """The URL as the transport sends it, or deskcomm.http.UnsendableURL (a ValueError)."""
+    """The URL as the transport sends it, or core.http.UnsendableURL (a ValueError)."""
     return parse_url(url)
 
 

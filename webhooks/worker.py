@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import httpx
 from django.utils import timezone
 
-from deskcomm import context
+from core import context
 from eventbus import claim as claims
 from eventbus import settle as bus_settle
 from eventbus.conf import bus_settings

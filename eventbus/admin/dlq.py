@@ -28,8 +28,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from deskcomm import context
-from deskcomm.admin_tables import ReadOnlyAdmin
+from core import context
+from core.admin_tables import ReadOnlyAdmin
 from eventbus import services
 from eventbus.admin import filters, rendering, selectors
 from eventbus.admin.rendering import EventColumns, OrganizationColumn

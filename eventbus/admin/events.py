@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from deskcomm.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
+from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from eventbus.admin import filters, rendering, selectors
 from eventbus.admin.rendering import EventColumns, OrganizationColumn
 from eventbus.models import Delivery, DeliveryAttempt, EventLog

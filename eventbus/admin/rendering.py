@@ -46,9 +46,7 @@ class OrganizationColumn:
 
     @admin.display(description="organization")
     def organization_name(self, obj: Any) -> SafeString:
-        return admin_link(
-            "admin:deskcomm_organization_change", obj.organization_id, obj.organization
-        )
+        return admin_link("admin:core_organization_change", obj.organization_id, obj.organization)
 
 
 class EventColumns:

@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform
 
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus import catalog
 from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
 from eventbus.registry import registry

@@ -91,7 +91,7 @@ def correlation_view(request: HttpRequest) -> TemplateResponse:
     _require(request, "eventbus.view_eventlog")
     form = CorrelationForm(request.GET if "request_id" in request.GET else None)
     result = None
-    audit_hidden = not request.user.has_perm("deskcomm.view_auditlog")
+    audit_hidden = not request.user.has_perm("core.view_auditlog")
     if form.is_valid():
         result = selectors.correlation(form.cleaned_data["request_id"])
         if audit_hidden:

@@ -24,9 +24,9 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from deskcomm.api.pagination import CursorField
-from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView
+from core.api.pagination import CursorField
+from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.views import ApiView
 from eventbus import selectors, services
 from eventbus.api import scopes
 from eventbus.api.serializers import EventFilterSerializer, StrictCharField, StrictSerializer

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deskcomm.scopes import declare
+from core.scopes import declare
 
 EVENTS_READ = declare("events:read", "List and read events and their per-consumer states.")
 EVENTS_WRITE = declare("events:write", "Emit events (POST /api/v1/events).")

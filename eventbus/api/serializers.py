@@ -6,8 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from deskcomm.api.conf import api_settings
-from deskcomm.api.pagination import CursorField
+from core.api.conf import api_settings
+from core.api.pagination import CursorField
 from eventbus.catalog import EVENT_TYPE_PATTERN
 from eventbus.errors import EventValidationError
 from eventbus.models import DeliveryStatus, Status

@@ -1,4 +1,4 @@
-"""Routes of the event bus API (included by deskcomm/api/urls.py). No trailing slashes."""
+"""Routes of the event bus API (included by deskcomm/api_urls.py). No trailing slashes."""
 
 from __future__ import annotations
 

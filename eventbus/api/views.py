@@ -12,13 +12,13 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
 import eventbus
-from deskcomm import context
-from deskcomm.api import idempotency
-from deskcomm.api.conf import api_settings
-from deskcomm.api.errors import InvalidState
-from deskcomm.api.pagination import Position, page
-from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView, found_or_404
+from core import context
+from core.api import idempotency
+from core.api.conf import api_settings
+from core.api.errors import InvalidState
+from core.api.pagination import Position, page
+from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.views import ApiView, found_or_404
 from eventbus import selectors, services
 from eventbus.api import scopes
 from eventbus.api.serializers import (

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("deskcomm", "0001_initial"),
+        ("core", "0001_initial"),
     ]
 
     operations = [
@@ -63,7 +63,7 @@ class Migration(migrations.Migration):
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
-                        to="deskcomm.organization",
+                        to="core.organization",
                     ),
                 ),
             ],
@@ -140,7 +140,7 @@ class Migration(migrations.Migration):
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="events",
-                        to="deskcomm.organization",
+                        to="core.organization",
                     ),
                 ),
             ],

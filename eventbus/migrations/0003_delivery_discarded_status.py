@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("deskcomm", "0003_audit_log"),
+        ("core", "0003_audit_log"),
         ("eventbus", "0002_emit_event_function"),
     ]
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("deskcomm", "0007_lgpd_personal_data"),
+        ("core", "0007_lgpd_personal_data"),
         ("eventbus", "0010_event_log_hot_summary"),
     ]
 
@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                 db_index=False,
                 on_delete=django.db.models.deletion.CASCADE,
                 related_name="+",
-                to="deskcomm.organization",
+                to="core.organization",
             ),
         ),
         migrations.AddIndex(

@@ -71,7 +71,7 @@ def remove_tenant_check(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("deskcomm", "0007_lgpd_personal_data"),
+        ("core", "0007_lgpd_personal_data"),
         ("eventbus", "0011_delivery_hot_path"),
     ]
 
@@ -86,7 +86,7 @@ class Migration(migrations.Migration):
                 db_index=False,
                 on_delete=django.db.models.deletion.CASCADE,
                 related_name="events",
-                to="deskcomm.organization",
+                to="core.organization",
             ),
         ),
     ]

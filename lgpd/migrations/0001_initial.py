@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("deskcomm", "0007_lgpd_personal_data"),
+        ("core", "0007_lgpd_personal_data"),
     ]
 
     operations = [
@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.PROTECT,
                         related_name="data_requests",
-                        to="deskcomm.contact",
+                        to="core.contact",
                     ),
                 ),
                 (
@@ -62,7 +62,7 @@ class Migration(migrations.Migration):
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
-                        to="deskcomm.organization",
+                        to="core.organization",
                     ),
                 ),
             ],

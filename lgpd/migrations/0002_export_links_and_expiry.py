@@ -14,7 +14,7 @@ UPDATE event_log SET payload = payload - 'export_url_signed'
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("deskcomm", "0007_lgpd_personal_data"),
+        ("core", "0007_lgpd_personal_data"),
         ("lgpd", "0001_initial"),
         ("eventbus", "0013_attempt_created_index"),
     ]

@@ -23,7 +23,7 @@ def test_every_setting_is_in_env_example() -> None:
 def test_the_job_broker_follows_the_environment() -> None:
     import pytest
 
-    from deskcomm.broker_config import BrokerConfigError, choose_backend, dramatiq_broker
+    from jobs.broker_config import BrokerConfigError, choose_backend, dramatiq_broker
 
     assert choose_backend(explicit="", redis_url="", rabbitmq_url="") == "postgres"
     assert choose_backend(explicit="", redis_url="redis://r:6379", rabbitmq_url="") == "redis"
@@ -38,7 +38,7 @@ def test_the_job_broker_follows_the_environment() -> None:
     redis = dramatiq_broker(backend="redis", redis_url="", rabbitmq_url="", postgres_url="")
     assert redis["OPTIONS"] == {"url": "redis://localhost:6379"}  # seed 004 default
     postgres = dramatiq_broker(backend="postgres", redis_url="", rabbitmq_url="", postgres_url="")
-    assert postgres["BROKER"] == "deskcomm.brokers.PostgresBroker"
+    assert postgres["BROKER"] == "jobs.brokers.PostgresBroker"
     assert "django_dramatiq.middleware.DbConnectionsMiddleware" in postgres["MIDDLEWARE"]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.browser import ARTIFACTS, Console
@@ -45,7 +45,7 @@ def run_console(browser: Any, base_url: str, org: Organization) -> None:
         *DLQ_OPERATOR,
         "eventbus.view_delivery",
         "eventbus.view_eventlog",
-        "deskcomm.view_auditlog",
+        "core.view_auditlog",
         password=PASSWORD,
     )
     ui = Console(browser, base_url)

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 import eventbus
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import BROKEN, broken_consumer, drain, make_dead

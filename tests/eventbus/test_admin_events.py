@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import eventbus
-from deskcomm import context
-from deskcomm.models import Organization
+from core import context
+from core.models import Organization
 from eventbus.admin import selectors
 from eventbus.models import Delivery, EventLog
 from tests.support.admin import staff
@@ -28,7 +28,7 @@ DELIVERIES = reverse("admin:eventbus_delivery_changelist")
 @pytest.fixture
 def viewer(client: Client) -> Client:
     user: User = staff(
-        "viewer", "eventbus.view_eventlog", "eventbus.view_delivery", "deskcomm.view_organization"
+        "viewer", "eventbus.view_eventlog", "eventbus.view_delivery", "core.view_organization"
     )
     client.force_login(user)
     return client
@@ -96,7 +96,7 @@ def test_detail_shows_deliveries_attempts_links_and_escapes_payload(
     assert "Deliveries (one per consumer)" in html
     assert reverse("admin:eventbus_delivery_change", args=[dead.pk]) in html
     assert reverse("admin:eventbus_deadletter_change", args=[dead.pk]) in html
-    assert reverse("admin:deskcomm_organization_change", args=[org.pk]) in html
+    assert reverse("admin:core_organization_change", args=[org.pk]) in html
     assert f"{reverse('eventbus_ops:correlation')}?request_id=req-detail-1" in html
     assert "attempt 1" in html and "flaky-worker always fails" in html
 

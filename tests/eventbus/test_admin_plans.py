@@ -19,7 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import make_dead
 

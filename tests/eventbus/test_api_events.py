@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import eventbus
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
 from tests.eventbus.test_services import dead_flaky
@@ -233,7 +233,7 @@ def test_list_never_counts_and_costs_a_bounded_number_of_queries(org: Organizati
     sql = [q["sql"].lower() for q in queries.captured_queries]
     assert not [s for s in sql if "count(" in s]
     # key lookup (which also scopes the session to the key's tenant), last_used, throttle, the
-    # page, and the session's row-level-security scope put back after the response (deskcomm.rls)
+    # page, and the session's row-level-security scope put back after the response (core.rls)
     assert len(sql) <= 5, sql
     assert sql[-1].startswith("select set_config('app.organization_id', ''")
 

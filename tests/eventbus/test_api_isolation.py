@@ -12,7 +12,8 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 import eventbus
-from deskcomm.models import Contact, Organization
+from core.models import Organization
+from crm.models import Contact
 from eventbus.models import Delivery, EventLog
 from lgpd import services as lgpd_services
 from tests.eventbus.test_services import dead_flaky

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eventbus
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery
 from tests.eventbus.test_services import dead_flaky
 from tests.support.api import api_client, error_of

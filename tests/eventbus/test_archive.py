@@ -16,12 +16,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 import eventbus
-from deskcomm.cron import job_run
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import archive
 from eventbus import claim as claims
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.retry import Verdict
+from jobs.registry import job_run
 from tests.support.storage import use_local_storage
 
 pytestmark = pytest.mark.django_db

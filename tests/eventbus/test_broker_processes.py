@@ -15,8 +15,9 @@ import pytest
 from django.db import connection
 
 import eventbus
-from deskcomm.models import Order, Organization
-from deskcomm.services import order_confirm
+from core.models import Organization
+from crm.models import Order
+from crm.services import order_confirm
 from eventbus.models import Delivery
 from tests.conftest import (
     Managed,
@@ -185,7 +186,7 @@ def test_the_web_process_starts_and_accepts_writes_with_the_broker_down(
     closed = Backend(name, free_port())
     number = f"W-{uuid.uuid4().hex[:8]}"
     script = (
-        "from deskcomm.models import Organization; from deskcomm.services import order_confirm; "
+        "from core.models import Organization; from crm.services import order_confirm; "
         f"order_confirm(organization=Organization.objects.get(pk='{org.pk}'), "
         f"number='{number}', total_cents=990)"
     )

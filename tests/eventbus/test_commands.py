@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, Route
 

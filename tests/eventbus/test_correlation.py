@@ -9,7 +9,7 @@ import time_machine
 from django.test import Client
 from django.urls import reverse
 
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.admin import selectors
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import make_dead
@@ -23,9 +23,7 @@ DLQ = reverse("admin:eventbus_deadletter_changelist")
 
 @pytest.fixture
 def operator(client: Client) -> Client:
-    client.force_login(
-        staff("ops", *DLQ_OPERATOR, "eventbus.view_eventlog", "deskcomm.view_auditlog")
-    )
+    client.force_login(staff("ops", *DLQ_OPERATOR, "eventbus.view_eventlog", "core.view_auditlog"))
     return client
 
 

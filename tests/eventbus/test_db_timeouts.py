@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 
 import eventbus
-from deskcomm.models import Lead, Organization
+from core.models import Organization
+from crm.models import Lead
 from eventbus.models import Delivery
 from tests.conftest import raw_connection, start_drain, wait_for
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery
 from tests.eventbus.test_emitter import emit_sql
 

@@ -12,7 +12,7 @@ import time_machine
 from django.core import mail
 from django.core.management import call_command
 
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.dlq_alerts import dlq_alerts_check
 from tests.support.dlq import BROKEN, broken_consumer, make_dead
 from tests.support.http_server import LoopbackServer, loopback_server

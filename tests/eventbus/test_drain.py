@@ -9,7 +9,7 @@ import pytest
 from django.test.utils import override_settings
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.claim import DeadDelivery
 from eventbus.drain import DrainPump

@@ -15,9 +15,10 @@ from django.test.utils import override_settings
 from psycopg.rows import dict_row
 
 import eventbus
-from deskcomm import context
-from deskcomm.db import bound_cursor, conninfo
-from deskcomm.models import Lead, Organization
+from core import context
+from core.db import bound_cursor, conninfo
+from core.models import Organization
+from crm.models import Lead
 from eventbus import emitter
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.sql import statement

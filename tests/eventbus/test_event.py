@@ -11,8 +11,8 @@ from django.db import DatabaseError, connection, transaction
 from django.db.transaction import TransactionManagementError
 
 import eventbus
-from deskcomm import context
-from deskcomm.models import Organization
+from core import context
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.event import Event
 

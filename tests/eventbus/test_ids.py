@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.ids import uuid7
 
 

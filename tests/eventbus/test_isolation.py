@@ -19,7 +19,7 @@ from django.db import connections
 from django.utils import timezone
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery, DeliveryAttempt
 from tests.conftest import Drain, side_effect_rows, start_drain, wait_for
 from tests.support import pgserver

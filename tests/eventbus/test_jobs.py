@@ -10,10 +10,10 @@ import time_machine
 from django.utils import timezone
 
 import eventbus
-from deskcomm.cron import job_run
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
+from jobs.registry import job_run
 from tests.conftest import side_effect_rows
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import pytest
 import time_machine
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, DeliveryAttempt
 

@@ -13,14 +13,14 @@ from django.db import connection
 from django.utils import timezone
 
 import eventbus
-from deskcomm.brokers import PostgresBroker
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.relay import Relay, message_id_for, run_published
 from eventbus.worker import Worker, WorkerOptions
+from jobs.brokers import PostgresBroker
 from tests.conftest import side_effect_rows
 
 pytestmark = pytest.mark.django_db

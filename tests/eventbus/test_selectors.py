@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import selectors
 
 pytestmark = pytest.mark.django_db

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import eventbus
-from deskcomm import context
-from deskcomm.models import AuditLog, Organization
+from core import context
+from core.models import AuditLog, Organization
 from eventbus import services
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions

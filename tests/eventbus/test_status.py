@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.registry import make_consumer, registry
 from eventbus.status import bus_status

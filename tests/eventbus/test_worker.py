@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions

@@ -15,17 +15,9 @@ import time_machine
 from django.utils import timezone
 
 import eventbus
-from deskcomm import audit
-from deskcomm.models import (
-    Contact,
-    Conversation,
-    IdempotencyKey,
-    Lead,
-    LeadActivity,
-    Message,
-    Order,
-    Organization,
-)
+from core import audit
+from core.models import IdempotencyKey, Organization
+from crm.models import Contact, Conversation, Lead, LeadActivity, Message, Order
 from eventbus.models import Delivery, DeliveryAttempt
 from eventbus.worker import Worker, WorkerOptions
 from lgpd import services

@@ -6,7 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from deskcomm.models import AuditLog, Contact, Organization
+from core.models import AuditLog, Organization
+from crm.models import Contact
 from eventbus.models import EventLog
 from lgpd.models import DataRequest
 

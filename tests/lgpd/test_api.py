@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from deskcomm.models import AuditLog, Contact, Organization
+from core.models import AuditLog, Organization
+from crm.models import Contact
 from eventbus.models import EventLog
 from lgpd.models import DataRequest
 from tests.support.api import api_client, error_of

@@ -7,7 +7,7 @@ import pytest
 from django.apps import apps
 from django.db import models
 
-from deskcomm.models import Contact
+from crm.models import Contact
 from lgpd.categories import REGISTRY, covered_fields
 from lgpd.subject import REDACTED, Subject
 

@@ -18,9 +18,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils.timezone import now
 
-from deskcomm.cron import jobs
-from deskcomm.models import AuditLog, Contact
+from core.models import AuditLog
+from crm.models import Contact
 from eventbus.models import Delivery, EventLog
+from jobs.registry import jobs
 from lgpd.categories import REGISTRY
 from lgpd.handlers import EXPORT_CONSUMER
 from lgpd.models import DataRequest
@@ -96,8 +97,8 @@ def test_the_bundle_covers_every_category(
     assert sections["orders"][0]["total_cents"] == 15990
     assert sections["consents"][0]["consent_type"] == "marketing_whatsapp"
     assert {r["record"] for r in sections["lead_activities"]} == {
-        "deskcomm.Lead",
-        "deskcomm.LeadActivity",
+        "crm.Lead",
+        "crm.LeadActivity",
     }
     types = {e["event_type"] for e in sections["events"]}
     assert {"contact.created", "test.effect", "lgpd.consent_changed"} <= types

@@ -15,7 +15,7 @@ import pytest
 import time_machine
 from django.test import Client
 
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery, EventLog
 from lgpd.models import DataRequest
 from tests.lgpd.conftest import NEEDLES, World, run_after

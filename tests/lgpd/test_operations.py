@@ -16,10 +16,11 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from deskcomm import audit_archive
-from deskcomm.cron import jobs
-from deskcomm.models import AuditLog, Contact
+from core import audit_archive
+from core.models import AuditLog
+from crm.models import Contact
 from eventbus.models import Delivery
+from jobs.registry import jobs
 from lgpd import selectors, services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
 from tests.lgpd.conftest import CPF, World, request_for

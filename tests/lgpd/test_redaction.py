@@ -10,7 +10,8 @@ import pytest
 import time_machine
 from django.core import mail
 
-from deskcomm.models import AuditLog, Contact, Message, Order
+from core.models import AuditLog
+from crm.models import Contact, Message, Order
 from eventbus.models import Delivery, EventLog
 from lgpd import categories
 from lgpd.handlers import REDACT_CONSUMER
@@ -32,20 +33,20 @@ def redact_at_d15(world: World, clock: time_machine.Coordinates) -> DataRequest:
 def test_the_search_sees_the_subject_everywhere_before(world: World) -> None:
     hits = traces()
     for where in (
-        "deskcomm.Contact.name",
-        "deskcomm.Message.body",
-        "deskcomm.Message.media_urls",
-        "deskcomm.Order.customer_email",
-        "deskcomm.ConsentRecord.evidence",
-        "deskcomm.LeadActivity.note",
-        "deskcomm.Conversation.external_chat_id",
+        "crm.Contact.name",
+        "crm.Message.body",
+        "crm.Message.media_urls",
+        "crm.Order.customer_email",
+        "crm.ConsentRecord.evidence",
+        "crm.LeadActivity.note",
+        "crm.Conversation.external_chat_id",
         "eventbus.EventLog.payload",
         "eventbus.EventLog.metadata",
         "eventbus.Delivery.last_error",
         "eventbus.DeliveryAttempt.error",
         "webhooks.Attempt.response_excerpt",
-        "deskcomm.AuditLog.reason",
-        "deskcomm.IdempotencyKey.response",
+        "core.AuditLog.reason",
+        "core.IdempotencyKey.response",
     ):
         assert any(hit.startswith(where) for hit in hits), (where, hits)
 

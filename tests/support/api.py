@@ -7,8 +7,8 @@ from typing import Any
 from django.db import connection
 from rest_framework.test import APIClient
 
-from deskcomm import scopes, services
-from deskcomm.models import Organization
+from core import scopes, services
+from core.models import Organization
 
 JSON = "application/json"
 

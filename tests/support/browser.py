@@ -143,7 +143,7 @@ def open_add_form(driver: Any, base_url: str, add_path: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from deskcomm.models import Organization
+    from core.models import Organization
 
     Organization.objects.create(name="Acme", slug="acme")
     User.objects.create_superuser("ops", "ops@example.com", "a-long-test-password")

@@ -16,7 +16,7 @@ import psycopg
 from django.db import connection
 
 import eventbus
-from deskcomm.db import conninfo
+from core.db import conninfo
 from eventbus import catalog
 
 catalog.declare("test.effect", required=["n"], description="tests: counted side effects")

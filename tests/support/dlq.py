@@ -7,8 +7,8 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import eventbus
-from deskcomm import context
-from deskcomm.models import Organization
+from core import context
+from core.models import Organization
 from eventbus.models import Delivery
 from eventbus.registry import make_consumer, registry
 from eventbus.worker import Worker, WorkerOptions

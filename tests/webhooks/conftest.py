@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test.utils import override_settings
 
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus import claim as claims
 from webhooks import services
 from webhooks.conf import CONSUMER_PREFIX

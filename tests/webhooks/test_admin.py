@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 import eventbus
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery
 from tests.webhooks.conftest import Subscribe
 from webhooks import signing

@@ -12,7 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 import eventbus
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from eventbus.models import Delivery, EventLog
 from tests.support.api import api_client, error_of
 from tests.support.network import loopback_only

@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery
 from tests.conftest import REPO, Managed, raw_connection, subprocess_env, wait_for
 from tests.support.receiver import Receiver

@@ -12,7 +12,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery, EventLog
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker

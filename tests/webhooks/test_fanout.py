@@ -8,7 +8,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 import eventbus
-from deskcomm.models import Lead, Organization
+from core.models import Organization
+from crm.models import Lead
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS

@@ -10,7 +10,7 @@ from django.db import connections
 from django.test.utils import override_settings
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import LOOPBACK_OK, Subscribe

@@ -14,7 +14,7 @@ import time_machine
 from django.utils import timezone
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery, EventLog
 from tests.conftest import REPO, subprocess_env
 from tests.support.receiver import Receiver, Reply

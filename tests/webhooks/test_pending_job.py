@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import eventbus
-from deskcomm.cron import job_run
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery, EventLog
+from jobs.registry import job_run
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import Subscribe
 

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from deskcomm.models import AuditLog, Organization
+from core.models import AuditLog, Organization
 from tests.webhooks.conftest import Subscribe
 from webhooks import services, signing
 from webhooks.models import Attempt, Subscription

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 import eventbus
-from deskcomm.models import Organization
+from core.models import Organization
 from eventbus.models import Delivery, DeliveryAttempt
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import Subscribe, run_worker

@@ -1,4 +1,4 @@
-"""Webhook API routes, mounted at /api/v1/webhooks/ by deskcomm/api/urls.py. No trailing slashes.
+"""Webhook API routes, mounted at /api/v1/webhooks/ by deskcomm/api_urls.py. No trailing slashes.
 
 One route per action (not `subscriptions/{id}/{action}`), so each has its own operation, request
 and responses in the OpenAPI schema.

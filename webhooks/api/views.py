@@ -3,7 +3,7 @@ deliveries (list, detail with attempts, resend), scoped to the API key's organiz
 
 Views parse, call one service or selector, format. Reads need `webhooks:read` (or
 `webhooks:write`, which implies it); writes need `webhooks:write`. Errors take the API's shape
-(`deskcomm.api.errors`): service input errors are 400s on the field at fault, actions refused by
+(`core.api.errors`): service input errors are 400s on the field at fault, actions refused by
 the object's state are 409 `invalid_state`.
 """
 
@@ -18,10 +18,10 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
-from deskcomm.api.errors import InvalidState
-from deskcomm.api.permissions import HasRequiredScope
-from deskcomm.api.schema import REQUEST_ID_PARAMETER, errors
-from deskcomm.api.views import ApiView, found_or_404
+from core.api.errors import InvalidState
+from core.api.permissions import HasRequiredScope
+from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.views import ApiView, found_or_404
 from webhooks import selectors, services
 from webhooks.api.serializers import (
     WebhookDeliveryDetailSerializer,

@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ("deskcomm", "0003_audit_log"),
+        ("core", "0003_audit_log"),
         ("eventbus", "0004_org_routes"),
     ]
 
@@ -60,7 +60,7 @@ class Migration(migrations.Migration):
                     models.ForeignKey(
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="webhook_subscriptions",
-                        to="deskcomm.organization",
+                        to="core.organization",
                     ),
                 ),
             ],
@@ -95,7 +95,7 @@ class Migration(migrations.Migration):
                         db_index=False,
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="+",
-                        to="deskcomm.organization",
+                        to="core.organization",
                     ),
                 ),
                 (

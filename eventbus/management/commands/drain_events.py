@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deskcomm.db_timeouts import use_database_timeouts
-from deskcomm.metrics import start_exporter_if_configured
+from core.db_timeouts import use_database_timeouts
+from core.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.routes import sync_routes

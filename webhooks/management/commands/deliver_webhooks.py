@@ -7,8 +7,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from deskcomm.db_timeouts import use_database_timeouts
-from deskcomm.metrics import start_exporter_if_configured
+from core.db_timeouts import use_database_timeouts
+from core.metrics import start_exporter_if_configured
 from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
 from eventbus.runner import freeze_startup_heap
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions

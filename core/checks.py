@@ -1,0 +1,216 @@
+"""System checks for the project wiring."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
+from django.core.management.base import SystemCheckError
+
+POSTGRES_ENGINE = "django.db.backends.postgresql"
+
+
+@register()
+def check_postgres_only(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The product *is* SKIP LOCKED, LISTEN/NOTIFY and triggers: refuse any other engine."""
+    errors: list[CheckMessage] = []
+    for alias, config in settings.DATABASES.items():
+        engine = config.get("ENGINE", "")
+        if engine != POSTGRES_ENGINE:
+            errors.append(
+                Error(
+                    f"Database {alias!r} uses {engine!r}; Deskcomm runs on PostgreSQL only.",
+                    hint="Set DATABASE_URL=postgres://user@host:5432/dbname "
+                    "(or run `python3 -m deskcomm.dev run` for an embedded server).",
+                    id="deskcomm.E001",
+                )
+            )
+    return errors
+
+
+@register()
+def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E002: no key for an encryption context in production; E003: a malformed key."""
+    from core import crypto
+
+    errors: list[CheckMessage] = []
+    for context in getattr(settings, "ENCRYPTION_KEYS", {}):
+        problem = crypto.key_problem(context)
+        if problem:
+            errors.append(Error(problem, hint=_KEY_HINT, id="deskcomm.E003"))
+        elif not crypto.configured_keys(context) and not crypto.dev_keys_allowed():
+            errors.append(
+                Error(
+                    f"no encryption key is configured for {context} (production refuses to start)",
+                    hint=_KEY_HINT,
+                    id="deskcomm.E002",
+                )
+            )
+    return errors
+
+
+_KEY_HINT = (
+    "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets, "
+    "CPF_ENCRYPTION_KEY for cpf): "
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)
+
+
+@register(Tags.database)
+def check_not_superuser(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """deskcomm.W003: a superuser (or BYPASSRLS role) skips row-level security: no tenant wall."""
+    from django.db import connections
+
+    warnings: list[CheckMessage] = []
+    for alias in databases or []:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+            )
+            row = cursor.fetchone()
+        if row and row[0]:
+            warnings.append(
+                Warning(
+                    f"database {alias!r} connects as a superuser (or a BYPASSRLS role): "
+                    "row-level security, the second tenant wall, does not apply to it.",
+                    hint="Connect as a role without SUPERUSER/BYPASSRLS that owns the database "
+                    "(python3 -m deskcomm.dev creates one: 'deskcomm').",
+                    id="deskcomm.W003",
+                )
+            )
+    return warnings
+
+
+@register()
+def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E007: S3 archive storage configured but boto3 (needed by django-storages) absent."""
+    if not getattr(settings, "ARCHIVE_S3_BUCKET", ""):
+        return []
+    if find_spec("boto3") is not None:
+        return []
+    return [
+        Error(
+            "ARCHIVE_S3_BUCKET is set but boto3 is not installed (django-storages needs it).",
+            hint="pip install boto3, or unset ARCHIVE_S3_BUCKET to archive to ARCHIVE_ROOT.",
+            id="deskcomm.E007",
+        )
+    ]
+
+
+# Shorter than this (or with few distinct characters) a SECRET_KEY is guessable; Django's own
+# deploy check uses the same bounds but only warns.
+_MIN_SECRET_KEY_LENGTH = 50
+_MIN_SECRET_KEY_CHARS = 5
+
+
+@register(Tags.security, deploy=True)
+def check_production_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """With DEBUG off: E004 unsafe SECRET_KEY, E005 no ALLOWED_HOSTS, E006 a context without a
+    key even though the development SECRET_KEY would derive one (E002 covers the other case);
+    W001 no METRICS_TOKEN (/metrics stays closed)."""
+    if settings.DEBUG:
+        return []
+    return [*_secret_key_errors(), *_allowed_hosts_errors(), *_key_errors(), *_metrics_warnings()]
+
+
+def _secret_key_errors() -> list[CheckMessage]:
+    key = settings.SECRET_KEY or ""
+    if (
+        key == settings.INSECURE_DEV_SECRET_KEY
+        or len(key) < _MIN_SECRET_KEY_LENGTH
+        or (len(set(key)) < _MIN_SECRET_KEY_CHARS)
+    ):
+        return [
+            Error(
+                "SECRET_KEY is missing, the development default, or too short for production.",
+                hint="Set SECRET_KEY to 50+ random characters: "
+                'python -c "import secrets; print(secrets.token_urlsafe(64))"',
+                id="deskcomm.E004",
+            )
+        ]
+    return []
+
+
+def _allowed_hosts_errors() -> list[CheckMessage]:
+    if settings.ALLOWED_HOSTS:
+        return []
+    return [
+        Error(
+            "ALLOWED_HOSTS is empty: every request would be refused.",
+            hint="Set ALLOWED_HOSTS to the host names this server answers to (comma-separated).",
+            id="deskcomm.E005",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def check_outbound_http(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Private and loopback targets for outbound HTTP are a development convenience only."""
+    if settings.DEBUG:
+        return []
+    switches = [
+        name
+        for name, on in (
+            ("OUTBOUND_HTTP_ALLOW_PRIVATE", settings.OUTBOUND_HTTP_ALLOW_PRIVATE),
+            ("WEBHOOKS_ALLOW_PRIVATE_TARGETS", settings.WEBHOOKS.get("ALLOW_PRIVATE_TARGETS")),
+        )
+        if on
+    ]
+    if not switches:
+        return []
+    return [
+        Warning(
+            f"{' and '.join(switches)} on: outbound requests (alert webhooks, webhooks) may "
+            "reach private and loopback addresses (SSRF).",
+            hint=f"Turn {' and '.join(switches)} off outside development.",
+            id="deskcomm.W002",
+        )
+    ]
+
+
+def _key_errors() -> list[CheckMessage]:
+    from core import crypto
+
+    return [
+        Error(
+            f"no encryption key is configured for {context} (production refuses to start)",
+            hint=_KEY_HINT,
+            id="deskcomm.E006",
+        )
+        for context in getattr(settings, "ENCRYPTION_KEYS", {})
+        # With a real SECRET_KEY, E002 (an every-start check) already reports it.
+        if not crypto.configured_keys(context) and crypto.dev_keys_allowed()
+    ]
+
+
+def _metrics_warnings() -> list[CheckMessage]:
+    if settings.METRICS_TOKEN:
+        return []
+    return [
+        Warning(
+            "METRICS_TOKEN is not set: /metrics answers 403 to everyone.",
+            hint="Set METRICS_TOKEN and give it to Prometheus as a bearer token.",
+            id="deskcomm.W001",
+        )
+    ]
+
+
+def refuse_unsafe_start() -> None:
+    """Run every check, deploy ones included, and raise on errors (DEBUG off only).
+
+    The web process calls it at WSGI start: gunicorn does not run system checks on its own.
+    """
+    if settings.DEBUG:
+        return
+    serious = [
+        m
+        for m in run_checks(include_deployment_checks=True)
+        if m.is_serious() and not m.is_silenced()
+    ]
+    if serious:
+        lines = "\n".join(f"{m.id}: {m.msg} (hint: {m.hint})" for m in serious)
+        raise SystemCheckError(f"Refusing to start with unsafe settings:\n{lines}")

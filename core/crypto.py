@@ -1,0 +1,137 @@
+"""Encryption at rest per context: each context ("webhook_secrets", "cpf", later OAuth tokens...)
+has its own list of keys from the environment (settings.ENCRYPTION_KEYS).
+
+The first key of a context encrypts; every key decrypts (Fernet/MultiFernet), so a key rotation
+adds the new key in front, re-encrypts with `reencrypt`, then drops the old key. Keys are read at
+call time. Without a configured key, only a development setup (DEBUG, or the insecure development
+SECRET_KEY that production refuses) gets a key derived from SECRET_KEY, with a warning in the log.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+from collections.abc import Callable
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger(__name__)
+
+_warned: set[str] = set()
+
+# Which model fields hold each context's tokens: {context: [(app_label.Model, field), ...]}.
+# Apps declare theirs in AppConfig.ready; `rotate_encryption_key` re-encrypts them.
+_encrypted_fields: dict[str, list[tuple[str, str]]] = {}
+
+
+class DecryptionError(Exception):
+    """A token that no configured key of its context can decrypt (wrong key, tampered data)."""
+
+
+def encrypt(context: str, plaintext: str) -> str:
+    """Encrypt text with the context's current key; returns a URL-safe token."""
+    return _fernet(context).encrypt(plaintext.encode()).decode()
+
+
+def decrypt(context: str, token: str) -> str:
+    """Decrypt a token made by `encrypt` with any key of the context."""
+    return _open(context, token, MultiFernet.decrypt)
+
+
+def reencrypt(context: str, token: str) -> str:
+    """Re-encrypt a token under the context's current key (key rotation)."""
+    return _open(context, token, MultiFernet.rotate)
+
+
+def _open(context: str, token: str, operation: Callable[[MultiFernet, bytes], bytes]) -> str:
+    try:
+        return operation(_fernet(context), token.encode()).decode()
+    except InvalidToken:
+        raise DecryptionError(
+            f"cannot decrypt a {context} value with the configured keys"
+        ) from None
+
+
+def register_encrypted_field(context: str, model: str, field: str) -> None:
+    """Declare that `model.field` ("app_label.Model") holds tokens of `context` (idempotent)."""
+    fields = _encrypted_fields.setdefault(context, [])
+    if (model, field) not in fields:
+        fields.append((model, field))
+
+
+def encrypted_fields(context: str) -> list[tuple[str, str]]:
+    """The (model, field) pairs declared for a context."""
+    return list(_encrypted_fields.get(context, []))
+
+
+def rotatable_contexts() -> list[str]:
+    """Contexts with declared fields: what `rotate_encryption_key` can re-encrypt."""
+    return sorted(context for context, fields in _encrypted_fields.items() if fields)
+
+
+def known_contexts() -> list[str]:
+    """Contexts with keys in settings or with declared fields."""
+    return sorted({*getattr(settings, "ENCRYPTION_KEYS", {}), *_encrypted_fields})
+
+
+def is_current(context: str, token: str) -> bool:
+    """True when the context's current (first) key reads the token: nothing to rotate."""
+    keys = configured_keys(context)
+    if not keys:
+        return False
+    try:
+        Fernet(keys[0]).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
+
+
+def configured_keys(context: str) -> list[str]:
+    """The keys configured for a context, current first (empty when none is set)."""
+    keys = getattr(settings, "ENCRYPTION_KEYS", {}).get(context) or []
+    return [k for k in keys if k]
+
+
+def key_problem(context: str) -> str | None:
+    """Why the context's configured keys are unusable (None when they are fine or unset)."""
+    for key in configured_keys(context):
+        try:
+            Fernet(key)
+        except ValueError:
+            return f"a {context} key is not a Fernet key (32 url-safe base64-encoded bytes)"
+    return None
+
+
+def dev_keys_allowed() -> bool:
+    """Development only: DEBUG, or the insecure development SECRET_KEY (refused in production)."""
+    return bool(settings.DEBUG) or settings.SECRET_KEY == settings.INSECURE_DEV_SECRET_KEY
+
+
+def _fernet(context: str) -> MultiFernet:
+    keys = configured_keys(context)
+    if keys:
+        problem = key_problem(context)
+        if problem:
+            raise ImproperlyConfigured(problem)
+        return MultiFernet([Fernet(k) for k in keys])
+    if not dev_keys_allowed():
+        raise ImproperlyConfigured(
+            f"no encryption key is configured for {context}: set its environment variable "
+            "(see .env.example), e.g. WEBHOOK_SECRETS_KEY for webhook secrets"
+        )
+    return MultiFernet([Fernet(_dev_key(context))])
+
+
+def _dev_key(context: str) -> bytes:
+    if context not in _warned:
+        _warned.add(context)
+        logger.warning(
+            "DEVELOPMENT ONLY: no key configured for %s; using a key derived from SECRET_KEY. "
+            "Configure a real key before storing anything that matters.",
+            context,
+        )
+    digest = hashlib.sha256(f"deskcomm-dev-key:{context}:{settings.SECRET_KEY}".encode()).digest()
+    return base64.urlsafe_b64encode(digest)

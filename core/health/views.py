@@ -1,0 +1,17 @@
+"""GET /api/v1/health: a plain Django view (no API key, no throttle) over core.health.registry."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from core.health.registry import run_checks
+
+
+@never_cache
+@require_GET
+def health_view(request: HttpRequest) -> JsonResponse:
+    """200 when every required check passed, 503 otherwise; answers within the budget."""
+    report = run_checks()
+    return JsonResponse(report, status=200 if report["status"] == "ok" else 503)

@@ -1,0 +1,17 @@
+"""The CRM app: the records the bus talks about (contact, conversation, message, consent, lead,
+order), the lead trigger, `order_confirm` and the `order-post-worker` consumer."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class CrmConfig(AppConfig):
+    name = "crm"
+    verbose_name = "CRM records"
+
+    def ready(self) -> None:
+        from core.crypto import register_encrypted_field
+        from crm.models import Contact
+
+        register_encrypted_field(Contact.CPF_CONTEXT, "crm.Contact", "cpf_encrypted")

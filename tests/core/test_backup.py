@@ -1,0 +1,169 @@
+"""`backup` and `restore_check` for real: pg_dump/pg_restore against the test database."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+import time_machine
+from django.conf import settings
+from django.core.files.storage import storages
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import override_settings
+
+import eventbus
+from core import backup, pg_tools
+from core.models import Organization
+from jobs.models import JobRun
+from jobs.registry import job_run
+from tests.support.s3 import S3Server, s3_server
+
+pytestmark = pytest.mark.slow
+
+
+@contextmanager
+def use_backups_storage(config: dict[str, Any]) -> Iterator[None]:
+    with override_settings(STORAGES={**settings.STORAGES, "backups": config}):
+        storages._storages.pop("backups", None)  # the handler caches built storages
+        yield
+    storages._storages.pop("backups", None)
+
+
+@pytest.fixture
+def backup_dir(tmp_path: Path) -> Iterator[Path]:
+    """The backups storage exactly as settings.py defines it, only in a temporary directory."""
+    default = settings.STORAGES["backups"]  # no test adds the alias: settings.py must have it
+    assert default["BACKEND"] == "django.core.files.storage.FileSystemStorage"
+    config = {**default, "OPTIONS": {**default["OPTIONS"], "location": tmp_path}}
+    with use_backups_storage(config):
+        yield tmp_path
+
+
+@pytest.fixture
+def backup_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    """The backups storage on an S3-compatible server on loopback (BACKUP_S3_BUCKET's shape)."""
+    with s3_server(monkeypatch) as s3, use_backups_storage(s3.storage_config(prefix="backups")):
+        yield s3
+
+
+def run(command: str) -> str:
+    out = StringIO()
+    call_command(command, stdout=out)
+    return out.getvalue()
+
+
+def scratch_exists() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s",
+            [f"{connection.settings_dict['NAME']}_restore_check"],
+        )
+        return cursor.fetchone() is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_backup_then_restore_check_passes(org: Organization, backup_dir: Path) -> None:
+    for i in range(5):
+        eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": i})
+    organizations = Organization.objects.count()  # the system one too, unless a flush removed it
+    written = run("backup")
+    dumps = sorted(p.name for p in backup_dir.iterdir())
+    assert len(dumps) == 2 and dumps[0].endswith(".dump") and dumps[1].endswith(".json")
+    assert dumps[0] in written
+    # Writes after the backup do not change what the dump holds.
+    eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 99})
+    output = run("restore_check")
+    assert "RESTORE CHECK PASSED" in output
+    assert "event_log: dump 5, restored 5 ok" in output
+    assert "eventbus_delivery: dump 15, restored 15 ok" in output
+    assert f"deskcomm_organization: dump {organizations}, restored {organizations} ok" in output
+    assert not scratch_exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tampered_manifest_fails_the_check(org: Organization, backup_dir: Path) -> None:
+    run("backup")
+    (manifest,) = backup_dir.glob("*.json")
+    manifest.write_text(
+        manifest.read_text().replace('"deskcomm_organization": ', '"deskcomm_organization": 7')
+    )
+    with pytest.raises(CommandError, match="RESTORE CHECK FAILED"):
+        run("restore_check")
+    assert not scratch_exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_backup_and_restore_check_through_an_s3_compatible_bucket(
+    org: Organization, backup_bucket: S3Server
+) -> None:
+    eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    written = run("backup").split()[-1]
+    assert backup_bucket.keys() == [f"backups/{written}", f"backups/{written[:-5]}.json"]
+    output = run("restore_check")
+    assert "RESTORE CHECK PASSED" in output and "event_log: dump 1, restored 1 ok" in output
+    assert not scratch_exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_backup_job_prunes_copies_past_the_retention(
+    org: Organization, backup_bucket: S3Server
+) -> None:
+    now = dt.datetime.now(tz=dt.UTC)
+    for days_ago in (45, 31, 10):  # 30 days' retention (BACKUP_RETENTION_DAYS)
+        with time_machine.travel(now - dt.timedelta(days=days_ago)):
+            backup.backup_create()
+    assert len(backup.complete_dumps()) == 3
+
+    result = job_run(name="backup", trigger="test")
+
+    assert result.status == "completed" and result.rows_processed == 2  # the two past 30 days
+    kept = backup.complete_dumps()
+    ages = [(now - backup.dump_time(d)) / dt.timedelta(days=1) for d in kept]
+    assert [round(age) for age in ages] == [10, 0]  # the one taken 10 days ago, and today's
+    assert len(backup_bucket.keys()) == 4  # each kept dump with its manifest
+    assert job_run(name="restore-check", trigger="test").status == "completed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_restore_check_job_fails_and_alerts(
+    org: Organization, backup_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run("backup")
+    (manifest,) = backup_dir.glob("*.json")
+    manifest.write_text(manifest.read_text().replace('"event_log": ', '"event_log": 7'))
+    result = job_run(name="restore-check", trigger="test")
+    assert result.status == "failed" and "RestoreCheckFailed" in result.error
+    assert JobRun.objects.get(pk=result.run_id).status == "failed"
+    assert "ALERT: cron job restore-check failed" in caplog.text
+
+
+def test_retention_never_deletes_the_newest_copy(backup_dir: Path) -> None:
+    old = f"{backup.PREFIX}20200101T000000000000Z"
+    (backup_dir / f"{old}.dump").write_bytes(b"dump")
+    (backup_dir / f"{old}.json").write_text("{}")
+    assert backup.backup_prune() == []
+    assert backup.latest_dump() == f"{old}.dump"
+
+
+@pytest.mark.django_db
+def test_restore_check_without_a_backup_is_a_clear_error(backup_dir: Path) -> None:
+    with pytest.raises(CommandError, match="no backup found"):
+        run("restore_check")
+
+
+def test_tools_older_than_the_server_are_refused() -> None:
+    with pytest.raises(pg_tools.ToolsNotFound, match="PostgreSQL 99 .*PG_BIN_DIR"):
+        pg_tools.tools_for(99)
+
+
+def test_the_oldest_new_enough_tools_are_chosen() -> None:
+    assert backup.tools_for(15) == min(
+        (d for d in pg_tools._candidates() if (pg_tools._major(d) or 0) >= 15),
+        key=lambda d: pg_tools._major(d) or 0,
+    )

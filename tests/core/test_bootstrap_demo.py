@@ -1,0 +1,39 @@
+"""`bootstrap_demo` creates the demo organization and an admin user, idempotently."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+
+from core.models import SYSTEM_ORGANIZATION_ID, Organization
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command("bootstrap_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_creates_org_and_admin_and_prints_credentials() -> None:
+    text = run()
+    password = re.search(r"login:\s+admin / (\S+)", text)
+    assert password, text
+    assert authenticate(username="admin", password=password.group(1)) is not None
+    assert Organization.objects.filter(slug="demo").count() == 1
+    assert "http://127.0.0.1:8000/admin/" in text
+
+
+def test_second_run_keeps_the_password_unless_asked() -> None:
+    first = re.search(r"admin / (\S+)", run()).group(1)  # type: ignore[union-attr]
+    assert "existing user" in run()
+    assert authenticate(username="admin", password=first) is not None
+    second = re.search(r"admin / (\S+)", run("--reset-password")).group(1)  # type: ignore[union-attr]
+    assert authenticate(username="admin", password=second) is not None
+    # The system organization (owner of cron.* events) comes from a data migration.
+    assert Organization.objects.exclude(pk=SYSTEM_ORGANIZATION_ID).count() == 1

@@ -1,0 +1,69 @@
+"""System checks: PostgreSQL only; consumers must consume declared event types; emit limits."""
+
+from __future__ import annotations
+
+import pytest
+from django.test.utils import override_settings
+
+from core.checks import check_postgres_only
+from eventbus.checks import check_consumers, check_emit_limits
+from eventbus.registry import make_consumer, registry
+
+
+def test_postgres_is_accepted() -> None:
+    assert check_postgres_only() == []
+
+
+def test_other_engines_are_refused() -> None:
+    databases = {"default": {"ENGINE": "django.db.backends.mysql", "NAME": "x"}}
+    with (
+        pytest.warns(UserWarning, match="Overriding setting DATABASES"),
+        override_settings(DATABASES=databases),
+    ):
+        errors = check_postgres_only()
+    assert [e.id for e in errors] == ["deskcomm.E001"]
+    assert "PostgreSQL only" in errors[0].msg
+
+
+def test_consumer_of_an_undeclared_event_type_is_reported() -> None:
+    assert check_consumers() == []
+    with registry.temporarily(make_consumer("typo-worker", lambda e: None, events=["lead.creatd"])):
+        errors = check_consumers()
+    assert [e.id for e in errors] == ["eventbus.E001"]
+    assert "lead.creatd" in errors[0].msg
+
+
+@pytest.mark.parametrize(
+    ("depth", "errors"), [(32, []), (0, ["eventbus.E002"]), (900, ["eventbus.E002"])]
+)
+def test_a_json_depth_limit_emit_cannot_enforce_is_reported(depth: int, errors: list[str]) -> None:
+    with override_settings(EVENTBUS={"MAX_JSON_DEPTH": depth}):
+        assert [e.id for e in check_emit_limits()] == errors
+
+
+def test_s3_archive_without_boto3_is_reported() -> None:
+    from importlib.util import find_spec
+
+    from core.checks import check_archive_storage
+
+    assert check_archive_storage() == []
+    with override_settings(ARCHIVE_S3_BUCKET="archive-bucket"):
+        errors = check_archive_storage()
+    expected = [] if find_spec("boto3") else ["deskcomm.E007"]
+    assert [e.id for e in errors] == expected
+
+
+def test_private_outbound_targets_are_flagged_for_deploys(settings: object) -> None:
+    from core.checks import check_outbound_http
+
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False  # type: ignore[attr-defined]
+    assert check_outbound_http() == []
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True  # type: ignore[attr-defined]
+    assert [w.id for w in check_outbound_http()] == ["deskcomm.W002"]
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False  # type: ignore[attr-defined]
+    settings.WEBHOOKS = {**settings.WEBHOOKS, "ALLOW_PRIVATE_TARGETS": True}  # type: ignore[attr-defined]
+    (warning,) = check_outbound_http()
+    assert warning.id == "deskcomm.W002" and "WEBHOOKS_ALLOW_PRIVATE_TARGETS" in warning.msg
+    settings.DEBUG = True  # type: ignore[attr-defined]
+    assert check_outbound_http() == []

@@ -1,0 +1,104 @@
+"""Multiprocess mode: gunicorn with several workers, /metrics sums every worker's counters."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import REPO, subprocess_env
+from tests.core.test_production_safety import PRODUCTION
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def gunicorn(tmp_path: Path, transactional_db: None) -> Iterator[tuple[str, Path]]:
+    port = free_port()
+    metrics_dir = tmp_path / "prom"
+    env = subprocess_env(
+        **{
+            **PRODUCTION,
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "HTTPS": "false",
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+            "GUNICORN_BIND": f"127.0.0.1:{port}",
+            "WEB_CONCURRENCY": "3",
+            "GUNICORN_THREADS": "1",
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "deskcomm.wsgi"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_serving(base, proc)
+        yield base, metrics_dir
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _wait_until_serving(base: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "gunicorn exited"
+        try:
+            httpx.get(f"{base}/api/ping", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)  # polling for the port to open, with a deadline
+    raise AssertionError("gunicorn did not start")
+
+
+def ping_count(base: str) -> float:
+    response = httpx.get(
+        f"{base}/metrics", headers={"Authorization": f"Bearer {PRODUCTION['METRICS_TOKEN']}"}
+    )
+    assert response.status_code == 200
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+        if s.name == "deskcomm_http_requests_total" and s.labels.get("route") == "api/ping"
+    )
+
+
+def test_every_scrape_sums_all_workers(gunicorn: tuple[str, Path]) -> None:
+    base, metrics_dir = gunicorn
+    already = ping_count(base)  # the start-up probe's requests
+    # Which worker accepts a new connection is up to the kernel (on a busy machine one worker may
+    # take them all for a while): keep opening new connections until a second worker process has
+    # answered, with a deadline, and count exactly what was sent.
+    sent = 0
+    deadline = time.monotonic() + 60
+    while len(writers(metrics_dir)) < 2 or sent < 30:
+        assert time.monotonic() < deadline, "the requests never reached a second worker process"
+        with httpx.Client() as client:  # a new connection each time: spread over the workers
+            assert client.get(f"{base}/api/ping").status_code == 200
+        sent += 1
+    # Whichever worker answers the scrape, it reports the sum over all of them.
+    assert [ping_count(base) for _ in range(5)] == [already + sent] * 5
+
+
+def writers(metrics_dir: Path) -> set[str]:
+    """The worker processes that have written samples (one file set per pid)."""
+    return {name.rsplit("_", 1)[-1] for name in os.listdir(metrics_dir)}

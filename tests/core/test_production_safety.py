@@ -1,0 +1,106 @@
+"""Production refuses unsafe settings (at WSGI start too); `check --deploy` is clean when safe."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import sys
+
+import pytest
+from cryptography.fernet import Fernet
+from django.test import Client
+from django.test.utils import override_settings
+
+from core.checks import check_production_settings
+from tests.conftest import REPO, subprocess_env
+
+PRODUCTION = {
+    "DEBUG": "false",
+    "SECRET_KEY": secrets.token_urlsafe(64),
+    "ALLOWED_HOSTS": "crm.example.com",
+    "WEBHOOK_SECRETS_KEY": Fernet.generate_key().decode(),
+    "CPF_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    "METRICS_TOKEN": "metrics-token-for-tests",
+    "HTTPS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+    "LOG_FORMAT": "json",
+}
+
+
+def run(code_or_args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *code_or_args],
+        check=False,
+        cwd=REPO,
+        env=subprocess_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings() -> None:
+    result = run(["manage.py", "check", "--deploy", "--fail-level", "ERROR"], **PRODUCTION)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Only drf-spectacular's schema warnings about the webhooks API views remain (not settings).
+    reported = re.findall(r"\((\w+)\.([EW]\d+)\)", result.stdout + result.stderr)
+    assert {app for app, _ in reported} <= {"drf_spectacular"}, result.stderr
+
+
+def test_check_deploy_reports_the_unsafe_defaults() -> None:
+    result = run(["manage.py", "check", "--deploy"], DEBUG="false", SECRET_KEY="", HTTPS="false")
+    assert result.returncode != 0
+    for check_id in ("deskcomm.E004", "security.W004", "security.W008"):
+        assert check_id in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "check_id"),
+    [
+        ({"SECRET_KEY": ""}, "deskcomm.E004"),
+        ({"SECRET_KEY": "short"}, "deskcomm.E004"),
+        ({"ALLOWED_HOSTS": ""}, "deskcomm.E005"),
+        ({"WEBHOOK_SECRETS_KEY": ""}, "deskcomm.E002"),
+        ({"WEBHOOK_SECRETS_KEY": "", "SECRET_KEY": ""}, "deskcomm.E006"),
+        ({"CPF_ENCRYPTION_KEY": ""}, "deskcomm.E002"),
+    ],
+)
+def test_wsgi_refuses_to_start_on_unsafe_settings(override: dict[str, str], check_id: str) -> None:
+    result = run(["-c", "import deskcomm.wsgi"], **{**PRODUCTION, **override})
+    assert result.returncode != 0
+    assert check_id in result.stderr and "Refusing to start" in result.stderr
+
+
+def test_wsgi_starts_with_production_settings() -> None:
+    result = run(["-c", "import deskcomm.wsgi; print('started')"], **PRODUCTION)
+    assert result.returncode == 0, result.stderr
+    assert "started" in result.stdout
+
+
+def test_debug_skips_the_production_checks() -> None:
+    with override_settings(DEBUG=True, ALLOWED_HOSTS=[]):
+        assert check_production_settings() == []
+
+
+def test_missing_metrics_token_is_a_warning() -> None:
+    with override_settings(METRICS_TOKEN=""):
+        ids = [m.id for m in check_production_settings()]
+    assert "deskcomm.W001" in ids
+
+
+@pytest.mark.django_db
+def test_security_headers() -> None:
+    response = Client().get("/api/ping")
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["X-Frame-Options"] == "DENY"
+    assert response["Referrer-Policy"] == "same-origin"
+
+
+@pytest.mark.django_db
+def test_hsts_when_tls() -> None:
+    with override_settings(SECURE_HSTS_SECONDS=31536000, SECURE_SSL_REDIRECT=True):
+        response = Client().get("/api/ping", secure=True)
+        redirected = Client().get("/api/ping")
+    assert response["Strict-Transport-Security"].startswith("max-age=31536000")
+    assert redirected.status_code == 301

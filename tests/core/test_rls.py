@@ -1,0 +1,150 @@
+"""Row-level security, the second tenant wall (core.rls, migration deskcomm 0008).
+
+A view that forgets its organization filter still shows only the key's tenant; a session that
+set neither a tenant nor the bypass sees and writes nothing; platform processes (a real
+`drain_events`) still work on every tenant. These need a role RLS applies to (not a superuser):
+`python3 -m deskcomm.dev test` connects as one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.urls import include, path
+from rest_framework.response import Response
+
+import eventbus
+from core import rls
+from core.api.views import ApiView
+from core.models import Organization
+from crm.models import Contact
+from eventbus.models import EventLog
+from tests.conftest import start_drain
+from tests.support.api import api_client
+from tests.support.consumers import EFFECT_CONSUMERS
+
+
+def role_bypasses_rls() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def enforced() -> None:
+    if role_bypasses_rls():
+        pytest.skip("DATABASE_URL connects as a superuser/BYPASSRLS role: RLS does not apply")
+
+
+class UnfilteredEvents(ApiView):
+    """Deliberately wrong: every event and contact, with no organization filter."""
+
+    required_scopes = {"GET": "events:read"}
+
+    def get(self, request: Any) -> Response:
+        return Response(
+            {
+                "events": [str(pk) for pk in EventLog.objects.values_list("pk", flat=True)],
+                "contacts": [str(pk) for pk in Contact.objects.values_list("pk", flat=True)],
+            }
+        )
+
+
+urlpatterns = [
+    path("api/v1/unfiltered", UnfilteredEvents.as_view()),
+    path("", include("deskcomm.urls")),
+]
+
+
+def seed(org: Organization) -> tuple[str, str]:
+    event = eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    contact = Contact.objects.create(organization=org, name=f"customer of {org.slug}")
+    return str(event.id), str(contact.pk)
+
+
+@pytest.mark.urls(__name__)
+def test_an_unfiltered_view_shows_nothing_of_another_tenant(
+    enforced: None, org: Organization, org_b: Organization
+) -> None:
+    a_event, a_contact = seed(org)
+    b_event, b_contact = seed(org_b)
+    # The view really is unfiltered: this platform (bypassing) process sees both tenants.
+    assert {a_event, b_event} <= {str(pk) for pk in EventLog.objects.values_list("pk", flat=True)}
+    seen = api_client(org, "events:read").get("/api/v1/unfiltered").json()
+    assert seen == {"events": [a_event], "contacts": [a_contact]}
+    seen_b = api_client(org_b, "events:read").get("/api/v1/unfiltered").json()
+    assert seen_b == {"events": [b_event], "contacts": [b_contact]}
+    # The request's scope ended with it: the platform session sees everything again.
+    assert EventLog.objects.count() == 2
+
+
+def test_a_session_with_neither_tenant_nor_bypass_sees_and_writes_nothing(
+    enforced: None, org: Organization
+) -> None:
+    seed(org)
+    with rls.scoped():
+        assert EventLog.objects.count() == 0 and Contact.objects.count() == 0
+        with pytest.raises((ProgrammingError, IntegrityError)), transaction.atomic():
+            Contact.objects.create(organization=org, name="smuggled")  # fails its WITH CHECK
+    with rls.scoped(organization_id=org.pk):
+        assert EventLog.objects.count() == 1
+    assert Contact.objects.count() == 1
+
+
+def test_every_tenant_table_has_the_wall() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, "
+            "       EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid "
+            "                AND p.polname = 'tenant_wall') "
+            "  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            " WHERE n.nspname = 'public' AND c.relkind = 'r' AND (c.relname = "
+            "       'eventbus_deliveryattempt' OR EXISTS (SELECT 1 FROM pg_attribute a "
+            "       WHERE a.attrelid = c.oid AND a.attname = 'organization_id'))"
+        )
+        rows = cursor.fetchall()
+    assert len(rows) >= 16
+    assert [name for name, *flags in rows if flags != [True, True, True]] == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_worker_drains_every_tenant(
+    enforced: None, org: Organization, org_b: Organization, side_effects: None
+) -> None:
+    seed(org)
+    seed(org_b)
+    args = [arg for name in EFFECT_CONSUMERS for arg in ("--consumer", name)]
+    # Nothing inherited from this (bypassing) test process: the command selects the bypass.
+    drain = start_drain("--once", "--no-listen", *args, PGOPTIONS="", **{rls.PROCESS_ENV: ""})
+    try:
+        assert drain.wait(timeout=120) == 0, drain.output()
+        assert set(EventLog.objects.values_list("status", flat=True)) == {"done"}, drain.output()
+    finally:
+        drain.close()
+    assert EventLog.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "bypass"),
+    [
+        (["manage.py", "drain_events"], True),
+        (["manage.py", "deliver_webhooks"], True),
+        (["manage.py", "rundramatiq"], True),
+        (["manage.py", "run_scheduler"], True),
+        (["manage.py", "migrate"], True),
+        (["/venv/bin/django-admin", "backup"], True),
+        (["manage.py", "runserver"], False),
+        (["/venv/bin/gunicorn", "deskcomm.wsgi"], False),
+        (["-m", "dramatiq", "django_dramatiq.setup"], False),  # bypasses through the env below
+    ],
+)
+def test_which_processes_bypass(argv: list[str], bypass: bool) -> None:
+    assert rls.wants_bypass(argv, {}) is bypass
+    assert rls.wants_bypass(argv, {rls.PROCESS_ENV: "true"}) is True

@@ -1,0 +1,58 @@
+"""One direction of dependency between the packages (docs/architecture.md, "Layers"): the
+import-linter contract in pyproject.toml, run on the tree and on a copy with a wrong import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("lint-imports")),
+            "--config",
+            "pyproject.toml",
+            "--no-cache",
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_every_package_imports_only_the_layers_below_it() -> None:
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_every_project_package_is_in_a_layer() -> None:
+    packages = {p.parent.name for p in REPO.glob("*/apps.py")} | {"deskcomm"}
+    (contract,) = CONFIG["contracts"]
+    assert packages == set(CONFIG["root_packages"]) == set(contract["layers"])
+
+
+def test_the_contract_breaks_when_a_lower_layer_imports_a_higher_one(tmp_path: Path) -> None:
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    for package in CONFIG["root_packages"]:
+        shutil.copytree(
+            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    db = tmp_path / "core" / "db.py"
+    db.write_text(db.read_text() + "\nfrom crm.models import Contact  # noqa: E402, F401\n")
+
+    result = lint_imports(tmp_path)
+    assert result.returncode == 1
+    assert "core is not allowed to import crm" in result.stdout
+    assert "core.db -> crm.models" in result.stdout
