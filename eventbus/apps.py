@@ -10,6 +10,9 @@ from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 
 
+APP_MODULES = ("events", "handlers")  # discovered in each installed app, in this order
+
+
 class EventbusConfig(AppConfig):
     name = "eventbus"
     verbose_name = "Event bus"
@@ -33,11 +36,13 @@ class EventbusConfig(AppConfig):
 
 
 def handler_modules(extra: list[str]) -> list[str]:
-    """Every installed app's `handlers` module, then the configured extra modules."""
+    """Every installed app's `events` module (the event types it declares) and `handlers`
+    module (its consumers), then the configured extra modules."""
     found = [
-        f"{config.name}.handlers"
+        f"{config.name}.{module}"
         for config in apps.get_app_configs()
-        if find_spec(f"{config.name}.handlers") is not None
+        for module in APP_MODULES
+        if find_spec(f"{config.name}.{module}") is not None
     ]
     return found + [m for m in extra if m not in found]
 

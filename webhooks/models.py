@@ -57,7 +57,7 @@ class Subscription(models.Model):
     @property
     def consumer(self) -> str:
         """The name its deliveries carry in `eventbus_delivery.consumer`."""
-        return f"{CONSUMER_PREFIX}{self.id}"
+        return consumer_name(self.id)
 
 
 class WebhookDelivery(Delivery):
@@ -70,9 +70,7 @@ class WebhookDelivery(Delivery):
 
     @property
     def subscription_id(self) -> uuid.UUID | None:
-        if not self.consumer.startswith(CONSUMER_PREFIX):
-            return None
-        return uuid.UUID(self.consumer.removeprefix(CONSUMER_PREFIX))
+        return subscription_id_of(self.consumer)
 
     @property
     def webhook_id(self) -> uuid.UUID | None:
@@ -124,3 +122,18 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.attempt} of delivery {self.delivery_id}"
+
+
+def consumer_name(subscription_id: uuid.UUID) -> str:
+    """The consumer name a subscription's deliveries carry: `webhook:<subscription id>`."""
+    return f"{CONSUMER_PREFIX}{subscription_id}"
+
+
+def subscription_id_of(consumer: str) -> uuid.UUID | None:
+    """The subscription a delivery consumer name belongs to (None: not a webhook consumer)."""
+    if not consumer.startswith(CONSUMER_PREFIX):
+        return None
+    try:
+        return uuid.UUID(consumer.removeprefix(CONSUMER_PREFIX))
+    except ValueError:
+        return None

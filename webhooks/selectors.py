@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import partial
 
 from django.db.models import Prefetch, QuerySet
@@ -13,11 +14,30 @@ from django.db.models import Prefetch, QuerySet
 from core.crypto import DecryptionError
 from core.models import Organization
 from webhooks import circuit, signing
+from webhooks.circuit import Gate
 from webhooks.conf import CONSUMER_PREFIX
-from webhooks.models import Attempt, Subscription, WebhookDelivery
-from webhooks.sender import Target
+from webhooks.models import (
+    Attempt,
+    Subscription,
+    WebhookDelivery,
+    consumer_name,
+)
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the worker needs to send to one subscription (secrets decrypted, current first)."""
+
+    subscription_id: uuid.UUID
+    organization_id: uuid.UUID
+    url: str
+    keys: tuple[bytes, ...]
+    enabled: bool
+    # Shared by every target of the same subscription in this process (webhooks.circuit).
+    gate: Gate = field(default_factory=Gate, compare=False, repr=False)
+    unusable: str = ""  # why nothing can be sent to it now (its secret cannot be decrypted)
 
 
 def targets_for(
@@ -70,16 +90,6 @@ def _secrets(row: Subscription, now: dt.datetime) -> list[str]:
     return secrets
 
 
-def subscription_id_of(consumer: str) -> uuid.UUID | None:
-    """The subscription a delivery consumer name belongs to (None: not a webhook consumer)."""
-    if not consumer.startswith(CONSUMER_PREFIX):
-        return None
-    try:
-        return uuid.UUID(consumer.removeprefix(CONSUMER_PREFIX))
-    except ValueError:
-        return None
-
-
 def subscription_list(*, organization: Organization | uuid.UUID) -> QuerySet[Subscription]:
     return Subscription.objects.filter(organization=organization).order_by("created_at")
 
@@ -108,7 +118,7 @@ def delivery_list(
         organization=organization, consumer__startswith=CONSUMER_PREFIX
     ).select_related("event")
     if subscription_id is not None:
-        rows = rows.filter(consumer=f"{CONSUMER_PREFIX}{subscription_id}")
+        rows = rows.filter(consumer=consumer_name(subscription_id))
     if status:
         rows = rows.filter(status=status)
     if before_id is not None:

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -25,8 +25,8 @@ from django.utils import timezone
 
 from eventbus.event import Event
 from webhooks import signing, ssrf
-from webhooks.circuit import Gate
 from webhooks.conf import webhook_settings
+from webhooks.selectors import Target
 
 logger = logging.getLogger(__name__)
 
@@ -39,20 +39,6 @@ DRAIN_BYTES = 64 * 1024
 INVALID_URL = "InvalidURL"
 # Failures that are the target's or the network's, not ours: recorded without a traceback.
 EXPECTED_ERRORS = (httpx.HTTPError, httpx.InvalidURL, ssrf.BlockedDestination)
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the worker needs to send to one subscription (secrets decrypted, current first)."""
-
-    subscription_id: uuid.UUID
-    organization_id: uuid.UUID
-    url: str
-    keys: tuple[bytes, ...]
-    enabled: bool
-    # Shared by every target of the same subscription in this process (webhooks.circuit).
-    gate: Gate = field(default_factory=Gate, compare=False, repr=False)
-    unusable: str = ""  # why nothing can be sent to it now (its secret cannot be decrypted)
 
 
 @dataclass(frozen=True)

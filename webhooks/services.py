@@ -18,8 +18,8 @@ from eventbus import catalog
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from webhooks import signing, ssrf
-from webhooks.conf import CONSUMER_PREFIX, webhook_settings
-from webhooks.models import Attempt, Subscription
+from webhooks.conf import webhook_settings
+from webhooks.models import Attempt, Subscription, subscription_id_of
 
 WILDCARD_ALL = "*"
 MAX_EVENT_TYPES = 100
@@ -271,9 +271,9 @@ def _clean_description(description: str) -> str:
 
 
 def _subscription_of(delivery: Delivery) -> Subscription:
-    if not delivery.consumer.startswith(CONSUMER_PREFIX):
+    subscription_id = subscription_id_of(delivery.consumer)
+    if subscription_id is None:
         raise ResendRefused(f"delivery {delivery.pk} is not a webhook delivery")
-    subscription_id = delivery.consumer.removeprefix(CONSUMER_PREFIX)
     subscription = Subscription.objects.filter(
         pk=subscription_id, organization_id=delivery.organization_id
     ).first()

@@ -34,6 +34,7 @@ from eventbus.slots import Job, Leases, SlotPool, log_lost
 from eventbus.worker import WorkerOptions, worker_id
 from webhooks import outcome, selectors, sender, settle
 from webhooks.conf import CONSUMER_PREFIX, webhook_settings
+from webhooks.models import subscription_id_of
 from webhooks.transport import build_client
 
 logger = logging.getLogger(__name__)
@@ -206,14 +207,14 @@ class WebhookPump:
         return max(0, min(self.options.batch_size, limit - self.processed - self.in_flight))
 
     def _launch(self, batch: claims.Claim) -> None:
-        sub_ids = {selectors.subscription_id_of(e.consumer) for e in batch.events}
+        sub_ids = {subscription_id_of(e.consumer) for e in batch.events}
         targets = selectors.targets_for({s for s in sub_ids if s}, now=timezone.now())
         timeout = 2 * float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
         self.leases.hold(batch.token, batch.ids)
         jobs = []
         for event in batch.events:
             self._per_consumer[event.consumer] += 1
-            sub_id = selectors.subscription_id_of(event.consumer)
+            sub_id = subscription_id_of(event.consumer)
             target = targets.get(sub_id) if sub_id else None
             jobs.append(SendJob(batch.token, event, timeout, event.consumer, sub_id, target))
         self.pool.submit(jobs)

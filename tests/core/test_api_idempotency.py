@@ -17,8 +17,8 @@ from django.db import connection, connections
 from core.api import idempotency
 from core.models import IdempotencyKey, Organization
 from eventbus.models import EventLog
-from tests.conftest import raw_connection
 from tests.support.api import client_for, error_of, issue_key, lead_stage_changed
+from tests.support.db import raw_connection
 
 EVENTS = "/api/v1/events"
 T0 = dt.datetime(2026, 6, 1, 9, 0, tzinfo=dt.UTC)

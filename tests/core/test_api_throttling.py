@@ -14,8 +14,8 @@ from django.test.utils import override_settings
 
 from core.api import throttling
 from core.models import Organization
-from tests.conftest import REPO, subprocess_env
 from tests.support.api import api_client, error_of
+from tests.support.processes import REPO, subprocess_env
 
 EVENTS = "/api/v1/events"
 T0 = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)

@@ -10,7 +10,7 @@ from django.db import connection
 from psycopg import sql
 
 from core.db import drop_database
-from tests.conftest import database_url
+from tests.support.db import database_url
 
 
 @pytest.fixture

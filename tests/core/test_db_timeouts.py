@@ -14,7 +14,8 @@ from django.db import connection
 from django.db.models.signals import pre_migrate
 
 from core.db_timeouts import TIMEOUTS, with_timeouts
-from tests.conftest import REPO, raw_connection, subprocess_env
+from tests.support.db import raw_connection
+from tests.support.processes import REPO, subprocess_env
 
 pytestmark = pytest.mark.django_db
 SETTINGS_SQL = "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)"

@@ -24,9 +24,9 @@ from core.redaction import REDACTED, redact
 from eventbus.models import Delivery
 from eventbus.registry import make_consumer, registry
 from eventbus.worker import Worker, WorkerOptions
-from tests.conftest import REPO, subprocess_env
 from tests.support.api import api_client
 from tests.support.pii import KEYED_SECRETS, PII_SAMPLES, leaked
+from tests.support.processes import REPO, subprocess_env
 
 
 @pytest.fixture

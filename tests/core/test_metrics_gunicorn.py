@@ -14,8 +14,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import REPO, subprocess_env
 from tests.core.test_production_safety import PRODUCTION
+from tests.support.processes import REPO, subprocess_env
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,8 @@ from django.db import connection
 from psycopg import sql
 
 from core.db import drop_database
-from tests.conftest import REPO, database_url, subprocess_env
+from tests.support.db import database_url
+from tests.support.processes import REPO, subprocess_env
 
 # Mirrors of the consumer and catalog registries, rewritten by every `migrate` (eventbus.routes).
 MIRRORS = ("eventbus_route", "eventbus_eventtypeschema")

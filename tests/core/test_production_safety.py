@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import override_settings
 
 from core.checks import check_production_settings
-from tests.conftest import REPO, subprocess_env
+from tests.support.processes import REPO, subprocess_env
 
 PRODUCTION = {
     "DEBUG": "false",

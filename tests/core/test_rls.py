@@ -21,9 +21,9 @@ from core.api.views import ApiView
 from core.models import Organization
 from crm.models import Contact
 from eventbus.models import EventLog
-from tests.conftest import start_drain
 from tests.support.api import api_client
 from tests.support.consumers import EFFECT_CONSUMERS
+from tests.support.processes import start_drain
 
 
 def role_bypasses_rls() -> bool:

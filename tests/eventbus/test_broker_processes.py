@@ -19,14 +19,10 @@ from core.models import Organization
 from crm.models import Order
 from crm.services import order_confirm
 from eventbus.models import Delivery
-from tests.conftest import (
-    Managed,
-    database_url,
-    side_effect_rows,
-    start_jobs,
-    wait_for,
-)
+from tests.support.db import database_url, side_effect_rows
+from tests.support.processes import Managed, start_jobs
 from tests.support.proxy import TcpProxy, free_port, reachable
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

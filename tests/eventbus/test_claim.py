@@ -20,8 +20,8 @@ from eventbus.registry import make_consumer, registry
 from eventbus.retry import Verdict
 from eventbus.sql import statement
 from eventbus.worker import Worker, WorkerOptions
-from tests.conftest import raw_connection, side_effect_rows
 from tests.support.consumers import EFFECT_CONSUMERS
+from tests.support.db import raw_connection, side_effect_rows
 
 START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
 LEASE = dt.timedelta(seconds=30)  # the default EVENTBUS_LEASE_SECONDS

@@ -9,7 +9,9 @@ import eventbus
 from core.models import Organization
 from crm.models import Lead
 from eventbus.models import Delivery
-from tests.conftest import raw_connection, start_drain, wait_for
+from tests.support.db import raw_connection
+from tests.support.processes import start_drain
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

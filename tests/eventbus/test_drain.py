@@ -16,7 +16,7 @@ from eventbus.drain import DrainPump
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.worker import Worker, WorkerOptions
-from tests.conftest import raw_connection, side_effect_rows
+from tests.support.db import raw_connection, side_effect_rows
 
 HOOK_CALLS: list[list[DeadDelivery]] = []
 

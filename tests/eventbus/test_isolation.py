@@ -21,8 +21,10 @@ from django.utils import timezone
 import eventbus
 from core.models import Organization
 from eventbus.models import Delivery, DeliveryAttempt
-from tests.conftest import Drain, side_effect_rows, start_drain, wait_for
 from tests.support import pgserver
+from tests.support.db import side_effect_rows
+from tests.support.processes import Drain, start_drain
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

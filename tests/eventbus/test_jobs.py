@@ -14,7 +14,7 @@ from core.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from jobs.registry import job_run
-from tests.conftest import side_effect_rows
+from tests.support.db import side_effect_rows
 
 pytestmark = pytest.mark.django_db
 

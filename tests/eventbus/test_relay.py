@@ -21,7 +21,7 @@ from eventbus.registry import make_consumer, registry
 from eventbus.relay import Relay, message_id_for, run_published
 from eventbus.worker import Worker, WorkerOptions
 from jobs.brokers import PostgresBroker
-from tests.conftest import side_effect_rows
+from tests.support.db import side_effect_rows
 
 pytestmark = pytest.mark.django_db
 

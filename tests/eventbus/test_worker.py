@@ -16,8 +16,10 @@ from core.models import Organization
 from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
-from tests.conftest import Drain, raw_connection, side_effect_rows, start_drain, wait_for
 from tests.support.consumers import EFFECT_CONSUMERS
+from tests.support.db import raw_connection, side_effect_rows
+from tests.support.processes import Drain, start_drain
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

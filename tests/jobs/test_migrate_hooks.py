@@ -13,7 +13,8 @@ from psycopg import sql
 
 from core.db import drop_database
 from jobs.registry import jobs
-from tests.conftest import REPO, database_url, subprocess_env
+from tests.support.db import database_url
+from tests.support.processes import REPO, subprocess_env
 from tests.test_deploy import COMPOSE_FILES, load
 
 MIGRATE = ["manage.py", "migrate", "--noinput"]

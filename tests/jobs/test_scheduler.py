@@ -21,7 +21,8 @@ from jobs.models import JobRun
 from jobs.registry import Job, jobs
 from jobs.scheduler import STANDBY_INTERVAL, LeaderDatabaseScheduler, schedule_slot
 from jobs.schedules import schedules_install
-from tests.conftest import Managed, start_jobs, wait_for
+from tests.support.processes import Managed, start_jobs
+from tests.support.waiting import wait_for
 
 UTC = dt.UTC
 

@@ -17,12 +17,20 @@ from django.utils import timezone
 import eventbus
 from core import audit
 from core.models import IdempotencyKey, Organization
-from crm.models import Contact, Conversation, Lead, LeadActivity, Message, Order
+from crm.models import Contact, Order
 from eventbus.models import Delivery, DeliveryAttempt
 from eventbus.worker import Worker, WorkerOptions
 from lgpd import services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
 from lgpd.models import DataRequest
+from tests.support.factories import (
+    ContactFactory,
+    ConversationFactory,
+    LeadActivityFactory,
+    LeadFactory,
+    MessageFactory,
+    OrderFactory,
+)
 from tests.support.storage import use_local_storage
 from webhooks.models import Attempt, Subscription
 
@@ -89,10 +97,8 @@ def request_for(world: World, kind: str) -> DataRequest:
 @pytest.fixture
 def world(org: Organization, export_storage: Path, clock: time_machine.Coordinates) -> World:
     """The subject with records in every category, and traces of them all over the bus."""
-    contact = Contact(organization=org, name=NAME, phone=PHONE, email=EMAIL)
-    contact.cpf = CPF
-    contact.save()
-    other = Contact.objects.create(organization=org, name="João Souza", phone="+55 21 91234-5678")
+    contact = ContactFactory(organization=org, name=NAME, phone=PHONE, email=EMAIL, cpf=CPF)
+    other = ContactFactory(organization=org, name="João Souza", phone="+55 21 91234-5678", email="")
     subscription = Subscription.objects.create(
         organization=org,
         url="https://hooks.example.com/in",
@@ -113,35 +119,33 @@ def world(org: Organization, export_storage: Path, clock: time_machine.Coordinat
 
 
 def _conversation(org: Organization, contact: Contact) -> None:
-    chat = Conversation.objects.create(
+    chat = ConversationFactory(
         organization=org, contact=contact, external_chat_id="5511987654321@c.us"
     )
-    Message.objects.create(
+    MessageFactory(
         organization=org,
         conversation=chat,
-        direction="inbound",
         body=f"Oi, sou {NAME}. CPF {CPF}, e-mail {EMAIL}, fone {PHONE}. Quero o pedido 42.",
         media_urls=[f"https://media.example.com/{EMAIL}/documento-{CPF}.jpg"],
     )
-    Message.objects.create(
+    MessageFactory(
         organization=org, conversation=chat, direction="outbound", body="Olá Maria! Pedido 42 ok."
     )
 
 
 def _order_and_lead(org: Organization, contact: Contact) -> Order:
-    order = Order.objects.create(
+    order = OrderFactory(
         organization=org,
         contact=contact,
         number="42",
-        total_cents=15990,
         items=[{"sku": "TSHIRT-M", "name": "Camiseta", "qty": 2, "unit_cents": 7995}],
         customer_name=NAME,
         customer_email=EMAIL,
         customer_phone=PHONE,
         shipping_address="Rua das Flores, 10 - São Paulo",
     )
-    lead = Lead.objects.create(organization=org, contact=contact, name=NAME)
-    LeadActivity.objects.create(organization=org, lead=lead, note=f"Ligar para {PHONE}")
+    lead = LeadFactory(organization=org, contact=contact, name=NAME)
+    LeadActivityFactory(organization=org, lead=lead, note=f"Ligar para {PHONE}")
     return order
 
 

@@ -11,8 +11,10 @@ from django.db import connections
 import eventbus
 from core.models import Organization
 from eventbus.models import Delivery
-from tests.conftest import REPO, Managed, raw_connection, subprocess_env, wait_for
+from tests.support.db import raw_connection
+from tests.support.processes import REPO, Managed, subprocess_env
 from tests.support.receiver import Receiver
+from tests.support.waiting import wait_for
 from tests.webhooks.conftest import Subscribe
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

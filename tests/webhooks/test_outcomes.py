@@ -16,7 +16,7 @@ from django.utils import timezone
 import eventbus
 from core.models import Organization
 from eventbus.models import Delivery, EventLog
-from tests.conftest import REPO, subprocess_env
+from tests.support.processes import REPO, subprocess_env
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker
 from webhooks import outcome, services, signing

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from argparse import ArgumentParser, ArgumentTypeError
+from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -11,49 +11,10 @@ from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
+from eventbus.loop_args import add_loop_arguments, positive_int
 from eventbus.routes import sync_routes
 from eventbus.runner import freeze_startup_heap
 from eventbus.worker import Worker, WorkerOptions
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
-
-
-def _positive_float(value: str) -> float:
-    number = float(value)
-    if number <= 0:
-        raise ArgumentTypeError(f"must be greater than 0, got {number}")
-    return number
-
-
-def add_loop_arguments(parser: ArgumentParser) -> None:
-    """The worker-loop options shared by drain_events and deliver_webhooks."""
-    parser.add_argument(
-        "--batch-size",
-        type=_positive_int,
-        default=100,
-        help="Deliveries claimed per statement (default 100).",
-    )
-    parser.add_argument(
-        "--poll-interval",
-        type=_positive_float,
-        default=1.0,
-        help="Seconds to wait when idle; NOTIFY wakes earlier (default 1).",
-    )
-    parser.add_argument("--once", action="store_true", help="Process what is due now, then exit.")
-    parser.add_argument(
-        "--max-events",
-        type=_positive_int,
-        default=None,
-        help="Exit after processing this many deliveries.",
-    )
-    parser.add_argument(
-        "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
-    )
 
 
 class Command(BaseCommand):
@@ -69,7 +30,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=_positive_int,
+            type=positive_int,
             default=1,
             help="Handler threads for I/O-bound consumers (default 1: inline).",
         )

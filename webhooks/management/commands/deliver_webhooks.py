@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 
 from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
-from eventbus.management.commands.drain_events import _positive_int, add_loop_arguments
+from eventbus.loop_args import add_loop_arguments, positive_int
 from eventbus.runner import freeze_startup_heap
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
@@ -20,13 +20,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--concurrency",
-            type=_positive_int,
+            type=positive_int,
             default=32,
             help="Requests in flight in this process (default 32).",
         )
         parser.add_argument(
             "--per-subscription",
-            type=_positive_int,
+            type=positive_int,
             default=None,
             help="Requests in flight per subscription (default "
             "WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION).",

@@ -1,4 +1,4 @@
-"""Event types the webhooks app emits (discovered at start-up like every app's handlers)."""
+"""Event types the webhooks app emits (each app's `events` module is imported at start-up)."""
 
 from __future__ import annotations
 
