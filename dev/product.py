@@ -31,7 +31,17 @@ PROCESSES: dict[str, Program] = {
         "deliver_webhooks: sends the webhook deliveries",
     ),
     "jobs": Program(
-        ["manage.py", "rundramatiq", "--processes", "1", "--threads", "4"],
+        # Running jobs get 15 s to finish on a stop, inside the supervisor's 20 s grace period.
+        [
+            "manage.py",
+            "rundramatiq",
+            "--processes",
+            "1",
+            "--threads",
+            "4",
+            "--worker-shutdown-timeout",
+            "15000",
+        ],
         "rundramatiq: broker-run consumers and scheduled jobs",
     ),
     "scheduler": Program(

@@ -70,7 +70,7 @@ class Signalled:
     signum: int
 
 
-Event = Exited | Signalled
+LoopEvent = Exited | Signalled
 
 
 @dataclass
@@ -110,7 +110,7 @@ class Supervisor:
         self.backoff = backoff or Backoff()
         self.width = max(len(name) for name in programs)
         # SimpleQueue: put() may be called from a signal handler.
-        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self.events: queue.SimpleQueue[LoopEvent] = queue.SimpleQueue()
         self.output_lock = threading.Lock()
         self.readers: list[threading.Thread] = []
 
@@ -142,7 +142,7 @@ class Supervisor:
                 self.schedule_restart(event)
             self.start_due_restarts()
 
-    def next_event(self, timeout: float) -> Event | None:
+    def next_event(self, timeout: float) -> LoopEvent | None:
         """The next event, or None after timeout seconds."""
         try:
             return self.events.get(timeout=max(0.0, timeout))
@@ -151,7 +151,7 @@ class Supervisor:
 
     def idle_wait(self) -> float:
         """Seconds until the earliest pending restart (at most MAX_IDLE_WAIT)."""
-        due = [child.restart_at for child in self.children.values() if child.restart_at]
+        due = [child.restart_at for child in self.children.values() if child.restart_at is not None]
         return min([MAX_IDLE_WAIT, *(at - time.monotonic() for at in due)])
 
     def schedule_restart(self, event: Exited) -> None:
