@@ -13,39 +13,36 @@ WEB_HOST = "127.0.0.1"
 DEFAULT_WEB_PORT = 8000
 RUN_LOCK_FILE = REPO_ROOT / ".run.lock"
 
+
+def manage(command: str) -> list[str]:
+    """argv of a manage.py command written as one string (no quoting needed)."""
+    return ["manage.py", *command.split()]
+
+
 #: Long-running processes: argv passed to the venv's python, executed from the repository root.
 #: ``{port}`` is replaced by $PORT (default 8000).
 PROCESSES: dict[str, Program] = {
     "web": Program(
-        ["manage.py", "runserver", f"{WEB_HOST}:{{port}}", "--noreload"],
+        manage(f"runserver {WEB_HOST}:{{port}} --noreload"),
         "runserver on 127.0.0.1:$PORT: admin, API, /api/v1/health",
         # runserver exits cleanly on KeyboardInterrupt; SIGTERM would end it mid-response.
         stop_signal=signal.SIGINT,
     ),
     "worker": Program(
-        ["manage.py", "drain_events"],
+        manage("drain_events"),
         "drain_events: the drain consumers and the outbox relay",
     ),
     "webhooks": Program(
-        ["manage.py", "deliver_webhooks"],
+        manage("deliver_webhooks"),
         "deliver_webhooks: sends the webhook deliveries",
     ),
     "jobs": Program(
         # Running jobs get 15 s to finish on a stop, inside the supervisor's 20 s grace period.
-        [
-            "manage.py",
-            "rundramatiq",
-            "--processes",
-            "1",
-            "--threads",
-            "4",
-            "--worker-shutdown-timeout",
-            "15000",
-        ],
+        manage("rundramatiq --processes 1 --threads 4 --worker-shutdown-timeout 15000"),
         "rundramatiq: broker-run consumers and scheduled jobs",
     ),
     "scheduler": Program(
-        ["manage.py", "run_scheduler"],
+        manage("run_scheduler"),
         "run_scheduler: fires the job schedules (one leader of many)",
     ),
 }

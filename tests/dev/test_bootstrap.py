@@ -34,14 +34,8 @@ def test_every_module_imports_only_the_standard_library(path: Path) -> None:
 @pytest.mark.skipif(not BASE_PYTHON.is_file(), reason=f"no base interpreter at {BASE_PYTHON}")
 def test_the_system_python_without_the_venv_prints_the_usage() -> None:
     # -E -s: no PYTHONPATH, no user site; the base interpreter has no Django.
-    result = subprocess.run(
-        [str(BASE_PYTHON), "-E", "-s", "-m", "dev"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    argv = [str(BASE_PYTHON), "-E", "-s", "-m", "dev"]
+    result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("usage: python3 -m dev COMMAND")
     assert "scheduler  run_scheduler" in result.stderr
