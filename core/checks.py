@@ -23,7 +23,7 @@ def check_postgres_only(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
                 Error(
                     f"Database {alias!r} uses {engine!r}; Deskcomm runs on PostgreSQL only.",
                     hint="Set DATABASE_URL=postgres://user@host:5432/dbname "
-                    "(or run `python3 -m deskcomm.dev run` for an embedded server).",
+                    "(or run `python3 -m dev run` for an embedded server).",
                     id="deskcomm.E001",
                 )
             )
@@ -78,7 +78,7 @@ def check_not_superuser(
                     f"database {alias!r} connects as a superuser (or a BYPASSRLS role): "
                     "row-level security, the second tenant wall, does not apply to it.",
                     hint="Connect as a role without SUPERUSER/BYPASSRLS that owns the database "
-                    "(python3 -m deskcomm.dev creates one: 'deskcomm').",
+                    "(python3 -m dev creates one: 'deskcomm').",
                     id="deskcomm.W003",
                 )
             )

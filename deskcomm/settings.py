@@ -97,7 +97,7 @@ TEMPLATES = [
     },
 ]
 
-# PostgreSQL only (system check deskcomm.E001 refuses anything else). `python3 -m deskcomm.dev`
+# PostgreSQL only (system check deskcomm.E001 refuses anything else). `python3 -m dev`
 # sets DATABASE_URL to an embedded server when the environment does not.
 DATABASES = {
     "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/deskcomm"),

@@ -3,7 +3,7 @@
 A view that forgets its organization filter still shows only the key's tenant; a session that
 set neither a tenant nor the bypass sees and writes nothing; platform processes (a real
 `drain_events`) still work on every tenant. These need a role RLS applies to (not a superuser):
-`python3 -m deskcomm.dev test` connects as one.
+`python3 -m dev test` connects as one.
 """
 
 from __future__ import annotations

