@@ -33,7 +33,7 @@ from psycopg import sql
 from core.db import drop_database
 from core.pg_tools import tools_for
 
-CORE_APPS = ("deskcomm", "eventbus", "webhooks")
+CORE_APPS = ("core", "jobs", "crm", "eventbus", "webhooks")
 PREFIX = "deskcomm-"
 STAMP_FORMAT = "%Y%m%dT%H%M%S%fZ"
 

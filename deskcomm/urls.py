@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
-from django.urls import include, path
+from django.http import Http404, HttpRequest, HttpResponsePermanentRedirect
+from django.urls import include, path, re_path
 
 from core.metrics import metrics_view
 from core.shown_once import shown_once_view
@@ -13,6 +15,19 @@ admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
 admin.site.index_title = "Event bus and CRM records"
 
+# The records were the `deskcomm` app's until the layering split: old admin links still work.
+MOVED_FROM_DESKCOMM = ("core", "crm", "jobs")
+
+
+def moved_admin_page(request: HttpRequest, model: str, rest: str) -> HttpResponsePermanentRedirect:
+    """/admin/deskcomm/<model>/... -> the same page under the model's app today."""
+    for label in MOVED_FROM_DESKCOMM:
+        if model in apps.get_app_config(label).models:
+            query = f"?{request.META['QUERY_STRING']}" if request.META.get("QUERY_STRING") else ""
+            return HttpResponsePermanentRedirect(f"/admin/{label}/{model}/{rest}{query}")
+    raise Http404(f"no admin page for {model}")
+
+
 urlpatterns = [
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
     path(
@@ -20,6 +35,7 @@ urlpatterns = [
         admin.site.admin_view(shown_once_view),
         name="admin-shown-once",
     ),
+    re_path(r"^admin/deskcomm/(?P<model>[a-z]+)/(?P<rest>.*)$", moved_admin_page),
     path("admin/", admin.site.urls),
     path("api/v1/cron/<str:name>", cron_run, name="cron-run"),
     path("metrics", metrics_view, name="metrics"),

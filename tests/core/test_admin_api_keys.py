@@ -32,7 +32,7 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     from selenium.webdriver.support.ui import Select
 
     base = live_server.url
-    open_add_form(browser, base, "/admin/deskcomm/apikey/add/")
+    open_add_form(browser, base, "/admin/core/apikey/add/")
     browser.find_element(By.NAME, "name").send_keys("ERP sync")
     browser.find_element(By.CSS_SELECTOR, "input[name=scopes][value='events:read']").click()
     browser.find_element(By.NAME, "_save").click()
@@ -51,7 +51,7 @@ def test_create_shows_the_key_once_and_revoke_stops_it(
     assert key not in browser.page_source
     assert ApiKey.objects.count() == 1
 
-    browser.get(f"{base}/admin/deskcomm/apikey/")
+    browser.get(f"{base}/admin/core/apikey/")
     assert stored.display_prefix in browser.page_source
     assert key not in browser.page_source  # shown once, never again
 

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+PRODUCT_PACKAGES = ("deskcomm", "core", "jobs", "crm", "eventbus", "webhooks", "lgpd")
 ENV_READ = re.compile(r"""env(?:\.\w+)?\(\s*["']([A-Z][A-Z0-9_]+)["']""")
 
 
@@ -52,7 +53,7 @@ def test_every_documented_setting_is_read_somewhere_and_listed_once() -> None:
     code = (
         "\n".join(
             path.read_text()
-            for folder in ("deskcomm", "eventbus", "webhooks", "lgpd")
+            for folder in PRODUCT_PACKAGES
             for path in (REPO / folder).rglob("*.py")
         )
         + (REPO / "gunicorn.conf.py").read_text()
@@ -66,9 +67,7 @@ def test_every_storage_alias_the_code_uses_exists_in_the_unmodified_settings() -
     import sys
 
     code = "\n".join(
-        path.read_text()
-        for folder in ("deskcomm", "eventbus", "webhooks", "lgpd")
-        for path in (REPO / folder).rglob("*.py")
+        path.read_text() for folder in PRODUCT_PACKAGES for path in (REPO / folder).rglob("*.py")
     )
     used = set(re.findall(r"""storages\[["'](\w+)["']\]""", code))
     used |= set(re.findall(r"""STORAGE_ALIAS = ["'](\w+)["']""", code))

@@ -67,17 +67,17 @@ def test_each_schedule_shows_its_last_run(operator: Client) -> None:
     operator.post(LIST_URL, {"action": "run_now", "_selected_action": [pk_of("dlq-alert")]})
     page = operator.get(LIST_URL).content.decode()
     run = JobRun.objects.get(job="dlq-alert")
-    assert f'/admin/deskcomm/jobrun/{run.pk}/change/">completed</a>' in page
+    assert f'/admin/jobs/jobrun/{run.pk}/change/">completed</a>' in page
     assert f"{run.duration_ms} ms" in page and "never run" in page
 
 
 def test_job_runs_are_read_only_and_filterable(operator: Client) -> None:
     operator.post(LIST_URL, {"action": "run_now", "_selected_action": [pk_of("dlq-alert")]})
     run = JobRun.objects.get()
-    page = operator.get("/admin/deskcomm/jobrun/?job=dlq-alert&status=completed").content
+    page = operator.get("/admin/jobs/jobrun/?job=dlq-alert&status=completed").content
     assert str(run.pk).encode() in page
-    assert str(run.pk).encode() not in operator.get("/admin/deskcomm/jobrun/?job=backup").content
-    detail = operator.get(f"/admin/deskcomm/jobrun/{run.pk}/change/").content.decode()
+    assert str(run.pk).encode() not in operator.get("/admin/jobs/jobrun/?job=backup").content
+    detail = operator.get(f"/admin/jobs/jobrun/{run.pk}/change/").content.decode()
     assert 'name="_save"' not in detail and "admin" in detail
 
 
