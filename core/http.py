@@ -1,11 +1,14 @@
-"""Outbound HTTP with SSRF protection: every request Deskcomm makes to a URL goes through here.
+"""Outbound HTTP with SSRF protection: the one client for every request Deskcomm makes to a URL
+it does not control (webhooks, the DLQ alert, every integration).
 
-`guarded_client()` returns an httpx client whose transport resolves the host itself, refuses
-private, loopback, link-local, cloud-metadata and other non-public addresses (private and
-loopback are allowed only with `OUTBOUND_HTTP_ALLOW_PRIVATE`, for development), and connects to
-the address it vetted, so a DNS answer that changes between the check and the connect (rebinding)
-cannot redirect the request. TLS still verifies the certificate against the host name (SNI).
-Redirects are never followed, proxies from the environment are ignored, timeouts are short.
+`guarded_client()` is httpx on a connection pool whose network backend (`GuardedBackend`)
+refuses a host written in a form resolvers reinterpret (`127.1`, `0x7f.1`), resolves the host
+once, refuses if ANY address it resolves to is forbidden (`refusal_reason`: private and loopback
+only while the caller's development switch is on), then connects to the vetted address itself.
+The URL keeps the host name, so the Host header, TLS SNI and certificate checks are unchanged,
+and a DNS answer that changes between the check and the connect (rebinding) never reaches the
+socket. Redirects are never followed, proxies from the environment are ignored, timeouts are
+short. A refusal is a `BlockedDestination`: nothing was sent.
 
 `parse_url()` judges a URL with httpx's own parser (the one that sends it) and refuses what that
 parser accepts but no outbound request should carry: non-canonical IPv4 forms (`0177.0.0.1`,
@@ -18,18 +21,25 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import certifi
+import httpcore
 import httpx
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[..., list[tuple[Any, ...]]]
+# (host, port) -> every address the host resolves to, as strings; tests pass their own.
+Resolver = Callable[[str, int], list[str]]
 
 ALLOWED_SCHEMES = ("http", "https")
-DEFAULT_PORTS = {"http": 80, "https": 443}
 CONNECT_TIMEOUT = 3.0
+# Idle pooled connections are kept this long: webhook bursts reuse them, a quiet endpoint's close.
+KEEPALIVE_SECONDS = 30.0
+# The development switch of generic callers; named in their refusals.
+OUTBOUND_SWITCH = "OUTBOUND_HTTP_ALLOW_PRIVATE"
 # Cloud instance metadata endpoints (AWS, ECS, Alibaba, AWS IPv6): never reachable, not even
 # with private targets allowed.
 METADATA_ADDRESSES = frozenset(
@@ -49,29 +59,66 @@ DNS_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?")
 MAX_DNS_NAME = 253
 
 
-class UnsafeDestinationError(httpx.ConnectError):
-    """The URL's scheme or resolved address is not allowed; nothing was sent."""
+class BlockedDestination(httpx.ConnectError):
+    """A destination (or URL) the SSRF guard refuses; nothing was sent.
+
+    An httpx.ConnectError, so callers that catch httpx.HTTPError catch it too. The class name is
+    stored with webhook attempts, and webhooks.outcome reads it as permanent: keep it.
+    """
+
+
+def system_resolver(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to (A and AAAA), in resolver order."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def guarded_client(
-    *, timeout: float | None = None, allow_private: bool | None = None
+    *,
+    timeout: float | httpx.Timeout | None = None,
+    allow_private: bool | None = None,
+    allow_private_setting: str = OUTBOUND_SWITCH,
+    max_connections: int = 100,
+    resolver: Resolver = system_resolver,
+    backend: httpcore.NetworkBackend | None = None,
 ) -> httpx.Client:
-    """An httpx client for untrusted URLs: vetted addresses, no redirects, no env proxies.
+    """A pooled httpx client for untrusted URLs: vetted addresses, no redirects, no env proxies.
 
-    `timeout` defaults to OUTBOUND_HTTP_TIMEOUT (connect at most 3 s); `allow_private` to
-    OUTBOUND_HTTP_ALLOW_PRIVATE. Both are read now, not at import.
+    `timeout`: seconds (connect at most 3 s) or an httpx.Timeout used as is; default
+    OUTBOUND_HTTP_TIMEOUT. `allow_private`: default OUTBOUND_HTTP_ALLOW_PRIVATE. Both are read
+    now, not at import. `allow_private_setting` is the switch refusals tell the operator about
+    (callers with their own switch pass both). `resolver` and `backend` (the socket layer under
+    the guard) are for tests.
     """
-    total = float(timeout if timeout is not None else settings.OUTBOUND_HTTP_TIMEOUT)
+    guard = GuardedBackend(
+        allow_private=_allow_private(allow_private),
+        allow_private_setting=allow_private_setting,
+        resolver=resolver,
+        backend=backend,
+    )
     return GuardedClient(
-        transport=GuardedTransport(allow_private=allow_private),
-        timeout=httpx.Timeout(total, connect=min(total, CONNECT_TIMEOUT)),
+        transport=GuardedTransport(backend=guard, max_connections=max_connections),
+        timeout=_timeout(timeout),
         follow_redirects=False,
         trust_env=False,
     )
 
 
+def _allow_private(allow_private: bool | None) -> bool:
+    if allow_private is None:
+        return bool(settings.OUTBOUND_HTTP_ALLOW_PRIVATE)
+    return allow_private
+
+
+def _timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    total = float(settings.OUTBOUND_HTTP_TIMEOUT if timeout is None else timeout)
+    return httpx.Timeout(total, connect=min(total, CONNECT_TIMEOUT))
+
+
 class GuardedClient(httpx.Client):
-    """Parses URL strings with `parse_url`, so an unsendable one is an UnsafeDestinationError.
+    """Parses URL strings with `parse_url`, so an unsendable one is a BlockedDestination.
 
     httpx would raise `InvalidURL` (not an `httpx.HTTPError`) for some, and quietly send others
     differently from how they read; callers catch `httpx.HTTPError` for every failure.
@@ -82,61 +129,89 @@ class GuardedClient(httpx.Client):
             try:
                 url = parse_url(url)
             except UnsendableURL as exc:
-                raise UnsafeDestinationError(str(exc)) from None
+                raise BlockedDestination(str(exc)) from None
         return super().build_request(method, url, **kwargs)
 
 
 class GuardedTransport(httpx.HTTPTransport):
-    """Resolve, vet, then connect to the vetted address (Host header and SNI keep the name)."""
+    """httpx's transport on a connection pool whose network backend is the guard."""
+
+    def __init__(self, *, backend: GuardedBackend, max_connections: int) -> None:
+        super().__init__(trust_env=False)
+        # httpx builds its pool without a way to pass a network backend: replace it.
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl.create_default_context(cafile=certifi.where()),
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=KEEPALIVE_SECONDS,
+            network_backend=backend,
+        )
+
+
+class GuardedBackend(httpcore.NetworkBackend):
+    """Vet the host and every address it resolves to; connect to a vetted one (no re-resolving)."""
 
     def __init__(
         self,
         *,
-        allow_private: bool | None = None,
-        resolver: Resolver = socket.getaddrinfo,
-        **kwargs: Any,
+        allow_private: bool,
+        allow_private_setting: str,
+        resolver: Resolver,
+        backend: httpcore.NetworkBackend | None = None,
     ) -> None:
-        super().__init__(**kwargs)
-        self._allow_private = allow_private
-        self._resolve = resolver
+        self.allow_private = allow_private
+        self.allow_private_setting = allow_private_setting
+        self.resolver = resolver
+        self.backend = backend or httpcore.SyncBackend()
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        address = self.vet(request.url)
-        pinned = httpx.Request(
-            request.method,
-            request.url.copy_with(host=str(address)),
-            headers=request.headers,  # carries Host: <original name>
-            stream=request.stream,
-            extensions={**request.extensions, "sni_hostname": request.url.host},
-        )
-        return super().handle_request(pinned)
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        last_error: Exception | None = None
+        for address in self.vetted_addresses(host, port):
+            try:
+                return self.backend.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except httpcore.ConnectError as exc:
+                last_error = exc
+        raise last_error or httpcore.ConnectError(f"no address to connect to for {host}")
 
-    def vet(self, url: httpx.URL) -> IPAddress:
-        """The address to connect to, or UnsafeDestinationError."""
-        problem = url_problem(url)
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        raise BlockedDestination("unix sockets are not outbound targets")
+
+    def sleep(self, seconds: float) -> None:
+        self.backend.sleep(seconds)
+
+    def vetted_addresses(self, host: str, port: int) -> list[str]:
+        """Every address `host` resolves to, or BlockedDestination if the host or any is refused."""
+        problem = host_problem(host)
         if problem:
-            raise UnsafeDestinationError(f"url {problem}")
-        addresses = self._addresses(url.host, url.port or DEFAULT_PORTS[url.scheme])
-        allow_private = (
-            settings.OUTBOUND_HTTP_ALLOW_PRIVATE
-            if self._allow_private is None
-            else self._allow_private
-        )
+            raise BlockedDestination(f"refused to connect to {host}: url {problem}")
+        addresses = self._resolve(host, port)
         # Every answer must pass: a name resolving to one public and one private address is refused.
         for address in addresses:
-            refusal = refusal_reason(address, allow_private=allow_private)
-            if refusal:
-                raise UnsafeDestinationError(f"{url.host} resolves to {address}: {refusal}")
-        return addresses[0]
+            why = refusal_with_hint(
+                ipaddress.ip_address(address),
+                allow_private=self.allow_private,
+                setting=self.allow_private_setting,
+            )
+            if why:
+                raise BlockedDestination(f"refused to connect to {host} ({address}): {why}")
+        return addresses
 
-    def _addresses(self, host: str, port: int) -> list[IPAddress]:
+    def _resolve(self, host: str, port: int) -> list[str]:
         try:
-            answers = self._resolve(host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError) as exc:
-            raise httpx.ConnectError(f"cannot resolve {host}: {exc}") from exc
-        addresses = [ipaddress.ip_address(str(answer[4][0]).split("%", 1)[0]) for answer in answers]
+            addresses = self.resolver(host, port)
+        except (OSError, UnicodeError) as exc:  # the idna codec refuses labels DNS cannot carry
+            raise httpcore.ConnectError(f"cannot resolve {host}: {exc}") from exc
         if not addresses:
-            raise httpx.ConnectError(f"cannot resolve {host}: no address")
+            raise httpcore.ConnectError(f"cannot resolve {host}: no address")
         return addresses
 
 
@@ -252,8 +327,8 @@ def embedded_ipv4(address: IPAddress) -> IPAddress:
 def refusal_reason(address: IPAddress, *, allow_private: bool) -> str:
     """Why `address` must not be contacted ("" when it may be): THE outbound address policy.
 
-    Every outbound client applies it to every address a name resolves to (this module's
-    transport for alerts, webhooks.transport's connection backend for webhooks). Metadata,
+    The guarded client applies it to every address a name resolves to, and webhook subscriptions
+    to literal addresses when they are saved. Metadata,
     link-local, unspecified and multicast addresses are always refused; loopback, private and
     carrier-grade NAT addresses only while `allow_private` (development) is off.
     """
@@ -274,3 +349,18 @@ def refusal_reason(address: IPAddress, *, allow_private: bool) -> str:
         if hit:
             return "" if allow_private else label
     return "a non-public (reserved) address"
+
+
+def refusal_with_hint(address: IPAddress, *, allow_private: bool, setting: str) -> str:
+    """`refusal_reason` for messages: names the switch `setting` if it would allow `address`."""
+    why = refusal_reason(address, allow_private=allow_private)
+    if not why:
+        return ""
+    if refusal_reason(address, allow_private=True):
+        return f"{why} (SSRF protection)"
+    return f"{why} (SSRF protection; {switch_hint(setting)})"
+
+
+def switch_hint(setting: str) -> str:
+    """How an operator allows private targets, for refusal messages."""
+    return f"set {setting}=true only for development"

@@ -1,10 +1,12 @@
 """One webhook HTTP attempt: build the body once, sign those bytes, POST them as is, and record
 what the receiver answered (status, duration, at most 2 KiB of the body, error class).
 
-`send` never raises: a URL the transport cannot send, a refused address, a network error and
-even a bug in this code all come back as an AttemptResult with `error_class` and `error`, for
-webhooks.outcome to judge. A raised exception would leave its delivery claimed until the lease
-ran out, and could take the sending thread with it.
+`build_client` is core.http's guarded client with the webhook knobs (timeouts, the private
+targets switch). `send` never raises: a URL the client cannot send, a refused address
+(core.http.BlockedDestination), a network error and even a bug in this code all come back as an
+AttemptResult with `error_class` and `error`, for webhooks.outcome to judge. A raised exception
+would leave its delivery claimed until the lease ran out, and could take the sending thread with
+it.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import httpcore
 import httpx
 from django.utils import timezone
 
+from core.http import Resolver, guarded_client, system_resolver
 from eventbus.event import Event
 from webhooks import signing, ssrf
 from webhooks.conf import webhook_settings
@@ -38,7 +42,9 @@ DRAIN_BYTES = 64 * 1024
 # The error class of a stored URL the transport cannot send (webhooks.outcome: permanent).
 INVALID_URL = "InvalidURL"
 # Failures that are the target's or the network's, not ours: recorded without a traceback.
-EXPECTED_ERRORS = (httpx.HTTPError, httpx.InvalidURL, ssrf.BlockedDestination)
+# A refused address is core.http.BlockedDestination, an httpx.ConnectError recorded under its own
+# class name, which webhooks.outcome reads as permanent.
+EXPECTED_ERRORS = (httpx.HTTPError, httpx.InvalidURL)
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,31 @@ class AttemptResult:
     @property
     def ok(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def timeouts() -> httpx.Timeout:
+    """Connect quickly; the rest of the request shares the total budget (read at call time)."""
+    total = float(webhook_settings.TIMEOUT)
+    connect = min(float(webhook_settings.CONNECT_TIMEOUT), total)
+    return httpx.Timeout(total, connect=connect, pool=total)
+
+
+def build_client(
+    *,
+    max_connections: int = 100,
+    resolver: Resolver = system_resolver,
+    backend: httpcore.NetworkBackend | None = None,
+) -> httpx.Client:
+    """The guarded client for webhooks: WEBHOOKS_TIMEOUT, WEBHOOKS_ALLOW_PRIVATE_TARGETS (named
+    in refusals); `resolver` and `backend` are for tests (core.http.guarded_client)."""
+    return guarded_client(
+        timeout=timeouts(),
+        allow_private=ssrf.allow_private_targets(),
+        allow_private_setting=ssrf.ALLOW_PRIVATE_SETTING,
+        max_connections=max_connections,
+        resolver=resolver,
+        backend=backend,
+    )
 
 
 def body_for(event: Event) -> bytes:

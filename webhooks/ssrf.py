@@ -1,12 +1,12 @@
-"""Which addresses a webhook may reach (SSRF protection), and URL checks at subscription time.
+"""Webhook URL checks at subscription time, on top of core.http's SSRF policy.
 
 The address policy is core.http's (`refusal_reason`), the one every outbound client applies,
 and so is the URL parser (`parse_url`: httpx's own, plus refusals of what it would send
 differently from what is written, such as `0177.0.0.1`). Webhooks only have their own switches
 for development (WEBHOOKS_ALLOW_PRIVATE_TARGETS, WEBHOOKS_ALLOW_HTTP). The authoritative address
-check runs at connection time on every resolved address (webhooks.transport); `validate_url`
-gives an early, clear error when a subscription is saved, and `sendable_url` judges the stored
-URL again before every attempt.
+check runs at connection time on every resolved address (core.http's guarded client, built for
+webhooks by webhooks.sender.build_client); `validate_url` gives an early, clear error when a
+subscription is saved, and `sendable_url` judges the stored URL again before every attempt.
 """
 
 from __future__ import annotations
@@ -16,34 +16,12 @@ import ipaddress
 import httpx
 from django.conf import settings
 
-from core.http import IPAddress, host_problem, parse_url, refusal_reason
+from core.http import parse_url, refusal_with_hint, switch_hint
 from webhooks.conf import webhook_settings
 
 MAX_URL_LENGTH = 2000
-ALLOW_PRIVATE_HINT = "set WEBHOOKS_ALLOW_PRIVATE_TARGETS=true only for development"
-
-
-class BlockedDestination(Exception):
-    """A webhook target that must not be contacted (SSRF guard); nothing was sent."""
-
-
-def refusal(ip: IPAddress, *, allow_private: bool) -> str | None:
-    """Why `ip` may not be contacted, or None when it may (core.http's one policy)."""
-    return refusal_reason(ip, allow_private=allow_private) or None
-
-
-def check_host(host: str) -> None:
-    """Raise BlockedDestination for a host that resolvers would read as some other address."""
-    problem = host_problem(host)
-    if problem:
-        raise BlockedDestination(f"refused to connect to {host}: url {problem}")
-
-
-def check_address(host: str, address: str) -> None:
-    """Raise BlockedDestination when `address` (resolved from `host`) may not be contacted."""
-    why = _refusal_with_hint(ipaddress.ip_address(address))
-    if why:
-        raise BlockedDestination(f"refused to connect to {host} ({address}): {why}")
+# The development switch that lets webhooks reach private targets; named in refusals.
+ALLOW_PRIVATE_SETTING = "WEBHOOKS_ALLOW_PRIVATE_TARGETS"
 
 
 def allow_private_targets() -> bool:
@@ -51,7 +29,7 @@ def allow_private_targets() -> bool:
 
 
 def sendable_url(url: str) -> httpx.URL:
-    """The URL as the transport sends it, or core.http.UnsendableURL (a ValueError)."""
+    """The URL as the client sends it, or core.http.UnsendableURL (a ValueError)."""
     return parse_url(url)
 
 
@@ -72,23 +50,16 @@ def _check_literal_host(host: str) -> None:
     if host == "localhost" or host.endswith(".localhost"):
         if not allow_private_targets():
             raise ValueError(
-                f"url must not point at localhost (SSRF protection; {ALLOW_PRIVATE_HINT})"
+                "url must not point at localhost "
+                f"(SSRF protection; {switch_hint(ALLOW_PRIVATE_SETTING)})"
             )
         return
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         return  # a name: checked on every resolution at connection time
-    why = _refusal_with_hint(ip)
+    why = refusal_with_hint(
+        ip, allow_private=allow_private_targets(), setting=ALLOW_PRIVATE_SETTING
+    )
     if why:
         raise ValueError(f"url must not point at {host}: {why}")
-
-
-def _refusal_with_hint(ip: IPAddress) -> str:
-    """The refusal, naming the development switch only when that switch would allow `ip`."""
-    why = refusal(ip, allow_private=allow_private_targets())
-    if not why:
-        return ""
-    if refusal(ip, allow_private=True):
-        return f"{why} (SSRF protection)"
-    return f"{why} (SSRF protection; {ALLOW_PRIVATE_HINT})"

@@ -35,7 +35,6 @@ from eventbus.worker import WorkerOptions, worker_id
 from webhooks import outcome, selectors, sender, settle
 from webhooks.conf import CONSUMER_PREFIX, webhook_settings
 from webhooks.models import subscription_id_of
-from webhooks.transport import build_client
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ class WebhookPump:
         self.processed = 0
         self.settling = threading.Lock()
         self.leases = Leases()
-        self._client = client or build_client(max_connections=options.concurrency)
+        self._client = client or sender.build_client(max_connections=options.concurrency)
         self._wake = wake
         self.pool: SlotPool[settle.Finished | _Released] = SlotPool(
             options.concurrency,

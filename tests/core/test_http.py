@@ -1,4 +1,4 @@
-"""The SSRF-guarded outbound HTTP client, against a real server on loopback."""
+"""The SSRF-guarded outbound HTTP client, against real servers on loopback."""
 
 from __future__ import annotations
 
@@ -7,18 +7,31 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpcore
 import httpx
 import pytest
 
 from core.http import (
-    GuardedTransport,
-    UnsafeDestinationError,
+    BlockedDestination,
+    Resolver,
     UnsendableURL,
     guarded_client,
     parse_url,
     refusal_reason,
 )
-from tests.support.http_server import LoopbackServer, Reply, loopback_server
+from tests.support.http_server import LoopbackServer, loopback_server
+from tests.support.receiver import Receiver, Reply
+
+
+class RecordingBackend(httpcore.NetworkBackend):
+    """Stands in for the socket layer: records connection attempts and refuses them all."""
+
+    def __init__(self) -> None:
+        self.attempts: list[tuple[str, int]] = []
+
+    def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        self.attempts.append((host, port))
+        raise httpcore.ConnectError("test backend: no connection is ever made")
 
 
 @pytest.fixture
@@ -32,18 +45,22 @@ def allow_private(settings: Any) -> None:
     settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True
 
 
-def resolver_to(*addresses: str) -> Any:
-    def resolve(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
+def resolver_to(*addresses: str) -> Resolver:
+    def resolve(host: str, port: int) -> list[str]:
+        return list(addresses)
 
     return resolve
+
+
+def post(client: httpx.Client, url: str | httpx.URL) -> httpx.Response:
+    return client.post(url, content=b"{}")
 
 
 def test_loopback_is_reachable_only_with_the_allow_setting(
     server: LoopbackServer, settings: Any
 ) -> None:
     settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False
-    with guarded_client() as client, pytest.raises(UnsafeDestinationError, match="loopback"):
+    with guarded_client() as client, pytest.raises(BlockedDestination, match="loopback"):
         client.get(server.url("/blocked"))
     assert server.received == []
 
@@ -55,37 +72,197 @@ def test_loopback_is_reachable_only_with_the_allow_setting(
     assert (request.method, request.path, request.body) == ("POST", "/hook", b'{"text":"hi"}')
 
 
-def test_names_resolving_to_loopback_are_refused(server: LoopbackServer, settings: Any) -> None:
-    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = False
-    with guarded_client() as client, pytest.raises(UnsafeDestinationError):
-        client.get(server.url("/", host="localhost"))
-    assert server.received == []
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:{port}/hook",
+        "http://localhost:{port}/hook",
+        "http://[::ffff:127.0.0.1]:{port}/hook",
+    ],
+)
+def test_loopback_targets_are_refused_before_any_connection(receiver: Receiver, url: str) -> None:
+    with (
+        guarded_client(allow_private=False) as client,
+        pytest.raises(BlockedDestination, match="SSRF protection"),
+    ):
+        post(client, url.format(port=receiver.port))
+    assert receiver.connections == 0 and receiver.requests == []
 
 
-def test_connects_to_the_vetted_address_and_keeps_the_host_name(
-    server: LoopbackServer, allow_private: None
+def test_ipv6_loopback_is_refused_before_any_connection() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    try:
+        server = Receiver(host="::1", family=socket.AF_INET6)
+    except OSError as exc:
+        pytest.skip(f"cannot listen on [::1]: {exc}")
+    try:
+        with (
+            guarded_client(allow_private=False) as client,
+            pytest.raises(BlockedDestination, match="loopback"),
+        ):
+            post(client, server.url())
+        assert server.connections == 0
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    ("host", "allow"),
+    [
+        ("0.0.0.0", False), ("169.254.169.254", False), ("10.0.0.7", False),
+        ("192.168.1.20", False), ("[fd00:ec2::254]", False),
+        # metadata and link-local stay refused with private targets allowed
+        ("169.254.169.254", True), ("169.254.1.1", True), ("[fd00:ec2::254]", True),
+    ],
+)  # fmt: skip
+def test_private_and_metadata_addresses_are_refused_without_connecting(
+    host: str, allow: bool
 ) -> None:
-    transport = GuardedTransport(resolver=resolver_to("127.0.0.1"))
-    with httpx.Client(transport=transport) as client:
-        response = client.get(f"http://hooks.example.test:{server.port}/pinned")
-    assert response.status_code == 200
-    assert server.received[0].headers["host"] == f"hooks.example.test:{server.port}"
+    backend = RecordingBackend()
+    with (
+        guarded_client(allow_private=allow, backend=backend) as client,
+        pytest.raises(BlockedDestination),
+    ):
+        post(client, f"http://{host}/latest/meta-data/")
+    assert backend.attempts == []
 
 
-def test_a_name_with_one_private_answer_is_refused(allow_private: None) -> None:
-    transport = GuardedTransport(
-        allow_private=False, resolver=resolver_to("93.184.216.34", "10.0.0.5")
+def test_a_name_resolving_to_a_private_address_is_refused(receiver: Receiver) -> None:
+    def resolver(host: str, port: int) -> list[str]:
+        return {"hooks.example.test": ["127.0.0.1"]}[host]
+
+    refused = r"hooks\.example\.test \(127\.0\.0\.1\)"
+    with (
+        guarded_client(allow_private=False, resolver=resolver) as client,
+        pytest.raises(BlockedDestination, match=refused),
+    ):
+        post(client, f"http://hooks.example.test:{receiver.port}/hook")
+    assert receiver.connections == 0
+
+
+def test_any_private_address_among_the_answers_refuses_the_name() -> None:
+    backend = RecordingBackend()
+    client = guarded_client(
+        allow_private=False, resolver=resolver_to("93.184.216.34", "10.0.0.1"), backend=backend
     )
-    with pytest.raises(UnsafeDestinationError, match="10.0.0.5"):
-        transport.vet(httpx.URL("https://rebind.example.test/"))
+    with client, pytest.raises(BlockedDestination, match="10.0.0.1"):
+        post(client, "http://mixed.example.test/hook")
+    assert backend.attempts == []
 
 
-def test_redirects_are_not_followed(server: LoopbackServer, allow_private: None) -> None:
-    server.replies["/moved"] = Reply(302, b"", {"Location": "http://169.254.169.254/latest/"})
+def test_public_addresses_pass() -> None:
+    assert refusal_reason(ipaddress.ip_address("93.184.216.34"), allow_private=False) == ""
+    backend = RecordingBackend()
+    with (
+        guarded_client(allow_private=False, backend=backend) as client,
+        pytest.raises(httpx.ConnectError, match="test backend") as failed,
+    ):
+        post(client, "https://93.184.216.34/hook")
+    assert not isinstance(failed.value, BlockedDestination)
+    assert backend.attempts == [("93.184.216.34", 443)]
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/x", "file:///etc/passwd"])
+def test_only_http_and_https(url: str) -> None:
+    with (
+        guarded_client(allow_private=True) as client,
+        pytest.raises(BlockedDestination, match="scheme"),
+    ):
+        client.get(url)
+
+
+def test_the_vetted_address_is_connected_to_with_the_original_host_header(
+    receiver: Receiver,
+) -> None:
+    """Resolved once, then the socket goes to that address: a rebinding answer is never used."""
+    answers = iter([["127.0.0.1"], ["10.9.9.9"]])  # the second answer would be a rebinding
+    calls: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        calls.append(host)
+        return next(answers)
+
+    with guarded_client(allow_private=True, resolver=resolver) as client:
+        for _ in range(2):
+            assert post(client, f"http://hooks.example.test:{receiver.port}/x").status_code == 200
+    assert calls == ["hooks.example.test"]  # one resolution: the pooled connection is reused
+    assert receiver.connections == 1
+    assert {r.headers["host"] for r in receiver.requests} == {f"hooks.example.test:{receiver.port}"}
+
+
+def test_a_redirect_to_a_private_address_is_not_followed(receiver: Receiver) -> None:
+    receiver.replies["/jump"] = Reply(status=307, headers={"Location": "http://169.254.169.254/"})
+    lookups: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return ["127.0.0.1"]
+
+    with guarded_client(allow_private=True, resolver=resolver) as client:
+        response = post(client, f"http://hooks.example.test:{receiver.port}/jump")
+    assert response.status_code == 307 and not response.is_success
+    assert lookups == ["hooks.example.test"]
+    assert [r.path for r in receiver.requests] == ["/jump"]
+
+
+def test_environment_proxies_are_ignored(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = Receiver()  # would see the request (or a CONNECT) if the client used the proxy
+    try:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy.url(""))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        with guarded_client(allow_private=True) as client:
+            assert post(client, receiver.url()).status_code == 200
+        assert receiver.connections == 1 and proxy.connections == 0
+    finally:
+        proxy.close()
+
+
+def test_timeouts_come_from_settings_and_connect_is_short(settings: Any) -> None:
+    settings.OUTBOUND_HTTP_TIMEOUT = 7.5
     with guarded_client() as client:
-        response = client.get(server.url("/moved"))
-    assert response.status_code == 302
-    assert [r.path for r in server.received] == ["/moved"]
+        assert (client.timeout.read, client.timeout.connect) == (7.5, 3.0)
+    with guarded_client(timeout=1.0) as client:
+        assert (client.timeout.read, client.timeout.connect) == (1.0, 1.0)
+    with guarded_client(timeout=httpx.Timeout(4.0, connect=0.5)) as client:
+        assert (client.timeout.read, client.timeout.connect) == (4.0, 0.5)
+
+
+def test_unresolvable_names_are_a_connect_error() -> None:
+    def fail(host: str, port: int) -> list[str]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    with (
+        guarded_client(resolver=fail) as client,
+        pytest.raises(httpx.ConnectError, match="cannot resolve") as failed,
+    ):
+        client.get("https://nowhere.invalid/")
+    assert not isinstance(failed.value, BlockedDestination)  # transient, not refused
+
+
+def test_a_refusal_names_the_switch_that_would_allow_it(receiver: Receiver) -> None:
+    with guarded_client(allow_private=False) as client, pytest.raises(BlockedDestination) as by:
+        post(client, receiver.url())
+    assert "set OUTBOUND_HTTP_ALLOW_PRIVATE=true only for development" in str(by.value)
+
+    own = guarded_client(allow_private=False, allow_private_setting="ACME_ALLOW_PRIVATE")
+    with own as client, pytest.raises(BlockedDestination) as by:
+        post(client, receiver.url())
+    assert "set ACME_ALLOW_PRIVATE=true" in str(by.value) and "OUTBOUND" not in str(by.value)
+
+
+def test_a_refusal_the_switch_cannot_lift_does_not_name_it() -> None:
+    backend = RecordingBackend()
+    with (
+        guarded_client(allow_private=False, backend=backend) as client,
+        pytest.raises(BlockedDestination, match="metadata") as by,
+    ):
+        post(client, "http://169.254.169.254/latest/")
+    assert "OUTBOUND_HTTP_ALLOW_PRIVATE" not in str(by.value)
 
 
 @pytest.mark.parametrize(
@@ -94,15 +271,19 @@ def test_redirects_are_not_followed(server: LoopbackServer, allow_private: None)
         "169.254.169.254",
         "169.254.170.2",
         "fd00:ec2::254",
+        "::ffff:169.254.169.254",
         "100.100.100.200",
         "169.254.1.1",
+        "fe80::1",
         "0.0.0.0",
+        "::",
         "224.0.0.1",
         "64:ff9b::a9fe:a9fe",  # NAT64 for 169.254.169.254
     ],
 )
 def test_metadata_link_local_and_unspecified_are_refused_even_when_allowed(address: str) -> None:
     assert refusal_reason(ipaddress.ip_address(address), allow_private=True)
+    assert refusal_reason(ipaddress.ip_address(address), allow_private=False)
 
 
 @pytest.mark.parametrize(
@@ -115,6 +296,7 @@ def test_metadata_link_local_and_unspecified_are_refused_even_when_allowed(addre
         "::1",
         "fc00::1",
         "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
         "100.64.0.1",
         "64:ff9b::a00:1",  # NAT64 for 10.0.0.1
     ],
@@ -124,55 +306,9 @@ def test_private_addresses_are_refused_by_default(address: str) -> None:
     assert refusal_reason(ipaddress.ip_address(address), allow_private=True) == ""
 
 
-def test_webhooks_apply_the_same_policy() -> None:
-    from webhooks import ssrf
-
-    samples = [
-        "93.184.216.34", "127.0.0.1", "10.1.2.3", "100.64.0.1", "169.254.1.1", "169.254.170.2",
-        "::1", "fe80::1", "64:ff9b::a00:1", "::ffff:10.0.0.1", "0.0.0.0", "224.0.0.1", "240.0.0.1",
-    ]  # fmt: skip
-    for text in samples:
-        address = ipaddress.ip_address(text)
-        for allow in (False, True):
-            ours = refusal_reason(address, allow_private=allow)
-            assert (ssrf.refusal(address, allow_private=allow) or "") == ours, (text, allow)
-
-
-def test_public_addresses_pass() -> None:
-    assert refusal_reason(ipaddress.ip_address("93.184.216.34"), allow_private=False) == ""
-    transport = GuardedTransport(allow_private=False)
-    assert str(transport.vet(httpx.URL("https://93.184.216.34/hook"))) == "93.184.216.34"
-
-
-@pytest.mark.parametrize("url", ["ftp://example.com/x", "file:///etc/passwd"])
-def test_only_http_and_https(url: str) -> None:
-    with pytest.raises(UnsafeDestinationError, match="scheme"):
-        GuardedTransport(allow_private=True).vet(httpx.URL(url))
-
-
-def test_environment_proxies_are_ignored(
-    server: LoopbackServer, allow_private: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
-    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
-    with guarded_client() as client:
-        assert client.get(server.url("/direct")).status_code == 200
-
-
-def test_timeouts_come_from_settings_and_connect_is_short(settings: Any) -> None:
-    settings.OUTBOUND_HTTP_TIMEOUT = 7.5
-    with guarded_client() as client:
-        assert (client.timeout.read, client.timeout.connect) == (7.5, 3.0)
-    with guarded_client(timeout=1.0) as client:
-        assert (client.timeout.read, client.timeout.connect) == (1.0, 1.0)
-
-
-def test_unresolvable_names_are_a_connect_error() -> None:
-    def fail(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-
-    with pytest.raises(httpx.ConnectError, match="cannot resolve"):
-        GuardedTransport(resolver=fail).vet(httpx.URL("https://nowhere.invalid/"))
+@pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "8.8.8.8"])
+def test_public_addresses_are_allowed(address: str) -> None:
+    assert refusal_reason(ipaddress.ip_address(address), allow_private=False) == ""
 
 
 @pytest.mark.parametrize(
@@ -242,29 +378,29 @@ def test_canonical_urls_parse_as_httpx_sends_them(url: str, host: str) -> None:
     assert parse_url(url).raw_host.decode() == host
 
 
-@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.1"])
-def test_the_alert_client_refuses_non_canonical_hosts_without_resolving(
-    server: LoopbackServer, allow_private: None, host: str
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.1", "0x7f.0.0.1"])
+def test_the_client_refuses_non_canonical_hosts_before_resolving(
+    receiver: Receiver, host: str
 ) -> None:
+    """Below the URL string check too: an httpx.URL keeps such hosts as names."""
     lookups: list[str] = []
 
-    def resolve(name: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+    def resolver(name: str, port: int) -> list[str]:
         lookups.append(name)
-        return resolver_to("127.0.0.1")(name, port)
+        return ["127.0.0.1"]
 
-    transport = GuardedTransport(resolver=resolve)
     with (
-        httpx.Client(transport=transport) as client,
-        pytest.raises(UnsafeDestinationError, match="not a canonical IPv4 address"),
+        guarded_client(allow_private=True, resolver=resolver) as client,
+        pytest.raises(BlockedDestination, match="not a canonical IPv4 address"),
     ):
-        client.post(server.url("/", host=host))
-    assert lookups == [] and server.received == []
+        post(client, httpx.URL(f"http://{host}:{receiver.port}/hook"))
+    assert lookups == [] and receiver.connections == 0
 
 
 @pytest.mark.parametrize(
     "url", ["http://0177.0.0.1:{port}/", "http://127.1:{port}/", "http://127.0.0.1:+{port}/"]
 )
-def test_the_alert_client_turns_an_unsendable_url_into_an_http_error(
+def test_the_client_turns_an_unsendable_url_into_an_http_error(
     server: LoopbackServer, allow_private: None, url: str
 ) -> None:
     """Callers catch httpx.HTTPError: httpx's own InvalidURL would escape them."""

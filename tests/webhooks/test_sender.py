@@ -24,7 +24,7 @@ from tests.support.network import loopback_only
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import LOOPBACK_OK
 from webhooks import sender, signing, ssrf
-from webhooks.transport import build_client
+from webhooks.sender import build_client
 
 EVENT = Event(
     id=uuid.uuid4(),

@@ -1,201 +1,28 @@
-"""SSRF guard: forbidden targets are refused with a clear error and never connected to."""
+"""Webhook SSRF checks: subscription URLs at save time, and the webhook client's own switches.
+
+The guarded client itself (resolve, vet every address, connect to the vetted one) is tested
+in tests/core/test_http.py.
+"""
 
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Iterator
 from typing import Any
 
-import httpcore
-import httpx
 import pytest
 from django.test.utils import override_settings
 
+from core.http import BlockedDestination, refusal_reason
 from tests.support.receiver import Receiver
 from webhooks import ssrf
-from webhooks.ssrf import BlockedDestination
-from webhooks.transport import build_client
-
-
-class RecordingBackend(httpcore.NetworkBackend):
-    """Stands in for the socket layer: records connection attempts and refuses them all."""
-
-    def __init__(self) -> None:
-        self.attempts: list[tuple[str, int]] = []
-
-    def connect_tcp(self, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
-        self.attempts.append((host, port))
-        raise httpcore.ConnectError("test backend: no connection is ever made")
+from webhooks.sender import build_client
 
 
 @pytest.fixture
 def strict() -> Iterator[None]:
     with override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": False, "TIMEOUT": 2.0}):
         yield
-
-
-def post(client: httpx.Client, url: str) -> httpx.Response:
-    return client.post(url, content=b"{}")
-
-
-@pytest.mark.parametrize(
-    "address",
-    [
-        "127.0.0.1", "::1", "0.0.0.0", "169.254.169.254", "10.1.2.3", "192.168.0.10",
-        "172.16.5.4", "100.64.0.1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a00:1",
-        "fe80::1", "fd00:ec2::254", "224.0.0.1", "::",
-    ],
-)  # fmt: skip
-def test_non_public_addresses_are_refused(address: str) -> None:
-    assert ssrf.refusal(ipaddress.ip_address(address), allow_private=False) is not None
-
-
-@pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "8.8.8.8"])
-def test_public_addresses_are_allowed(address: str) -> None:
-    assert ssrf.refusal(ipaddress.ip_address(address), allow_private=False) is None
-
-
-@pytest.mark.parametrize(
-    "address", ["169.254.169.254", "fd00:ec2::254", "::ffff:169.254.169.254", "0.0.0.0"]
-)
-def test_metadata_and_unspecified_stay_refused_when_private_targets_are_allowed(
-    address: str,
-) -> None:
-    assert ssrf.refusal(ipaddress.ip_address(address), allow_private=True) is not None
-    assert ssrf.refusal(ipaddress.ip_address("10.0.0.1"), allow_private=True) is None
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://127.0.0.1:{port}/hook",
-        "http://localhost:{port}/hook",
-        "http://[::ffff:127.0.0.1]:{port}/hook",
-    ],
-)
-def test_loopback_targets_are_refused_before_any_connection(
-    strict: None, receiver: Receiver, url: str
-) -> None:
-    with build_client() as client, pytest.raises(BlockedDestination, match="SSRF protection"):
-        post(client, url.format(port=receiver.port))
-    assert receiver.connections == 0 and receiver.requests == []
-
-
-def test_ipv6_loopback_is_refused_before_any_connection(strict: None) -> None:
-    if not socket.has_ipv6:
-        pytest.skip("no IPv6 on this machine")
-    try:
-        server = Receiver(host="::1", family=socket.AF_INET6)
-    except OSError as exc:
-        pytest.skip(f"cannot listen on [::1]: {exc}")
-    try:
-        with build_client() as client, pytest.raises(BlockedDestination, match="loopback"):
-            post(client, server.url())
-        assert server.connections == 0
-    finally:
-        server.close()
-
-
-@pytest.mark.parametrize(
-    "host",
-    ["0.0.0.0", "169.254.169.254", "10.0.0.7", "192.168.1.20", "[fd00:ec2::254]"],
-)
-def test_private_and_metadata_addresses_are_refused_without_connecting(
-    strict: None, host: str
-) -> None:
-    backend = RecordingBackend()
-    with build_client(backend=backend) as client, pytest.raises(BlockedDestination):
-        post(client, f"http://{host}/latest/meta-data/")
-    assert backend.attempts == []
-
-
-def test_a_name_resolving_to_a_private_address_is_refused(strict: None, receiver: Receiver) -> None:
-    def resolver(host: str, port: int) -> list[str]:
-        return {"hooks.example.test": ["127.0.0.1"]}[host]
-
-    refused = r"hooks\.example\.test \(127\.0\.0\.1\)"
-    with (
-        build_client(resolver=resolver) as client,
-        pytest.raises(BlockedDestination, match=refused),
-    ):
-        post(client, f"http://hooks.example.test:{receiver.port}/hook")
-    assert receiver.connections == 0
-
-
-def test_any_private_address_among_the_answers_refuses_the_name(strict: None) -> None:
-    backend = RecordingBackend()
-    client = build_client(resolver=lambda h, p: ["93.184.216.34", "10.0.0.1"], backend=backend)
-    with client, pytest.raises(BlockedDestination, match="10.0.0.1"):
-        post(client, "http://mixed.example.test/hook")
-    assert backend.attempts == []
-
-
-def test_localhost_by_name_is_refused(strict: None, receiver: Receiver) -> None:
-    with build_client() as client, pytest.raises(BlockedDestination):
-        post(client, f"http://localhost:{receiver.port}/hook")
-    assert receiver.connections == 0
-
-
-def test_the_vetted_address_is_connected_to_with_the_original_host_header(
-    receiver: Receiver,
-) -> None:
-    """Resolved once, then the socket goes to that address: a rebinding answer is never used."""
-    answers = iter([["127.0.0.1"], ["10.9.9.9"]])  # the second answer would be a rebinding
-    calls: list[str] = []
-
-    def resolver(host: str, port: int) -> list[str]:
-        calls.append(host)
-        return next(answers)
-
-    with (
-        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
-        build_client(resolver=resolver) as client,
-    ):
-        for _ in range(2):
-            assert post(client, f"http://hooks.example.test:{receiver.port}/x").status_code == 200
-    assert calls == ["hooks.example.test"]  # one resolution: the pooled connection is reused
-    assert receiver.connections == 1
-    assert {r.headers["host"] for r in receiver.requests} == {f"hooks.example.test:{receiver.port}"}
-
-
-def test_a_redirect_to_a_private_address_is_not_followed(receiver: Receiver) -> None:
-    from tests.support.receiver import Reply
-
-    receiver.replies["/jump"] = Reply(status=307, headers={"Location": "http://169.254.169.254/"})
-    backend_calls: list[str] = []
-
-    def resolver(host: str, port: int) -> list[str]:
-        backend_calls.append(host)
-        return ["127.0.0.1"]
-
-    with (
-        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
-        build_client(resolver=resolver) as client,
-    ):
-        response = post(client, f"http://hooks.example.test:{receiver.port}/jump")
-    assert response.status_code == 307 and not response.is_success
-    assert backend_calls == ["hooks.example.test"]
-    assert [r.path for r in receiver.requests] == ["/jump"]
-
-
-def test_environment_proxies_are_ignored(
-    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    proxy = Receiver()  # would see the request (or a CONNECT) if the client used the proxy
-    try:
-        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
-            monkeypatch.setenv(name, proxy.url(""))
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        with (
-            override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
-            build_client() as client,
-        ):
-            assert post(client, receiver.url()).status_code == 200
-        assert receiver.connections == 1 and proxy.connections == 0
-    finally:
-        proxy.close()
 
 
 @pytest.mark.parametrize(
@@ -250,26 +77,51 @@ def test_a_private_target_is_refused_naming_the_development_switch(
     assert ("WEBHOOKS_ALLOW_PRIVATE_TARGETS=true" in str(refused.value)) is hint
 
 
-@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f.0.0.1"])
-def test_the_transport_refuses_non_canonical_hosts_before_resolving(
-    receiver: Receiver, host: str
-) -> None:
-    lookups: list[str] = []
-
-    def resolver(name: str, port: int) -> list[str]:
-        lookups.append(name)
-        return ["127.0.0.1"]
-
-    with (
-        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": True}),
-        build_client(resolver=resolver) as client,
-        pytest.raises(BlockedDestination, match="not a canonical IPv4 address"),
-    ):
-        post(client, f"http://{host}:{receiver.port}/hook")
-    assert lookups == [] and receiver.connections == 0
-
-
 def test_https_urls_to_public_names_are_accepted(strict: None) -> None:
     assert ssrf.validate_url(" https://hooks.example.com/in ") == "https://hooks.example.com/in"
     with override_settings(WEBHOOKS={"ALLOW_HTTP": True}):
         assert ssrf.validate_url("http://hooks.example.com/in")
+
+
+@pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "93.184.216.34", "127.0.0.1", "10.1.2.3", "100.64.0.1", "169.254.1.1", "169.254.170.2",
+        "::1", "fe80::1", "64:ff9b::a00:1", "::ffff:10.0.0.1", "0.0.0.0", "224.0.0.1", "240.0.0.1",
+    ],
+)  # fmt: skip
+def test_subscriptions_to_literal_addresses_apply_the_one_policy(address: str, allow: bool) -> None:
+    host = f"[{address}]" if ":" in address else address
+    refused = bool(refusal_reason(ipaddress.ip_address(address), allow_private=allow))
+    with override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": allow}):
+        try:
+            ssrf.validate_url(f"https://{host}/hook")
+        except ValueError:
+            assert refused, address
+        else:
+            assert not refused, address
+
+
+def test_the_webhook_client_reads_the_webhook_switch_not_the_generic_one(
+    settings: Any, receiver: Receiver
+) -> None:
+    settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True
+    with (
+        override_settings(WEBHOOKS={"ALLOW_PRIVATE_TARGETS": False}),
+        build_client() as client,
+        pytest.raises(BlockedDestination, match="loopback") as refused,
+    ):
+        client.post(receiver.url(), content=b"{}")
+    assert "set WEBHOOKS_ALLOW_PRIVATE_TARGETS=true only for development" in str(refused.value)
+    assert receiver.connections == 0
+
+
+def test_the_webhook_client_takes_the_webhook_timeouts() -> None:
+    with (
+        override_settings(WEBHOOKS={"TIMEOUT": 4.0, "CONNECT_TIMEOUT": 1.5}),
+        build_client() as client,
+    ):
+        assert (client.timeout.read, client.timeout.connect, client.timeout.pool) == (4.0, 1.5, 4.0)
+    with override_settings(WEBHOOKS={"TIMEOUT": 1.0}), build_client() as client:
+        assert (client.timeout.read, client.timeout.connect) == (1.0, 1.0)
