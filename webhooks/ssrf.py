@@ -47,7 +47,7 @@ def check_address(host: str, address: str) -> None:
 
 
 def allow_private_targets() -> bool:
-    return bool(webhook_settings.ALLOW_PRIVATE_TARGETS)
+    return webhook_settings.ALLOW_PRIVATE_TARGETS
 
 
 def sendable_url(url: str) -> httpx.URL:

@@ -99,8 +99,8 @@ class GuardedTransport(httpx.HTTPTransport):
 
 def timeouts() -> httpx.Timeout:
     """Connect quickly; the rest of the request shares the total budget (read at call time)."""
-    total = float(webhook_settings.TIMEOUT)
-    connect = min(float(webhook_settings.CONNECT_TIMEOUT), total)
+    total = webhook_settings.TIMEOUT
+    connect = min(webhook_settings.CONNECT_TIMEOUT, total)
     return httpx.Timeout(total, connect=connect, pool=total)
 
 
