@@ -101,7 +101,7 @@ def api_key_mark_used(*, api_key: ApiKey, resolution: dt.timedelta) -> None:
 
 def idempotency_expiry_cutoff() -> dt.datetime:
     """Stored Idempotency-Key responses created before this have expired (API_IDEMPOTENCY_TTL)."""
-    return timezone.now() - dt.timedelta(seconds=float(api_settings.IDEMPOTENCY_TTL_SECONDS))
+    return timezone.now() - dt.timedelta(seconds=api_settings.IDEMPOTENCY_TTL_SECONDS)
 
 
 def idempotency_keys_purge(*, older_than: dt.datetime) -> int:

@@ -15,6 +15,16 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
+# The apps' knob dicts (API, EVENTBUS, WEBHOOKS, LGPD) hold only what the environment sets: each
+# knob's type and default are declared once, in the app's conf class (core.conf.AppSettings).
+unset: Any = object()  # the default of such a read: `given` then leaves the knob out
+
+
+def given(knobs: dict[str, Any]) -> dict[str, Any]:
+    """The knobs whose environment variable is set."""
+    return {name: value for name, value in knobs.items() if value is not unset}
+
+
 DEBUG = env.bool("DEBUG", default=False)
 # A development default only; the deploy checks refuse it when DEBUG is off.
 INSECURE_DEV_SECRET_KEY = "django-insecure-deskcomm-development-only"
@@ -173,20 +183,22 @@ REST_FRAMEWORK = {
 }
 
 # The integration API knobs, read at call time through `core.api.conf.api_settings`.
-API = {
-    # Requests per API key (all processes together): "N/second|minute|hour|day".
-    "THROTTLE_RATE": env.str("API_THROTTLE_RATE", default="600/minute"),
-    # How long an Idempotency-Key replays its first response.
-    "IDEMPOTENCY_TTL_SECONDS": env.int("API_IDEMPOTENCY_TTL_SECONDS", default=24 * 3600),
-    "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
-    "MAX_PAGE_SIZE": env.int("API_MAX_PAGE_SIZE", default=200),
-    # An API key's last_used_at is written at most this often (not on every request).
-    "KEY_LAST_USED_RESOLUTION_SECONDS": env.int("API_KEY_LAST_USED_RESOLUTION_SECONDS", default=60),
-    # Event namespaces only Deskcomm itself emits; POST /api/v1/events refuses them.
-    "RESERVED_EVENT_NAMESPACES": env.list(
-        "API_RESERVED_EVENT_NAMESPACES", default=["lgpd", "system", "webhook"]
-    ),
-}
+API = given(
+    {
+        # Requests per API key (all processes together): "N/second|minute|hour|day".
+        "THROTTLE_RATE": env.str("API_THROTTLE_RATE", default=unset),
+        # How long an Idempotency-Key replays its first response.
+        "IDEMPOTENCY_TTL_SECONDS": env.int("API_IDEMPOTENCY_TTL_SECONDS", default=unset),
+        "PAGE_SIZE": env.int("API_PAGE_SIZE", default=unset),
+        "MAX_PAGE_SIZE": env.int("API_MAX_PAGE_SIZE", default=unset),
+        # An API key's last_used_at is written at most this often (not on every request).
+        "KEY_LAST_USED_RESOLUTION_SECONDS": env.int(
+            "API_KEY_LAST_USED_RESOLUTION_SECONDS", default=unset
+        ),
+        # Event namespaces only Deskcomm itself emits; POST /api/v1/events refuses them.
+        "RESERVED_EVENT_NAMESPACES": env.list("API_RESERVED_EVENT_NAMESPACES", default=unset),
+    }
+)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Deskcomm integration API",
@@ -262,69 +274,70 @@ LOGGING = {
 # runs, a DLQ past its threshold), after the ERROR log line (core.alerts).
 ALERT_HOOKS = env.list("EVENTBUS_ALERT_HOOKS", default=[])
 
-EVENTBUS = {
-    # Backoff after the n-th failed attempt, in seconds (30s, 1m, 2m, 5m, 10m, 30m, 1h, 2h).
-    "RETRY_SCHEDULE": env.list(
-        "EVENTBUS_RETRY_SCHEDULE", cast=float, default=[30, 60, 120, 300, 600, 1800, 3600, 7200]
-    ),
-    # Extra random delay, as a fraction of the step (0.3 = +0-30%).
-    "RETRY_JITTER": env.float("EVENTBUS_RETRY_JITTER", default=0.3),
-    "MAX_ATTEMPTS": env.int("EVENTBUS_MAX_ATTEMPTS", default=8),
-    # A claim's lease; the worker's heartbeat renews it every third of it while it holds the
-    # deliveries, so it only runs out when the worker died, hung or lost the database. A killed
-    # worker's deliveries are back in play within the lease plus the reap interval (~35 s).
-    "LEASE_SECONDS": env.float("EVENTBUS_LEASE_SECONDS", default=30.0),
-    # One handler run longer than this fails with HandlerTimeout and is retried (per consumer:
-    # @consumer(timeout=...)); webhook deliveries use WEBHOOKS_TIMEOUT instead.
-    "HANDLER_TIMEOUT_SECONDS": env.float("EVENTBUS_HANDLER_TIMEOUT_SECONDS", default=300.0),
-    # Every slot of a worker busy with one run for this long: its claimed, unstarted deliveries
-    # are released for other workers (no head-of-line blocking).
-    "STUCK_RELEASE_SECONDS": env.float("EVENTBUS_STUCK_RELEASE_SECONDS", default=1.0),
-    # Timed-out handler threads cannot be killed; past this many still running, the worker
-    # stops and exits (code 75) so its supervisor starts a clean process.
-    "MAX_ABANDONED_THREADS": env.int("EVENTBUS_MAX_ABANDONED_THREADS", default=8),
-    "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=256 * 1024),
-    # Metadata is correlation data copied to every consumer and webhook: a few ids, not content.
-    "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=8 * 1024),
-    # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
-    "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=32),
-    # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next poll.
-    "NOTIFY_EVENT_TYPES": env.list(
-        "EVENTBUS_NOTIFY_EVENT_TYPES", default=["message.received", "ai.handoff_triggered"]
-    ),
-    # Extra modules imported at start-up to register consumers and event types (tests use it).
-    "HANDLER_MODULES": env.list("EVENTBUS_HANDLER_MODULES", default=[]),
-    # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log line).
-    # The LGPD hook is always there: a dead redaction or export must reach the DPO (R-L3).
-    "DEAD_LETTER_HOOKS": [
-        "lgpd.alerts.dead_letter_hook",
-        *env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
-    ],
-    # Per-consumer attempts an operator sets (seed 004 §5: ORDER_POST_ATTEMPTS).
-    "CONSUMER_MAX_ATTEMPTS": {
-        "order-post-worker": env.int("ORDER_POST_ATTEMPTS", default=5),
-        # LGPD redaction: few attempts, then the DLQ and a human (the DPO), not blind retries.
-        "lgpd-redact-worker": env.int("LGPD_REDACT_ATTEMPTS", default=3),
-    },
-    # Seed 004 §5, the outbox relay of broker-run consumers (names and defaults as the seed).
-    "RELAY_ENABLED": env.bool("OUTBOX_RELAY_ENABLED", default=True),
-    "WORKER_ENABLED": env.bool("WORKER_ENABLED", default=True),
-    "RELAY_POLL_INTERVAL_MS": env.int("OUTBOX_POLL_INTERVAL_MS", default=2000),
-    "RELAY_BATCH_SIZE": env.int("OUTBOX_BATCH_SIZE", default=50),
-    "RELAY_MAX_ATTEMPTS": env.int("OUTBOX_MAX_ATTEMPTS", default=10),
-    # Retention (R-E6): events older than this many days are archived, then deleted.
-    "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=90),
-    # Rows deleted per statement after a day is archived and verified.
-    "ARCHIVE_DELETE_BATCH": env.int("EVENT_ARCHIVE_DELETE_BATCH", default=5000),
-    # DLQ growth alert: this many deliveries of one consumer dying within the interval alerts
-    # ADMINS (and the webhook, when set), at most once per interval per consumer.
-    "DLQ_ALERT_THRESHOLD": env.int("EVENTBUS_DLQ_ALERT_THRESHOLD", default=10),
-    "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=3600.0),
-    # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
-    "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=""),
-    # Metrics: distinct event_type label values per metric and process; the rest are "other".
-    "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=200),
-}
+EVENTBUS = given(
+    {
+        # Backoff after the n-th failed attempt, in seconds (30s, 1m, 2m, 5m, 10m, 30m, 1h, 2h).
+        "RETRY_SCHEDULE": env.list("EVENTBUS_RETRY_SCHEDULE", cast=float, default=unset),
+        # Extra random delay, as a fraction of the step (0.3 = +0-30%).
+        "RETRY_JITTER": env.float("EVENTBUS_RETRY_JITTER", default=unset),
+        "MAX_ATTEMPTS": env.int("EVENTBUS_MAX_ATTEMPTS", default=unset),
+        # A claim's lease; the worker's heartbeat renews it every third of it while it holds the
+        # deliveries, so it only runs out when the worker died, hung or lost the database. A killed
+        # worker's deliveries are back in play within the lease plus the reap interval (~35 s).
+        "LEASE_SECONDS": env.float("EVENTBUS_LEASE_SECONDS", default=unset),
+        # One handler run longer than this fails with HandlerTimeout and is retried (per consumer:
+        # @consumer(timeout=...)); webhook deliveries use WEBHOOKS_TIMEOUT instead.
+        "HANDLER_TIMEOUT_SECONDS": env.float("EVENTBUS_HANDLER_TIMEOUT_SECONDS", default=unset),
+        # Every slot of a worker busy with one run for this long: its claimed, unstarted deliveries
+        # are released for other workers (no head-of-line blocking).
+        "STUCK_RELEASE_SECONDS": env.float("EVENTBUS_STUCK_RELEASE_SECONDS", default=unset),
+        # Timed-out handler threads cannot be killed; past this many still running, the worker
+        # stops and exits (code 75) so its supervisor starts a clean process.
+        "MAX_ABANDONED_THREADS": env.int("EVENTBUS_MAX_ABANDONED_THREADS", default=unset),
+        "MAX_PAYLOAD_BYTES": env.int("EVENTBUS_MAX_PAYLOAD_BYTES", default=unset),
+        # Metadata is correlation data copied to every consumer and webhook: a few ids, not content.
+        "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=unset),
+        # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
+        "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=unset),
+        # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next
+        # poll.
+        "NOTIFY_EVENT_TYPES": env.list("EVENTBUS_NOTIFY_EVENT_TYPES", default=unset),
+        # Extra modules imported at start-up to register consumers and event types (tests use
+        # it).
+        "HANDLER_MODULES": env.list("EVENTBUS_HANDLER_MODULES", default=unset),
+        # Dotted paths of callables `fn(deliveries)` called when work dies (after the ERROR log
+        # line). The LGPD hook is always there: a dead redaction or export must reach the DPO
+        # (R-L3).
+        "DEAD_LETTER_HOOKS": [
+            "lgpd.alerts.dead_letter_hook",
+            *env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
+        ],
+        # Per-consumer attempts an operator sets (seed 004 §5: ORDER_POST_ATTEMPTS).
+        "CONSUMER_MAX_ATTEMPTS": {
+            "order-post-worker": env.int("ORDER_POST_ATTEMPTS", default=5),
+            # LGPD redaction: few attempts, then the DLQ and a human (the DPO), not blind retries.
+            "lgpd-redact-worker": env.int("LGPD_REDACT_ATTEMPTS", default=3),
+        },
+        # Seed 004 §5, the outbox relay of broker-run consumers (names and defaults as the seed).
+        "RELAY_ENABLED": env.bool("OUTBOX_RELAY_ENABLED", default=unset),
+        "WORKER_ENABLED": env.bool("WORKER_ENABLED", default=unset),
+        "RELAY_POLL_INTERVAL_MS": env.int("OUTBOX_POLL_INTERVAL_MS", default=unset),
+        "RELAY_BATCH_SIZE": env.int("OUTBOX_BATCH_SIZE", default=unset),
+        "RELAY_MAX_ATTEMPTS": env.int("OUTBOX_MAX_ATTEMPTS", default=unset),
+        # Retention (R-E6): events older than this many days are archived, then deleted.
+        "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=unset),
+        # Rows deleted per statement after a day is archived and verified.
+        "ARCHIVE_DELETE_BATCH": env.int("EVENT_ARCHIVE_DELETE_BATCH", default=unset),
+        # DLQ growth alert: this many deliveries of one consumer dying within the interval alerts
+        # ADMINS (and the webhook, when set), at most once per interval per consumer.
+        "DLQ_ALERT_THRESHOLD": env.int("EVENTBUS_DLQ_ALERT_THRESHOLD", default=unset),
+        "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=unset),
+        # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
+        "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=unset),
+        # Metrics: distinct event_type label values per metric and process; the rest are "other".
+        "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=unset),
+    }
+)
 
 # --- Jobs: dramatiq (django-dramatiq), broker chosen by environment -------------------------
 # Postgres (same database, transactional enqueue) unless REDIS_URL or RABBITMQ_URL is set;
@@ -455,39 +468,45 @@ ENCRYPTION_KEYS = {
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
-WEBHOOKS = {
-    # Seconds to open a connection, and for the whole request after that.
-    "CONNECT_TIMEOUT": env.float("WEBHOOKS_CONNECT_TIMEOUT", default=3.0),
-    "TIMEOUT": env.float("WEBHOOKS_TIMEOUT", default=10.0),
-    # Development and tests only: allow loopback/private/link-local targets (metadata never).
-    "ALLOW_PRIVATE_TARGETS": env.bool("WEBHOOKS_ALLOW_PRIVATE_TARGETS", default=False),
-    # Allow plain http:// subscription URLs when DEBUG is off (https is required otherwise).
-    "ALLOW_HTTP": env.bool("WEBHOOKS_ALLOW_HTTP", default=False),
-    # Attempts per delivery before the DLQ, and consecutive failures before auto-disable.
-    "MAX_ATTEMPTS": env.int("WEBHOOKS_MAX_ATTEMPTS", default=8),
-    "DISABLE_AFTER_FAILURES": env.int("WEBHOOKS_DISABLE_AFTER_FAILURES", default=10),
-    # Upper bound, seconds, on a receiver's Retry-After (429/503).
-    "MAX_RETRY_AFTER": env.float("WEBHOOKS_MAX_RETRY_AFTER", default=3600.0),
-    # Hours the previous secret keeps signing after a rotation.
-    "ROTATION_GRACE_HOURS": env.float("WEBHOOKS_ROTATION_GRACE_HOURS", default=24.0),
-    # Days the attempt log is kept (`manage.py purge_webhook_attempts`).
-    "ATTEMPT_RETENTION_DAYS": env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=30),
-    # Requests in flight per subscription, per worker process (a slow endpoint holds no more).
-    "MAX_IN_FLIGHT_PER_SUBSCRIPTION": env.int("WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION", default=8),
-}
+WEBHOOKS = given(
+    {
+        # Seconds to open a connection, and for the whole request after that.
+        "CONNECT_TIMEOUT": env.float("WEBHOOKS_CONNECT_TIMEOUT", default=unset),
+        "TIMEOUT": env.float("WEBHOOKS_TIMEOUT", default=unset),
+        # Development and tests only: allow loopback/private/link-local targets (metadata never).
+        "ALLOW_PRIVATE_TARGETS": env.bool("WEBHOOKS_ALLOW_PRIVATE_TARGETS", default=unset),
+        # Allow plain http:// subscription URLs when DEBUG is off (https is required otherwise).
+        "ALLOW_HTTP": env.bool("WEBHOOKS_ALLOW_HTTP", default=unset),
+        # Attempts per delivery before the DLQ, and consecutive failures before auto-disable.
+        "MAX_ATTEMPTS": env.int("WEBHOOKS_MAX_ATTEMPTS", default=unset),
+        "DISABLE_AFTER_FAILURES": env.int("WEBHOOKS_DISABLE_AFTER_FAILURES", default=unset),
+        # Upper bound, seconds, on a receiver's Retry-After (429/503).
+        "MAX_RETRY_AFTER": env.float("WEBHOOKS_MAX_RETRY_AFTER", default=unset),
+        # Hours the previous secret keeps signing after a rotation.
+        "ROTATION_GRACE_HOURS": env.float("WEBHOOKS_ROTATION_GRACE_HOURS", default=unset),
+        # Days the attempt log is kept (`manage.py purge_webhook_attempts`).
+        "ATTEMPT_RETENTION_DAYS": env.int("WEBHOOKS_ATTEMPT_RETENTION_DAYS", default=unset),
+        # Requests in flight per subscription, per worker process (a slow endpoint holds no more).
+        "MAX_IN_FLIGHT_PER_SUBSCRIPTION": env.int(
+            "WEBHOOKS_MAX_IN_FLIGHT_PER_SUBSCRIPTION", default=unset
+        ),
+    }
+)
 
 # LGPD data-subject requests (lgpd app), read at call time through `lgpd.conf.lgpd_settings`.
-LGPD = {
-    # Days after a request before its export (access) and its redaction (redact) run.
-    "EXPORT_DELAY_DAYS": env.float("LGPD_EXPORT_DELAY_DAYS", default=7.0),
-    "REDACT_DELAY_DAYS": env.float("LGPD_REDACT_DELAY_DAYS", default=15.0),
-    # How long an export's signed download link works.
-    "EXPORT_LINK_DAYS": env.float("LGPD_EXPORT_LINK_DAYS", default=30.0),
-    # The daily SLA check warns, then escalates, for requests still open this many days after.
-    "SLA_WARN_DAYS": env.float("LGPD_SLA_WARN_DAYS", default=5.0),
-    "SLA_ESCALATE_DAYS": env.float("LGPD_SLA_ESCALATE_DAYS", default=6.0),
-    # The data protection officer: dead LGPD work and SLA breaches are e-mailed here.
-    "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=""),
-    # Public base URL of this service, for download links built outside a request.
-    "PUBLIC_BASE_URL": env.str("PUBLIC_BASE_URL", default="http://localhost:8000"),
-}
+LGPD = given(
+    {
+        # Days after a request before its export (access) and its redaction (redact) run.
+        "EXPORT_DELAY_DAYS": env.float("LGPD_EXPORT_DELAY_DAYS", default=unset),
+        "REDACT_DELAY_DAYS": env.float("LGPD_REDACT_DELAY_DAYS", default=unset),
+        # How long an export's signed download link works.
+        "EXPORT_LINK_DAYS": env.float("LGPD_EXPORT_LINK_DAYS", default=unset),
+        # The daily SLA check warns, then escalates, for requests still open this many days after.
+        "SLA_WARN_DAYS": env.float("LGPD_SLA_WARN_DAYS", default=unset),
+        "SLA_ESCALATE_DAYS": env.float("LGPD_SLA_ESCALATE_DAYS", default=unset),
+        # The data protection officer: dead LGPD work and SLA breaches are e-mailed here.
+        "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=unset),
+        # Public base URL of this service, for download links built outside a request.
+        "PUBLIC_BASE_URL": env.str("PUBLIC_BASE_URL", default=unset),
+    }
+)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
@@ -34,7 +35,7 @@ class EventbusConfig(AppConfig):
         on_run(record_job_run)
 
 
-def handler_modules(extra: list[str]) -> list[str]:
+def handler_modules(extra: Sequence[str]) -> list[str]:
     """Every installed app's `events` module (the event types it declares) and `handlers`
     module (its consumers), then the configured extra modules."""
     found = [

@@ -155,7 +155,7 @@ def paths(organization_id: uuid.UUID, day: dt.date) -> tuple[str, str]:
 def archive_due(*, now: dt.datetime | None = None) -> ArchiveReport:
     """Archive and delete every organization-day older than the hot window (bounded per run)."""
     now = now or timezone.now()
-    hot_days = int(bus_settings.ARCHIVE_HOT_DAYS)
+    hot_days = bus_settings.ARCHIVE_HOT_DAYS
     cutoff = _day_start(now.astimezone(dt.UTC).date() - dt.timedelta(days=hot_days))
     with connection.cursor() as cursor:
         cursor.execute(DUE_DAYS_SQL, {"cutoff": cutoff, "limit": DAYS_PER_RUN})
@@ -397,7 +397,7 @@ def _has_unfinished(organization_id: uuid.UUID, start: dt.datetime, end: dt.date
 
 def _delete_day(organization_id: uuid.UUID, start: dt.datetime, end: dt.datetime) -> int:
     deleted = 0
-    batch = int(bus_settings.ARCHIVE_DELETE_BATCH)
+    batch = bus_settings.ARCHIVE_DELETE_BATCH
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, register
+from django.core.exceptions import ImproperlyConfigured
 
 from eventbus import catalog
 from eventbus.conf import bus_settings
@@ -36,14 +37,19 @@ def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
 
 @register()
 def check_emit_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """eventbus.E002: EVENTBUS_MAX_JSON_DEPTH outside 1..MAX_ENFORCEABLE_JSON_DEPTH."""
-    depth = bus_settings.MAX_JSON_DEPTH
-    if isinstance(depth, int) and 1 <= depth <= MAX_ENFORCEABLE_JSON_DEPTH:
+    """eventbus.E002: EVENTBUS_MAX_JSON_DEPTH not an integer in 1..MAX_ENFORCEABLE_JSON_DEPTH."""
+    try:
+        depth = bus_settings.MAX_JSON_DEPTH
+    except ImproperlyConfigured as error:
+        return [_json_depth_error(str(error))]
+    if 1 <= depth <= MAX_ENFORCEABLE_JSON_DEPTH:
         return []
-    return [
-        Error(
-            f"EVENTBUS_MAX_JSON_DEPTH is {depth!r}",
-            hint=f"Use a whole number from 1 to {MAX_ENFORCEABLE_JSON_DEPTH} (default 32).",
-            id="eventbus.E002",
-        )
-    ]
+    return [_json_depth_error(f"EVENTBUS_MAX_JSON_DEPTH is {depth!r}")]
+
+
+def _json_depth_error(problem: str) -> Error:
+    return Error(
+        problem,
+        hint=f"Use a whole number from 1 to {MAX_ENFORCEABLE_JSON_DEPTH} (default 32).",
+        id="eventbus.E002",
+    )

@@ -392,7 +392,7 @@ def _fetch(
 
 
 def _lease_until(now: dt.datetime) -> dt.datetime:
-    return now + dt.timedelta(seconds=float(bus_settings.LEASE_SECONDS))
+    return now + dt.timedelta(seconds=bus_settings.LEASE_SECONDS)
 
 
 def _log_lost(step: str, token: uuid.UUID, expected: int, changed: int) -> None:

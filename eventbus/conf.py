@@ -2,54 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
-from django.conf import settings
+from core.conf import AppSettings
 
-DEFAULTS: dict[str, Any] = {
-    "RETRY_SCHEDULE": [30, 60, 120, 300, 600, 1800, 3600, 7200],
-    "RETRY_JITTER": 0.3,
-    "MAX_ATTEMPTS": 8,
+
+class BusSettings(AppSettings, namespace="EVENTBUS"):
+    """Each `settings.EVENTBUS` knob with its type and default (env names: deskcomm/settings.py)."""
+
+    # Backoff after the n-th failed attempt, in seconds (30s, 1m, 2m, 5m, 10m, 30m, 1h, 2h).
+    RETRY_SCHEDULE: tuple[float, ...] = (30, 60, 120, 300, 600, 1800, 3600, 7200)
+    RETRY_JITTER: float = 0.3
+    MAX_ATTEMPTS: int = 8
     # A worker's claim is leased this long and renewed every third of it by the heartbeat, so a
     # killed worker's deliveries are back in play within about this long plus the reap interval.
-    "LEASE_SECONDS": 30.0,
+    LEASE_SECONDS: float = 30.0
     # A handler run past this fails with HandlerTimeout (per consumer: @consumer(timeout=...)).
-    "HANDLER_TIMEOUT_SECONDS": 300.0,
+    HANDLER_TIMEOUT_SECONDS: float = 300.0
     # Every slot busy with one run for this long: the claimed, unstarted rest is released.
-    "STUCK_RELEASE_SECONDS": 1.0,
+    STUCK_RELEASE_SECONDS: float = 1.0
     # Abandoned (timed-out) handler threads a worker tolerates before it exits to be restarted.
-    "MAX_ABANDONED_THREADS": 8,
-    "MAX_PAYLOAD_BYTES": 256 * 1024,
-    "MAX_METADATA_BYTES": 8 * 1024,
-    "MAX_JSON_DEPTH": 32,
-    "NOTIFY_EVENT_TYPES": ["message.received", "ai.handoff_triggered"],
-    "HANDLER_MODULES": [],
-    "DEAD_LETTER_HOOKS": [],
+    MAX_ABANDONED_THREADS: int = 8
+    MAX_PAYLOAD_BYTES: int = 256 * 1024
+    MAX_METADATA_BYTES: int = 8 * 1024
+    MAX_JSON_DEPTH: int = 32
+    NOTIFY_EVENT_TYPES: tuple[str, ...] = ("message.received", "ai.handoff_triggered")
+    HANDLER_MODULES: tuple[str, ...] = ()
+    DEAD_LETTER_HOOKS: tuple[str, ...] = ()
     # Per-consumer max attempts set by operators (name -> attempts), e.g. ORDER_POST_ATTEMPTS.
-    "CONSUMER_MAX_ATTEMPTS": {},
+    CONSUMER_MAX_ATTEMPTS: Mapping[str, int] = {}
     # Seed 004 §5: the outbox relay (publishes deliveries of broker-run consumers to dramatiq).
-    "RELAY_ENABLED": True,  # OUTBOX_RELAY_ENABLED: drain_events also runs the relay
-    "WORKER_ENABLED": True,  # WORKER_ENABLED: drain_events runs the drain consumers
-    "RELAY_POLL_INTERVAL_MS": 2000,  # OUTBOX_POLL_INTERVAL_MS
-    "RELAY_BATCH_SIZE": 50,  # OUTBOX_BATCH_SIZE
-    "RELAY_MAX_ATTEMPTS": 10,  # OUTBOX_MAX_ATTEMPTS: publish failures before the delivery dies
-    "ARCHIVE_HOT_DAYS": 90,  # R-E6: events older than this are archived, then deleted
-    "ARCHIVE_DELETE_BATCH": 5000,  # rows per DELETE after an archive is verified
-    "DLQ_ALERT_THRESHOLD": 10,
-    "DLQ_ALERT_INTERVAL": 3600.0,
-    "DLQ_ALERT_WEBHOOK_URL": "",
+    RELAY_ENABLED: bool = True  # OUTBOX_RELAY_ENABLED: drain_events also runs the relay
+    WORKER_ENABLED: bool = True  # WORKER_ENABLED: drain_events runs the drain consumers
+    RELAY_POLL_INTERVAL_MS: int = 2000  # OUTBOX_POLL_INTERVAL_MS
+    RELAY_BATCH_SIZE: int = 50  # OUTBOX_BATCH_SIZE
+    RELAY_MAX_ATTEMPTS: int = 10  # OUTBOX_MAX_ATTEMPTS: publish failures before the delivery dies
+    ARCHIVE_HOT_DAYS: int = 90  # R-E6: events older than this are archived, then deleted
+    ARCHIVE_DELETE_BATCH: int = 5000  # rows per DELETE after an archive is verified
+    DLQ_ALERT_THRESHOLD: int = 10
+    DLQ_ALERT_INTERVAL: float = 3600.0
+    DLQ_ALERT_WEBHOOK_URL: str = ""
     # Cardinality guard: distinct event_type label values per metric (the rest: "other").
-    "METRICS_MAX_EVENT_TYPES": 200,
-}
-
-
-class BusSettings:
-    """Attribute access to `settings.EVENTBUS[...]`, falling back to DEFAULTS."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"unknown EVENTBUS setting {name!r}")
-        return getattr(settings, "EVENTBUS", {}).get(name, DEFAULTS[name])
+    METRICS_MAX_EVENT_TYPES: int = 200
 
 
 bus_settings = BusSettings()

@@ -76,8 +76,8 @@ def dlq_alerts_check(*, now: dt.datetime | None = None) -> list[DlqGrowth]:
     Sending failures are logged, never raised (the caller may be a worker).
     """
     now = now or timezone.now()
-    interval = float(bus_settings.DLQ_ALERT_INTERVAL)
-    grown = _growth(now, interval, int(bus_settings.DLQ_ALERT_THRESHOLD))
+    interval = bus_settings.DLQ_ALERT_INTERVAL
+    grown = _growth(now, interval, bus_settings.DLQ_ALERT_THRESHOLD)
     due = _claim_slots(grown, now, interval)
     if due:
         _send(due, interval)
@@ -133,7 +133,7 @@ def _send(due: Sequence[DlqGrowth], interval: float) -> None:
         mail_admins(subject, text)
     except Exception:
         logger.exception("DLQ alert: mail to ADMINS failed")
-    url = str(bus_settings.DLQ_ALERT_WEBHOOK_URL or "")
+    url = bus_settings.DLQ_ALERT_WEBHOOK_URL
     if url:
         _post_webhook(url, text)
 

@@ -180,7 +180,7 @@ class DrainPump:
     def _watch(self) -> int:
         """Timeouts and stuck slots: returns how many results that produced."""
         found = [self._timed_out(job, elapsed) for job, elapsed in self.pool.expired()]
-        stuck_after = float(bus_settings.STUCK_RELEASE_SECONDS)
+        stuck_after = bus_settings.STUCK_RELEASE_SECONDS
         if self.pool.queued and self.pool.stuck(stuck_after):
             waiting = self.pool.take_queued()
             logger.info(
@@ -195,7 +195,7 @@ class DrainPump:
     @property
     def degraded(self) -> bool:
         """Too many abandoned handler threads: the process should be replaced."""
-        return self.pool.orphans >= int(bus_settings.MAX_ABANDONED_THREADS)
+        return self.pool.orphans >= bus_settings.MAX_ABANDONED_THREADS
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -238,7 +238,7 @@ class DrainPump:
                 return 0
         elif self.in_flight:
             return 0  # CPU-bound: the next batch once this one is settled
-        if self.pool.stuck(float(bus_settings.STUCK_RELEASE_SECONDS)):
+        if self.pool.stuck(bus_settings.STUCK_RELEASE_SECONDS):
             return 0  # every slot is stuck: claiming would only hold work from other workers
         size = self._room()
         if size <= 0:
@@ -405,7 +405,7 @@ def failure(event: Event, exc: BaseException, elapsed: float) -> claims.Failure:
         attempt=event.attempt,
         max_attempts=event.max_attempts,
         schedule=bus_settings.RETRY_SCHEDULE,
-        jitter=float(bus_settings.RETRY_JITTER),
+        jitter=bus_settings.RETRY_JITTER,
     )
     log = logger.warning if not verdict.dead else logger.error
     log(

@@ -162,12 +162,12 @@ class Preparer:
         self.today = now.date()
         self.emitted_at = now.isoformat()
         self.context = context.current()
-        depth = int(bus_settings.MAX_JSON_DEPTH)
+        depth = bus_settings.MAX_JSON_DEPTH
         self.payload_limits = JsonLimits(
-            int(bus_settings.MAX_PAYLOAD_BYTES), "EVENTBUS_MAX_PAYLOAD_BYTES", depth
+            bus_settings.MAX_PAYLOAD_BYTES, "EVENTBUS_MAX_PAYLOAD_BYTES", depth
         )
         self.metadata_limits = JsonLimits(
-            int(bus_settings.MAX_METADATA_BYTES), "EVENTBUS_MAX_METADATA_BYTES", depth
+            bus_settings.MAX_METADATA_BYTES, "EVENTBUS_MAX_METADATA_BYTES", depth
         )
         self._valid_types: set[str] = set()
         self._schemas: dict[tuple[str, int | None], catalog.EventSchema] = {}

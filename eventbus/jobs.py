@@ -28,7 +28,7 @@ def reap_expired_leases() -> int:
 def drain_fallback() -> int:
     """Fallback drain: run a bounded batch of due deliveries (and relay due broker deliveries)."""
     limit = int(job_setting("event-log-drain", "LIMIT", 1000))
-    worker = Worker(_bounded(limit, relay=bool(bus_settings.RELAY_ENABLED)))
+    worker = Worker(_bounded(limit, relay=bus_settings.RELAY_ENABLED))
     published = worker.relay_due()
     return _drain(worker, limit) + published
 

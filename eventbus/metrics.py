@@ -79,7 +79,7 @@ class EventTypeLabels:
         if event_type in self._kept:
             return event_type
         with self._lock:
-            if len(self._kept) >= int(bus_settings.METRICS_MAX_EVENT_TYPES):
+            if len(self._kept) >= bus_settings.METRICS_MAX_EVENT_TYPES:
                 return OTHER
             self._kept.add(event_type)
         return event_type

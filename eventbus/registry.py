@@ -55,7 +55,7 @@ class Consumer:
 
         # An operator's per-consumer setting (e.g. ORDER_POST_ATTEMPTS) wins over the declaration.
         configured = bus_settings.CONSUMER_MAX_ATTEMPTS.get(self.name)
-        return int(configured or self.max_attempts or bus_settings.MAX_ATTEMPTS)
+        return configured or self.max_attempts or bus_settings.MAX_ATTEMPTS
 
     def timeout_seconds(self) -> float:
         """How long one run may take before it fails with `HandlerTimeout`."""
@@ -63,7 +63,7 @@ class Consumer:
 
         if self.timeout is not None:
             return self.timeout.total_seconds()
-        return float(bus_settings.HANDLER_TIMEOUT_SECONDS)
+        return bus_settings.HANDLER_TIMEOUT_SECONDS
 
     @property
     def label(self) -> str:

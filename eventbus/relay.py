@@ -83,7 +83,7 @@ class Relay:
 
     def run_once(self) -> int:
         """Claim and publish one batch; returns how many deliveries were claimed."""
-        size = int(bus_settings.RELAY_BATCH_SIZE)
+        size = bus_settings.RELAY_BATCH_SIZE
         batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
         self._publish(batch.token, batch.events)
         claimed = len(batch.events)
@@ -119,9 +119,9 @@ class Relay:
                 judge_publish_failure(
                     exc,
                     failures=counts.get(e.delivery_id, 0) + 1,
-                    max_failures=int(bus_settings.RELAY_MAX_ATTEMPTS),
+                    max_failures=bus_settings.RELAY_MAX_ATTEMPTS,
                     schedule=bus_settings.RETRY_SCHEDULE,
-                    jitter=float(bus_settings.RETRY_JITTER),
+                    jitter=bus_settings.RETRY_JITTER,
                 ),
                 publish=True,
             )
@@ -137,7 +137,7 @@ class Relay:
         if self._stopping or not self.names or now < self._next_due:
             return 0
         claimed = self.run_once()
-        poll = float(bus_settings.RELAY_POLL_INTERVAL_MS) / 1000
+        poll = bus_settings.RELAY_POLL_INTERVAL_MS / 1000
         self._next_due = now if not self._idle else now + poll
         return claimed
 

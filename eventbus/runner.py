@@ -233,7 +233,7 @@ class Runner:
         if now < self._next_reap:
             return
         busy = any(pump.in_flight for pump in self.pumps)
-        lease = float(bus_settings.LEASE_SECONDS)
+        lease = bus_settings.LEASE_SECONDS
         interval = min(BUSY_REAP_INTERVAL, lease / 6) if busy else IDLE_REAP_INTERVAL
         self._next_reap = now + interval
         settle.reap(worker_id=self.worker_id)  # alerts on deaths itself
@@ -261,7 +261,7 @@ class Runner:
     def _heartbeat_loop(self) -> None:
         """Extend every pump's leases every third of the lease."""
         try:
-            while not self._stop.wait(float(bus_settings.LEASE_SECONDS) / 3):
+            while not self._stop.wait(bus_settings.LEASE_SECONDS / 3):
                 for pump in self.pumps:
                     self._beat(pump)
         finally:

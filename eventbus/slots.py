@@ -83,7 +83,7 @@ class Leases:
         self.renew(token)
 
     def renew(self, token: uuid.UUID) -> None:
-        lease = float(bus_settings.LEASE_SECONDS)
+        lease = bus_settings.LEASE_SECONDS
         with self._lock:
             if token not in self._held:
                 return  # settled meanwhile (the heartbeat read it just before)

@@ -94,7 +94,7 @@ class Worker:
     def relay_due(self) -> int:
         """Publish every due broker-run delivery (one relay batch after another)."""
         published = 0
-        batch_size = int(bus_settings.RELAY_BATCH_SIZE)
+        batch_size = bus_settings.RELAY_BATCH_SIZE
         while self.relay is not None:
             claimed = self.relay.run_once()
             published += claimed

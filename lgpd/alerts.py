@@ -52,7 +52,7 @@ def _sla(level: str, request: DataRequest, now: dt.datetime) -> None:
 
 def email_dpo(subject: str, body: str) -> None:
     """E-mail LGPD_DPO_EMAIL (logged, never raised, when unset or failing)."""
-    recipient = str(lgpd_settings.DPO_EMAIL)
+    recipient = lgpd_settings.DPO_EMAIL
     if not recipient:
         logger.error("LGPD_DPO_EMAIL is not set; DPO not e-mailed: %s", subject)
         return

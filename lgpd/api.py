@@ -103,7 +103,7 @@ class DataRequestsView(ApiView):
     )
     def get(self, request: Any) -> Response:
         query = self.validated(DataRequestFilter, request.query_params.dict())
-        limit = query.get("limit") or int(api_settings.PAGE_SIZE)
+        limit = query.get("limit") or api_settings.PAGE_SIZE
         cursor: Position | None = query.get("cursor")
         rows = selectors.data_requests_page(
             organization_id=self.client(request).organization_id,

@@ -3,31 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
-from django.conf import settings
-
-DEFAULTS: dict[str, Any] = {
-    "EXPORT_DELAY_DAYS": 7.0,
-    "REDACT_DELAY_DAYS": 15.0,
-    "EXPORT_LINK_DAYS": 30.0,
-    "SLA_WARN_DAYS": 5.0,
-    "SLA_ESCALATE_DAYS": 6.0,
-    "DPO_EMAIL": "",
-    "PUBLIC_BASE_URL": "http://localhost:8000",
-}
+from core.conf import AppSettings
 
 
-class LgpdSettings:
-    """Attribute access to `settings.LGPD[...]`, falling back to DEFAULTS."""
+class LgpdSettings(AppSettings, namespace="LGPD"):
+    """Each `settings.LGPD` knob with its type and default (env names: deskcomm/settings.py)."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"unknown LGPD setting {name!r}")
-        return getattr(settings, "LGPD", {}).get(name, DEFAULTS[name])
+    EXPORT_DELAY_DAYS: float = 7.0
+    REDACT_DELAY_DAYS: float = 15.0
+    EXPORT_LINK_DAYS: float = 30.0
+    SLA_WARN_DAYS: float = 5.0
+    SLA_ESCALATE_DAYS: float = 6.0
+    DPO_EMAIL: str = ""
+    PUBLIC_BASE_URL: str = "http://localhost:8000"
 
     def days(self, name: str) -> dt.timedelta:
-        return dt.timedelta(days=float(getattr(self, name)))
+        """The `*_DAYS` knob `name` as a timedelta."""
+        days: float = getattr(self, name)
+        return dt.timedelta(days=days)
 
 
 lgpd_settings = LgpdSettings()

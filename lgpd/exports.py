@@ -94,13 +94,13 @@ def token_hash(token: str) -> str:
 def link_url(token: str) -> str:
     """The absolute link that downloads an export once (sent to the data subject only)."""
     path = reverse("lgpd-export-download", kwargs={"token": token})
-    return f"{str(lgpd_settings.PUBLIC_BASE_URL).rstrip('/')}{path}"
+    return f"{lgpd_settings.PUBLIC_BASE_URL.rstrip('/')}{path}"
 
 
 def api_url(request: DataRequest) -> str:
     """The authenticated API path of an export (a key with `lgpd:read` is needed to use it)."""
     path = reverse("lgpd-data-request-export", kwargs={"request_id": request.pk})
-    return f"{str(lgpd_settings.PUBLIC_BASE_URL).rstrip('/')}{path}"
+    return f"{lgpd_settings.PUBLIC_BASE_URL.rstrip('/')}{path}"
 
 
 def check_available(request: DataRequest, *, now: dt.datetime | None = None) -> None:

@@ -2,23 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.conf import settings
-
-DEFAULTS: dict[str, Any] = {
-    "CONNECT_TIMEOUT": 3.0,
-    "TIMEOUT": 10.0,
-    "ALLOW_PRIVATE_TARGETS": False,
-    "ALLOW_HTTP": False,
-    "MAX_ATTEMPTS": 8,
-    "DISABLE_AFTER_FAILURES": 10,
-    "MAX_RETRY_AFTER": 3600.0,
-    "ROTATION_GRACE_HOURS": 24.0,
-    "ATTEMPT_RETENTION_DAYS": 30,
-    "MAX_IN_FLIGHT_PER_SUBSCRIPTION": 8,
-    "USER_AGENT": "Deskcomm-Webhooks/1.0",
-}
+from core.conf import AppSettings
 
 SECRETS_CONTEXT = "webhook_secrets"  # core.crypto context of the signing secrets
 CONSUMER_PREFIX = "webhook:"  # delivery consumer names: "webhook:<subscription uuid>"
@@ -27,13 +11,20 @@ CONSUMER_PREFIX = "webhook:"  # delivery consumer names: "webhook:<subscription 
 SENSITIVE_NAMESPACES = ("lgpd", "system")
 
 
-class WebhookSettings:
-    """Attribute access to `settings.WEBHOOKS[...]`, falling back to DEFAULTS."""
+class WebhookSettings(AppSettings, namespace="WEBHOOKS"):
+    """Each `settings.WEBHOOKS` knob with its type and default (env names: deskcomm/settings.py)."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"unknown WEBHOOKS setting {name!r}")
-        return getattr(settings, "WEBHOOKS", {}).get(name, DEFAULTS[name])
+    CONNECT_TIMEOUT: float = 3.0
+    TIMEOUT: float = 10.0
+    ALLOW_PRIVATE_TARGETS: bool = False
+    ALLOW_HTTP: bool = False
+    MAX_ATTEMPTS: int = 8
+    DISABLE_AFTER_FAILURES: int = 10
+    MAX_RETRY_AFTER: float = 3600.0
+    ROTATION_GRACE_HOURS: float = 24.0
+    ATTEMPT_RETENTION_DAYS: int = 30
+    MAX_IN_FLIGHT_PER_SUBSCRIPTION: int = 8
+    USER_AGENT: str = "Deskcomm-Webhooks/1.0"
 
 
 webhook_settings = WebhookSettings()

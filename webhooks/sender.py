@@ -68,8 +68,8 @@ class AttemptResult:
 
 def timeouts() -> httpx.Timeout:
     """Connect quickly; the rest of the request shares the total budget (read at call time)."""
-    total = float(webhook_settings.TIMEOUT)
-    connect = min(float(webhook_settings.CONNECT_TIMEOUT), total)
+    total = webhook_settings.TIMEOUT
+    connect = min(webhook_settings.CONNECT_TIMEOUT, total)
     return httpx.Timeout(total, connect=connect, pool=total)
 
 
@@ -113,7 +113,7 @@ def headers_for(target: Target, event: Event, body: bytes, *, timestamp: int) ->
     sig = signing.signature(target.keys, msg_id=msg_id, timestamp=timestamp, body=body)
     return {
         "Content-Type": "application/json",
-        "User-Agent": str(webhook_settings.USER_AGENT),
+        "User-Agent": webhook_settings.USER_AGENT,
         "X-Webhook-Delivery": msg_id,
         "X-Webhook-Attempt": str(event.attempt),
         "X-Webhook-Event": event.event_type,
@@ -132,7 +132,7 @@ def send(client: httpx.Client, target: Target, event: Event) -> AttemptResult:
     if target.unusable:
         record = partial(AttemptResult, signing.delivery_id(event.id, target.subscription_id))
         return record(target.url, timezone.now(), 0, error_class=UNUSABLE, error=target.unusable)
-    if not target.gate.admit(int(webhook_settings.DISABLE_AFTER_FAILURES)):
+    if not target.gate.admit(webhook_settings.DISABLE_AFTER_FAILURES):
         return _not_sent(target, event)
     ok = False
     try:
@@ -228,7 +228,7 @@ def parse_retry_after(value: str | None, now: dt.datetime) -> float | None:
 
 def _read_excerpt(response: httpx.Response, started: float) -> str:
     """The first 2 KiB of the body; keep reading (discarding) a little so keep-alive survives."""
-    deadline = started + float(webhook_settings.TIMEOUT)
+    deadline = started + webhook_settings.TIMEOUT
     kept = bytearray()
     seen = 0
     for chunk in response.iter_bytes():

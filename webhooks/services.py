@@ -62,7 +62,7 @@ def subscription_create(
         event_types=clean_event_types(event_types),
         description=_clean_description(description),
         secret_encrypted=signing.encrypt_secret(secret),
-        max_attempts=int(webhook_settings.MAX_ATTEMPTS),
+        max_attempts=webhook_settings.MAX_ATTEMPTS,
     )
     with transaction.atomic():
         subscription.save()
@@ -110,7 +110,7 @@ def subscription_delete(*, subscription: Subscription, actor: str) -> None:
 def subscription_rotate_secret(*, subscription: Subscription, actor: str) -> str:
     """New secret; the previous one keeps signing (both signatures sent) for the grace window."""
     secret = signing.generate_secret()
-    grace = dt.timedelta(hours=float(webhook_settings.ROTATION_GRACE_HOURS))
+    grace = dt.timedelta(hours=webhook_settings.ROTATION_GRACE_HOURS)
     subscription.previous_secret_encrypted = subscription.secret_encrypted
     subscription.previous_secret_expires_at = timezone.now() + grace
     subscription.secret_encrypted = signing.encrypt_secret(secret)
@@ -206,9 +206,7 @@ def delivery_resend(*, delivery: Delivery, actor: str) -> None:
 
 def attempts_purge(*, now: dt.datetime | None = None, batch: int = 10_000) -> int:
     """Delete attempt-log rows older than WEBHOOKS_ATTEMPT_RETENTION_DAYS; returns how many."""
-    cutoff = (now or timezone.now()) - dt.timedelta(
-        days=int(webhook_settings.ATTEMPT_RETENTION_DAYS)
-    )
+    cutoff = (now or timezone.now()) - dt.timedelta(days=webhook_settings.ATTEMPT_RETENTION_DAYS)
     total = 0
     while True:
         ids = list(

@@ -66,8 +66,8 @@ class Finished:
 def policy() -> Policy:
     return Policy(
         schedule=bus_settings.RETRY_SCHEDULE,
-        jitter=float(bus_settings.RETRY_JITTER),
-        max_retry_after=float(webhook_settings.MAX_RETRY_AFTER),
+        jitter=bus_settings.RETRY_JITTER,
+        max_retry_after=webhook_settings.MAX_RETRY_AFTER,
     )
 
 
@@ -128,7 +128,7 @@ def _update_health(finished: Sequence[Finished]) -> None:
             },
         )
         rows = cursor.fetchall()
-    threshold = int(webhook_settings.DISABLE_AFTER_FAILURES)
+    threshold = webhook_settings.DISABLE_AFTER_FAILURES
     last_errors = {f.subscription_id: f.decision.verdict for f in finished if f.decision.verdict}
     gone = {
         f.subscription_id: f.decision.disable_reason for f in finished if f.decision.disable_reason

@@ -25,7 +25,7 @@ ALLOW_PRIVATE_SETTING = "WEBHOOKS_ALLOW_PRIVATE_TARGETS"
 
 
 def allow_private_targets() -> bool:
-    return bool(webhook_settings.ALLOW_PRIVATE_TARGETS)
+    return webhook_settings.ALLOW_PRIVATE_TARGETS
 
 
 def sendable_url(url: str) -> httpx.URL:

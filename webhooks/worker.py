@@ -124,7 +124,7 @@ class WebhookPump:
 
     @property
     def degraded(self) -> bool:
-        return self.pool.orphans >= int(bus_settings.MAX_ABANDONED_THREADS)
+        return self.pool.orphans >= bus_settings.MAX_ABANDONED_THREADS
 
     def idle(self) -> bool:
         return self._drained and self.in_flight == 0
@@ -208,7 +208,7 @@ class WebhookPump:
     def _launch(self, batch: claims.Claim) -> None:
         sub_ids = {subscription_id_of(e.consumer) for e in batch.events}
         targets = selectors.targets_for({s for s in sub_ids if s}, now=timezone.now())
-        timeout = 2 * float(webhook_settings.TIMEOUT) + TIMEOUT_MARGIN_SECONDS
+        timeout = 2 * webhook_settings.TIMEOUT + TIMEOUT_MARGIN_SECONDS
         self.leases.hold(batch.token, batch.ids)
         jobs = []
         for event in batch.events:

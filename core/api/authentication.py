@@ -54,7 +54,7 @@ class ApiKeyAuthentication(BaseAuthentication):
             raise AuthenticationFailed("Invalid API key.")
         if key.revoked_at is not None:
             raise AuthenticationFailed("This API key has been revoked.")
-        resolution = dt.timedelta(seconds=float(api_settings.KEY_LAST_USED_RESOLUTION_SECONDS))
+        resolution = dt.timedelta(seconds=api_settings.KEY_LAST_USED_RESOLUTION_SECONDS)
         services.api_key_mark_used(api_key=key, resolution=resolution)
         context.annotate_log(organization_id=key.organization_id)
         return ApiClient.from_key(key), key

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.conf import settings
-
-DEFAULTS: dict[str, Any] = {
-    "THROTTLE_RATE": "600/minute",
-    "IDEMPOTENCY_TTL_SECONDS": 24 * 3600,
-    "PAGE_SIZE": 50,
-    "MAX_PAGE_SIZE": 200,
-    "KEY_LAST_USED_RESOLUTION_SECONDS": 60,
-    "RESERVED_EVENT_NAMESPACES": ["lgpd", "system", "webhook"],
-}
+from core.conf import AppSettings
 
 
-class ApiSettings:
-    """Attribute access to `settings.API[...]`, falling back to DEFAULTS."""
+class ApiSettings(AppSettings, namespace="API"):
+    """Each `settings.API` knob with its type and default (env names: deskcomm/settings.py)."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"unknown API setting {name!r}")
-        return getattr(settings, "API", {}).get(name, DEFAULTS[name])
+    THROTTLE_RATE: str = "600/minute"
+    IDEMPOTENCY_TTL_SECONDS: int = 24 * 3600
+    PAGE_SIZE: int = 50
+    MAX_PAGE_SIZE: int = 200
+    KEY_LAST_USED_RESOLUTION_SECONDS: int = 60
+    RESERVED_EVENT_NAMESPACES: tuple[str, ...] = ("lgpd", "system", "webhook")
 
 
 api_settings = ApiSettings()

@@ -125,7 +125,7 @@ def run_once(
 
 
 def _expired(created_at: dt.datetime, now: dt.datetime) -> bool:
-    return now - created_at >= dt.timedelta(seconds=float(api_settings.IDEMPOTENCY_TTL_SECONDS))
+    return now - created_at >= dt.timedelta(seconds=api_settings.IDEMPOTENCY_TTL_SECONDS)
 
 
 def _replay(stored_hash: str, request_hash: str, status: int, body: str) -> Outcome:

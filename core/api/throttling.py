@@ -88,7 +88,7 @@ class ApiKeyRateThrottle(BaseThrottle):
         client = request.user
         if not getattr(client, "is_authenticated", False):
             return True  # nothing to count: such requests already failed authentication
-        rate = parse_rate(str(api_settings.THROTTLE_RATE))
+        rate = parse_rate(api_settings.THROTTLE_RATE)
         self._wait = hit(f"api_key:{client.key_id}", rate, timezone.now())
         return self._wait is None
 

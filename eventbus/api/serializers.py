@@ -97,7 +97,7 @@ class EventFilterSerializer(StrictSerializer):
     cursor = CursorField(required=False, help_text="`next_cursor` of the previous page.")
 
     def validate_limit(self, value: int) -> int:
-        if value > int(api_settings.MAX_PAGE_SIZE):
+        if value > api_settings.MAX_PAGE_SIZE:
             raise serializers.ValidationError(f"At most {api_settings.MAX_PAGE_SIZE}.")
         return value
 

@@ -225,7 +225,7 @@ def events_page_response(
     render: Callable[[Sequence[EventLog]], list[Any]],
 ) -> Response:
     """One page of the organization's events (`limit` and `cursor` from the query)."""
-    limit = query.get("limit") or int(api_settings.PAGE_SIZE)
+    limit = query.get("limit") or api_settings.PAGE_SIZE
     cursor: Position | None = query.get("cursor")
     rows = selectors.events_page(
         organization_id=ApiView.client(request).organization_id,

@@ -41,6 +41,12 @@ def test_a_json_depth_limit_emit_cannot_enforce_is_reported(depth: int, errors: 
         assert [e.id for e in check_emit_limits()] == errors
 
 
+def test_a_json_depth_limit_that_is_not_an_integer_is_reported() -> None:
+    with override_settings(EVENTBUS={"MAX_JSON_DEPTH": "deep"}):
+        (error,) = check_emit_limits()
+    assert error.id == "eventbus.E002" and "MAX_JSON_DEPTH" in error.msg
+
+
 def test_s3_archive_without_boto3_is_reported() -> None:
     from importlib.util import find_spec
 

@@ -81,3 +81,41 @@ def test_every_storage_alias_the_code_uses_exists_in_the_unmodified_settings() -
         check=True,
     ).stdout.split()
     assert used <= set(listed), sorted(used - set(listed))
+
+
+KNOB_DICTS = ("API", "EVENTBUS", "WEBHOOKS", "LGPD")
+
+
+def test_the_app_knob_dicts_carry_only_what_the_environment_sets() -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    read = set(ENV_READ.findall((REPO / "deskcomm" / "settings.py").read_text()))
+    env = {name: value for name, value in os.environ.items() if name not in read}
+    env |= {"EVENTBUS_MAX_ATTEMPTS": "3", "WEBHOOKS_ALLOW_HTTP": "true", "API_PAGE_SIZE": "20"}
+    printed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, deskcomm.settings as s; "
+            f"print(json.dumps({{name: getattr(s, name) for name in {KNOB_DICTS!r}}}))",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(printed) == {
+        "API": {"PAGE_SIZE": 20},
+        # The LGPD dead-letter hook and the per-consumer attempts are always there.
+        "EVENTBUS": {
+            "MAX_ATTEMPTS": 3,
+            "DEAD_LETTER_HOOKS": ["lgpd.alerts.dead_letter_hook"],
+            "CONSUMER_MAX_ATTEMPTS": {"order-post-worker": 5, "lgpd-redact-worker": 3},
+        },
+        "WEBHOOKS": {"ALLOW_HTTP": True},
+        "LGPD": {},
+    }

@@ -48,8 +48,8 @@ class Command(BaseCommand):
                     once=options["once"],
                     max_events=options["max_events"],
                     listen=not options["no_listen"],
-                    drain=bool(bus_settings.WORKER_ENABLED),
-                    relay=bool(bus_settings.RELAY_ENABLED),
+                    drain=bus_settings.WORKER_ENABLED,
+                    relay=bus_settings.RELAY_ENABLED,
                 )
             )
         except ConsumerRegistrationError as exc:
