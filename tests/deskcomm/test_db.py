@@ -8,8 +8,9 @@ import psycopg
 import pytest
 from django.db import connection
 from psycopg import sql
+from psycopg.rows import dict_row
 
-from deskcomm.db import drop_database
+from deskcomm.db import bound_cursor, drop_database
 from tests.conftest import database_url
 
 
@@ -51,3 +52,38 @@ def test_a_database_still_in_use_is_dropped_and_its_sessions_ended(
         assert not exists(admin, name)
         with pytest.raises(psycopg.OperationalError):
             lingering.execute("SELECT 1")
+
+
+@pytest.mark.django_db(transaction=True)  # closes the connection: no test transaction around
+def test_the_bound_cursor_is_reused_and_a_nested_block_gets_its_own() -> None:
+    with bound_cursor() as first:
+        first.row_factory = dict_row
+        first.execute("SELECT 1 AS one")
+        with bound_cursor() as nested:
+            assert nested is not first
+            nested.execute("SELECT 2")
+            assert nested.fetchone() == (2,)
+        assert first.fetchone() == {"one": 1}  # the nested block did not touch its results
+    with bound_cursor() as again:
+        assert again is first or again is nested
+        again.execute("SELECT 3")
+        assert again.fetchone() == (3,)  # rows as tuples again, whatever the last user chose
+    connection.close()
+    with bound_cursor() as reconnected:
+        assert reconnected is not again  # the old connection's cursor is never handed out
+        reconnected.execute("SELECT 4")
+        assert reconnected.fetchone() == (4,)
+
+
+@pytest.mark.django_db
+def test_bound_statements_are_prepared_on_first_use() -> None:
+    query = "SELECT count(*) FROM pg_prepared_statements WHERE statement = %s"
+    with bound_cursor() as cursor:
+        cursor.execute("SELECT %s::int + 1", [1])
+        cursor.execute(query, ["SELECT $1::int + 1"])
+        assert cursor.fetchone() == (1,)
+        with connection.cursor() as django_cursor:  # the ORM's cursors never prepare
+            django_cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            before = django_cursor.fetchone()
+            django_cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            assert django_cursor.fetchone() == before
