@@ -336,6 +336,7 @@ class Sample:
     ack_s: float | None = None
     busy_s: float | None = None  # summed steady windows of the processes
     claims: int | None = None
+    peak_rss_mb: float | None = None  # the largest peak RSS of the run's worker processes
 
     @property
     def rate(self) -> float:
@@ -581,6 +582,7 @@ def sample_from(count: int, wall: float, probes: list[dict[str, Any]]) -> Sample
         ack_s=sum(p["ack_s"] for p in probes),
         busy_s=busy,
         claims=sum(p["claims"] for p in probes),
+        peak_rss_mb=max(p["peak_rss_mb"] for p in probes),
     )
 
 
@@ -621,7 +623,7 @@ def render(
     header = (
         f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'steady/s':>9} "
         f"{'÷ ceiling':>9} {'outside loop':>12} {'claim':>6} {'ack':>6} {'other':>6} "
-        f"{'claims':>6}"
+        f"{'claims':>6} {'peak RSS':>9}"
     )
     lines += [header, "-" * len(header)]
     for m in measurements:
@@ -633,7 +635,8 @@ def render(
         lines.append(
             f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {fmt_rate(s.steady_rate):>9} "
             f"{s.steady_rate / ceiling:>9.2f} {s.seconds - (s.steady_seconds or 0):>11.2f}s "
-            f"{claim:>6.0%} {ack:>6.0%} {1 - claim - ack:>6.0%} {s.claims:>6}"
+            f"{claim:>6.0%} {ack:>6.0%} {1 - claim - ack:>6.0%} {s.claims:>6} "
+            f"{s.peak_rss_mb or 0:>6.1f} MB"
         )
     lines += [
         "",
@@ -641,7 +644,8 @@ def render(
         "outside loop: wall - steady window (sync_routes, start-up jitter <= 0.25 s, connect,",
         "  final empty claim, exit). claim/ack/other: share of the processes' steady time spent",
         "  in the claim statement, the ack statement, and everything else (Python dispatch,",
-        "  connection checks).",
+        "  connection checks). peak RSS: the largest peak resident set (VmHWM) of one worker",
+        "  process of that run (target < 80 MB per drain worker).",
         f"Excluded from every drain figure: a complete `manage.py drain_events --once` on an empty"
         f" queue takes {statistics.median(startup):.2f} s (median of "
         f"{', '.join(f'{x:.2f}' for x in startup)}; interpreter + Django + checks + the above).",
@@ -653,6 +657,16 @@ def render_targets(by_key: dict[str, Measurement]) -> str:
     """One `name=<ratio>` line per target whose two measurements ran (drain's ratio last)."""
     lines = ["", "Targets (medians of this run; the baseline ran in the same run):"]
     found = []
+    if "emit" in by_key and "insert_rows" in by_key:
+        lines.append(
+            f"  (reference) {by_key['emit'].label} / {by_key['insert_rows'].label}: "
+            f"{by_key['emit'].median / by_key['insert_rows'].median:.2f}"
+        )
+    rss = peak_worker_rss(list(by_key.values()))
+    if rss is not None:
+        verdict = "met" if rss < 80 else "NOT met"
+        lines.append(f"  peak RSS of one drain worker process: {rss:.1f} MB (< 80 MB: {verdict})")
+        found.append(f"drain_worker_peak_rss_mb={rss:.1f}")
     for name, numerator, denominator, target in TARGETS:
         if numerator not in by_key or denominator not in by_key:
             continue
@@ -754,6 +768,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"done in {time.monotonic() - _T0:.0f}s")
     print(render_targets(by_key))
     return 0
+
+
+def peak_worker_rss(measurements: list[Measurement]) -> float | None:
+    """The largest peak RSS of any drain worker process in the run, MB."""
+    peaks = [
+        s.peak_rss_mb
+        for m in measurements
+        if m.key.startswith("d")
+        for s in m.samples
+        if s.peak_rss_mb is not None
+    ]
+    return max(peaks) if peaks else None
 
 
 if __name__ == "__main__":
