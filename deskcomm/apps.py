@@ -20,7 +20,6 @@ class DeskcommConfig(AppConfig):
             checks,  # noqa: F401  (registers the system checks)
             rls,
         )
-        from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
         from deskcomm.crypto import register_encrypted_field
         from deskcomm.models import Contact
 
@@ -45,11 +44,15 @@ class DeskcommConfig(AppConfig):
             if find_spec(f"{config.name}.jobs") is not None:
                 import_module(f"{config.name}.jobs")
 
+        from django.conf import settings
+
         from deskcomm.health_checks import register_defaults
-        from deskcomm.sentry import init_sentry
 
         register_defaults()
-        init_sentry()
+        if settings.SENTRY_DSN:  # the SDK (~25 MB with its HTTP stack) only where it reports
+            from deskcomm.sentry import init_sentry
+
+            init_sentry()
 
         from deskcomm.metrics import JobsCollector, register_scrape_collector
         from deskcomm.migrate_hooks import install_schedules_after_migrate

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from deskcomm.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
 from deskcomm.api.errors import api_not_found
 from deskcomm.api.views import ping
 from deskcomm.health_views import health_view
