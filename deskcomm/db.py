@@ -25,13 +25,15 @@ def _compiled_timestamptz_loader() -> type[Loader]:
 
 
 _TIMESTAMPTZ_LOADER = _compiled_timestamptz_loader()
-# Django opens its connections with prepared statements off (`prepare_threshold` None); its own
-# cursors bind on the client and never prepare whatever the threshold. The bound cursors' named
-# statements (emit, claim, ack) are fixed texts whose planning costs more than running them
-# (emit_insert_one: ~0.8 ms to plan, ~0.2 ms to run), so they are prepared on their first
-# execution on a connection (Parse travels with the first Bind: no extra round trip) and run
-# from the server's plan cache after that. psycopg forgets them on a rollback (DEALLOCATE ALL).
-BOUND_PREPARE_THRESHOLD = 0
+# Django opens its connections with prepared statements off (`prepare_threshold` None), which
+# also makes psycopg ignore `execute(..., prepare=True)`; its own cursors bind on the client and
+# never prepare whatever the threshold. So the threshold is set out of reach: nothing is
+# prepared automatically, and a bound-cursor statement is prepared only when its caller asks.
+# emit() asks: planning emit_insert_one took ~0.8 ms, running it ~0.2 ms. The claim and the ack
+# do not: their generic plans (array and LIMIT parameters) measured slower than planning each
+# call. A prepared statement costs one extra round trip on its first use on a connection, and
+# psycopg forgets them all on a rollback (DEALLOCATE ALL).
+PREPARE_ONLY_WHEN_ASKED = 2**62
 _IDLE_CURSOR = "_deskcomm_bound_cursor"  # on a connection wrapper: its idle bound cursor
 
 
@@ -83,7 +85,7 @@ def _check(connection: BaseDatabaseWrapper) -> None:
     connection.validate_thread_sharing()
     connection.validate_no_broken_transaction()
     if connection.connection.prepare_threshold is None:
-        connection.connection.prepare_threshold = BOUND_PREPARE_THRESHOLD
+        connection.connection.prepare_threshold = PREPARE_ONLY_WHEN_ASKED
 
 
 def _take_cursor(connection: BaseDatabaseWrapper) -> _Cursor:

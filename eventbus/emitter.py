@@ -97,6 +97,7 @@ def emit(
                 "notify": prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES),
                 "channel": WAKEUP_CHANNEL,
             },
+            prepare=True,  # its planning cost ~4x its run (deskcomm.db.PREPARE_ONLY_WHEN_ASKED)
         )
         inserted = cursor.fetchone()  # (id, fanout, woken)
     if inserted is None:

@@ -76,12 +76,16 @@ def test_the_bound_cursor_is_reused_and_a_nested_block_gets_its_own() -> None:
 
 
 @pytest.mark.django_db
-def test_bound_statements_are_prepared_on_first_use() -> None:
+def test_a_bound_statement_is_prepared_when_its_caller_asks_and_only_then() -> None:
     query = "SELECT count(*) FROM pg_prepared_statements WHERE statement = %s"
     with bound_cursor() as cursor:
-        cursor.execute("SELECT %s::int + 1", [1])
+        for _ in range(10):
+            cursor.execute("SELECT %s::int + 2", [1])
+        cursor.execute("SELECT %s::int + 1", [1], prepare=True)
         cursor.execute(query, ["SELECT $1::int + 1"])
         assert cursor.fetchone() == (1,)
+        cursor.execute(query, ["SELECT $1::int + 2"])
+        assert cursor.fetchone() == (0,)  # run ten times, never prepared
         with connection.cursor() as django_cursor:  # the ORM's cursors never prepare
             django_cursor.execute("SELECT count(*) FROM pg_prepared_statements")
             before = django_cursor.fetchone()
