@@ -582,7 +582,8 @@ def sample_from(count: int, wall: float, probes: list[dict[str, Any]]) -> Sample
         ack_s=sum(p["ack_s"] for p in probes),
         busy_s=busy,
         claims=sum(p["claims"] for p in probes),
-        peak_rss_mb=max(p["peak_rss_mb"] for p in probes),
+        # (absent from the probes of a baseline checkout's workers in bench/ab.py)
+        peak_rss_mb=max((p["peak_rss_mb"] for p in probes if "peak_rss_mb" in p), default=None),
     )
 
 
