@@ -21,12 +21,15 @@ class DeskcommConfig(AppConfig):
             rls,
         )
         from deskcomm.crypto import register_encrypted_field
+        from deskcomm.db import skip_health_check_when_quiet
         from deskcomm.models import Contact
 
         register_encrypted_field(Contact.CPF_CONTEXT, "deskcomm.Contact", "cpf_encrypted")
         # Before any connection: platform processes bypass row-level security, web ones scope
         # each request (deskcomm.rls).
         rls.select_for_process(sys.argv)
+        # After Django's close_old_connections, before anything queries (deskcomm.db).
+        request_started.connect(skip_health_check_when_quiet, dispatch_uid="deskcomm.db.health")
         request_started.connect(rls.on_request_boundary, dispatch_uid="deskcomm.rls.started")
         request_finished.connect(rls.on_request_boundary, dispatch_uid="deskcomm.rls.finished")
 

@@ -4,6 +4,7 @@ dropping a scratch database."""
 
 from __future__ import annotations
 
+import select
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -144,6 +145,29 @@ def pipeline(alias: str = "default") -> Iterator[Callable[[], psycopg.Cursor[Any
     connection.ensure_connection()
     with connection.wrap_database_errors, connection.connection.pipeline():
         yield lambda: _cursor(connection)
+
+
+def skip_health_check_when_quiet(**kwargs: Any) -> None:
+    """request_started (after Django's own handler): no health check for a known-good connection.
+
+    With CONN_HEALTH_CHECKS Django sends `SELECT 1` before the first query of every request on a
+    reused connection: a round trip per request. A connection the server has ended (restart,
+    `pg_terminate_backend`, an idle timeout) has something to read, its FATAL message or the
+    end of the stream, while a healthy idle one has nothing; so the check is skipped when the
+    last request left no error and the socket is quiet, and still runs otherwise.
+    """
+    for wrapper in connections.all(initialized_only=True):
+        checked = getattr(wrapper, "health_check_done", True)
+        due = wrapper.settings_dict.get("CONN_HEALTH_CHECKS") and not checked
+        if due and wrapper.connection is not None and not wrapper.errors_occurred:
+            wrapper.health_check_done = _quiet(wrapper.connection)  # type: ignore[attr-defined]
+
+
+def _quiet(conn: psycopg.Connection[Any]) -> bool:
+    if conn.closed or conn.pgconn.status != pq.ConnStatus.OK:
+        return False
+    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    return not readable
 
 
 def drop_database(conn: psycopg.Connection[Any], name: str) -> None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import select
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import close_old_connections, connection
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from deskcomm.db import bound_cursor, drop_database
+from deskcomm.db import bound_cursor, drop_database, skip_health_check_when_quiet
 from tests.conftest import database_url
+from tests.support.wire import traced
 
 
 @pytest.fixture
@@ -91,3 +96,47 @@ def test_a_bound_statement_is_prepared_when_its_caller_asks_and_only_then() -> N
             before = django_cursor.fetchone()
             django_cursor.execute("SELECT count(*) FROM pg_prepared_statements")
             assert django_cursor.fetchone() == before
+
+
+@pytest.mark.django_db(transaction=True)  # ends the connection: no test transaction around
+def test_a_quiet_connection_skips_the_health_check_and_an_ended_one_is_replaced(
+    admin: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    assert connection.settings_dict["CONN_HEALTH_CHECKS"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    close_old_connections()  # what request_started runs first: a health check is due again
+    skip_health_check_when_quiet()  # then this (deskcomm.apps connects it after Django's)
+    with traced() as wire, connection.cursor() as cursor:
+        cursor.execute("SELECT 2")
+    assert wire.statements == ["SELECT 2"]  # no `SELECT 1` first
+
+    admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    socket = connection.connection.pgconn.socket
+    assert select.select([socket], [], [], 10)[0], "the server never ended the session"
+    close_old_connections()
+    skip_health_check_when_quiet()
+    with connection.cursor() as cursor:  # checked, found dead, reconnected: no error
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone() != (pid,)
+
+
+ORDER_SCRIPT = """
+import weakref
+import django
+django.setup()
+from django.core.signals import request_started
+refs = [entry[1] for entry in request_started.receivers]
+print([getattr(r() if isinstance(r, weakref.ref) else r, "__name__", "") for r in refs])
+"""
+
+
+def test_the_health_check_skip_runs_after_djangos_own_handler_in_a_new_process() -> None:
+    # The test client disconnects and reconnects close_old_connections around each request,
+    # so the order that matters (a server process's, from start-up) is read in a new one.
+    result = subprocess.run(
+        [sys.executable, "-c", ORDER_SCRIPT], capture_output=True, text=True, check=True
+    )
+    names = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    assert names.index("skip_health_check_when_quiet") > names.index("close_old_connections")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import close_old_connections, transaction
 
 import eventbus
 from deskcomm.models import Organization
@@ -19,6 +19,7 @@ from eventbus.drain import failure
 from eventbus.emitter import EMIT_MANY_STATEMENT_ROWS
 from eventbus.models import EventLog
 from eventbus.settle import Settlement, by_token, settle
+from tests.support.api import api_client, lead_stage_changed
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.wire import Wire, traced
 
@@ -104,3 +105,23 @@ def test_settling_failures_and_releases_adds_one_statement_each(org: Organizatio
     wire = settle_mixed()
     assert wire.named() == ["ack", "nack", "release"]
     assert wire.round_trips == 3
+
+
+@pytest.mark.django_db(transaction=True)  # close_old_connections closes it inside an atomic
+def test_api_emit_is_key_lookup_throttle_emit_and_the_scope_reset(org: Organization) -> None:
+    client = api_client(org, "events:write")
+    assert client.post("/api/v1/events", lead_stage_changed(), format="json").status_code == 201
+    # What the server's request_started runs first on a reused connection (the test client
+    # leaves it out): a health check is due again; the request shows it is not needed.
+    close_old_connections()
+    with traced() as wire:
+        response = client.post("/api/v1/events", lead_stage_changed(), format="json")
+    assert response.status_code == 201, response.content
+    assert EventLog.objects.filter(pk=response.json()["id"]).exists()
+    assert [s.split("(")[0].split("\n")[0].strip() for s in wire.statements] == [
+        "SELECT * FROM deskcomm_api_key_authenticate",  # the key, and the session's tenant
+        "INSERT INTO deskcomm_throttlestate AS t",  # the rate limit, shared by every process
+        "-- emit_insert_one: one event and its deliveries, in the caller's transaction",
+        "SELECT set_config",  # the session's row-level-security scope put back
+    ]
+    assert wire.round_trips == 4

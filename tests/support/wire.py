@@ -37,7 +37,7 @@ class Wire:
         for line in self.messages:
             kind, _, rest = line.partition("\t")
             if kind == "Query":
-                found.append(rest.strip().strip('"'))
+                found.append(rest.strip().strip('"').strip())
             elif kind == "Parse":
                 name, _, text = rest.strip().partition(" ")
                 parsed[name] = text.strip()
@@ -46,7 +46,7 @@ class Wire:
                 statement_name = parts[1] if len(parts) > 1 else '""'
                 pending = parsed.get(statement_name, f"prepared {statement_name}")
             elif kind == "Execute":
-                found.append(pending.strip('"'))
+                found.append(pending.strip('"').strip())
         return found
 
     @property
@@ -94,10 +94,16 @@ def _prepared_statements(conn: psycopg.Connection[Any]) -> dict[str, str]:
 
 
 def _frontend_messages(trace: str) -> list[str]:
-    """`F <length> <Message> <fields>` lines of the trace, as `<Message>\\t<fields>`."""
-    messages = []
+    """`F <length> <Message> <fields>` entries of the trace, as `<Message>\t<fields>` (a field
+    that spans lines, such as a statement's text, continues on the lines that follow)."""
+    messages: list[str] = []
+    frontend = False
     for line in trace.splitlines():
         parts = line.split("\t", 3)
-        if len(parts) >= 3 and parts[0] == "F":
-            messages.append(parts[2] + ("\t" + parts[3] if len(parts) > 3 else ""))
+        if len(parts) >= 3 and parts[0] in ("F", "B") and parts[1].isdigit():
+            frontend = parts[0] == "F"
+            if frontend:
+                messages.append(parts[2] + ("\t" + parts[3] if len(parts) > 3 else ""))
+        elif frontend and messages:
+            messages[-1] += "\n" + line
     return messages
