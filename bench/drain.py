@@ -11,6 +11,10 @@ What it measures (all in one run, against one PostgreSQL server):
    - `eventbus.emit_many` in chunks of `--emit-chunk` items, one transaction per chunk.
    The organization is passed as a model instance (no lookup per call); payloads and entity ids
    are built before the clock starts.
+   Their raw-SQL baselines, bare psycopg on the same server (bench/raw_inserts.py): a loop of
+   single-row INSERTs into a plain table in one transaction (for `emit`), the same event and
+   delivery rows one statement per event (reference), and the same rows as two multi-row
+   INSERTs per chunk (for `emit_many`).
 2. Drain, no-op consumers, deliveries/s: N events are emitted (untimed) for 1 consumer (N
    deliveries) or 3 consumers (3N deliveries), then 1 or 2 worker processes run the real
    `drain_events` command (`--once --no-listen --batch-size B --consumer ...`, restricted to
@@ -30,8 +34,9 @@ What it measures (all in one run, against one PostgreSQL server):
    ack them with one `UPDATE ... WHERE id = ANY(%s)` (same start protocol and batch size).
 
 How to read it: every figure is the median of `--repeat` runs (the individual runs are listed),
-and the last column divides it by the ceiling (raw SQL, 2 processes). The last line of stdout is
-`drain_ratio_to_raw=<x>`: drain deliveries/s (2 processes, 1 consumer) / raw rows/s (2 processes).
+and the last column divides it by the ceiling (raw SQL, 2 processes). The last lines of stdout
+are the target ratios, `<name>=<x>` (TARGETS): emit / single-row INSERT loop, emit_many / bulk
+INSERT of the same rows, drain deliveries/s (2 processes, 1 consumer) / raw rows/s (2 processes).
 
 Isolation: `DATABASE_URL` (default as in deskcomm/settings.py) only names the server and a base
 name; nothing is read from or written to that database. The benchmark drops and re-creates
@@ -66,7 +71,7 @@ from psycopg import sql
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `eventbus`, ... importable
 
-from bench import bench_consumers  # noqa: E402  (needs the sys.path line above)
+from bench import bench_consumers, raw_inserts  # noqa: E402  (needs the sys.path line above)
 from bench.workers import RAW_TABLE  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deskcomm"  # as deskcomm/settings.py
@@ -74,7 +79,25 @@ BENCH_MODULE = "bench.bench_consumers"
 FILL_CHUNK = 2000
 WORKER_TIMEOUT = 900.0
 BUS_TABLES = ("event_log", "eventbus_delivery", "eventbus_deliveryattempt")
-MEASUREMENT_KEYS = ("emit", "emit_many", "d11", "d21", "d13", "d23", "raw1", "raw2")
+MEASUREMENT_KEYS = (
+    "emit",
+    "insert1",
+    "insert_rows",
+    "emit_many",
+    "insert_many",
+    "d11",
+    "d21",
+    "d13",
+    "d23",
+    "raw1",
+    "raw2",
+)
+# Target ratios of the issue #23 (numerator, denominator, target), printed with the results.
+TARGETS = (
+    ("emit_ratio_to_insert", "emit", "insert1", 0.30),
+    ("emit_many_ratio_to_bulk_insert", "emit_many", "insert_many", 0.60),
+    ("drain_ratio_to_raw", "d21", "raw2", 0.45),
+)
 
 _T0 = time.monotonic()
 
@@ -313,6 +336,7 @@ class Sample:
     ack_s: float | None = None
     busy_s: float | None = None  # summed steady windows of the processes
     claims: int | None = None
+    peak_rss_mb: float | None = None  # the largest peak RSS of the run's worker processes
 
     @property
     def rate(self) -> float:
@@ -373,6 +397,32 @@ class Bench:
             raise BenchError(
                 f"emit wrote {found} (events, deliveries), expected {(events, events * fanout)}"
             )
+
+    def insert1(self) -> Sample:
+        self.admin.conn.execute(f"TRUNCATE {RAW_TABLE} RESTART IDENTITY")
+        self.admin.settle([RAW_TABLE])
+        batch = self.ops.items(bench_consumers.FANOUT_EVENT, self.config.events)
+        return Sample(len(batch), raw_inserts.single_row_loop(self.config.scratch_conninfo, batch))
+
+    def insert_rows(self) -> Sample:
+        self.admin.reset_bus()
+        batch = self.ops.items(bench_consumers.FANOUT_EVENT, self.config.events)
+        consumers = bench_consumers.FANOUT_CONSUMERS
+        elapsed = raw_inserts.event_rows_loop(
+            self.config.scratch_conninfo, self.org.pk, batch, consumers
+        )
+        self._check_emitted(len(batch), len(consumers))
+        return Sample(len(batch), elapsed)
+
+    def insert_many(self) -> Sample:
+        self.admin.reset_bus()
+        batch = self.ops.items(bench_consumers.FANOUT_EVENT, self.config.events)
+        consumers = bench_consumers.FANOUT_CONSUMERS
+        elapsed = raw_inserts.event_rows_bulk(
+            self.config.scratch_conninfo, self.org.pk, batch, consumers, self.config.emit_chunk
+        )
+        self._check_emitted(len(batch), len(consumers))
+        return Sample(len(batch), elapsed)
 
     def fill(self, event_type: str) -> None:
         """Emit the backlog (untimed), then settle the tables."""
@@ -532,6 +582,8 @@ def sample_from(count: int, wall: float, probes: list[dict[str, Any]]) -> Sample
         ack_s=sum(p["ack_s"] for p in probes),
         busy_s=busy,
         claims=sum(p["claims"] for p in probes),
+        # (absent from the probes of a baseline checkout's workers in bench/ab.py)
+        peak_rss_mb=max((p["peak_rss_mb"] for p in probes if "peak_rss_mb" in p), default=None),
     )
 
 
@@ -572,7 +624,7 @@ def render(
     header = (
         f"{'measurement':<44} {'procs':>5} {'consumers':>9} {'steady/s':>9} "
         f"{'÷ ceiling':>9} {'outside loop':>12} {'claim':>6} {'ack':>6} {'other':>6} "
-        f"{'claims':>6}"
+        f"{'claims':>6} {'peak RSS':>9}"
     )
     lines += [header, "-" * len(header)]
     for m in measurements:
@@ -584,7 +636,8 @@ def render(
         lines.append(
             f"{m.label:<44} {m.procs:>5} {m.consumers:>9} {fmt_rate(s.steady_rate):>9} "
             f"{s.steady_rate / ceiling:>9.2f} {s.seconds - (s.steady_seconds or 0):>11.2f}s "
-            f"{claim:>6.0%} {ack:>6.0%} {1 - claim - ack:>6.0%} {s.claims:>6}"
+            f"{claim:>6.0%} {ack:>6.0%} {1 - claim - ack:>6.0%} {s.claims:>6} "
+            f"{s.peak_rss_mb or 0:>6.1f} MB"
         )
     lines += [
         "",
@@ -592,12 +645,41 @@ def render(
         "outside loop: wall - steady window (sync_routes, start-up jitter <= 0.25 s, connect,",
         "  final empty claim, exit). claim/ack/other: share of the processes' steady time spent",
         "  in the claim statement, the ack statement, and everything else (Python dispatch,",
-        "  connection checks).",
+        "  connection checks). peak RSS: the largest peak resident set (VmHWM) of one worker",
+        "  process of that run (target < 80 MB per drain worker).",
         f"Excluded from every drain figure: a complete `manage.py drain_events --once` on an empty"
         f" queue takes {statistics.median(startup):.2f} s (median of "
         f"{', '.join(f'{x:.2f}' for x in startup)}; interpreter + Django + checks + the above).",
     ]
     return "\n".join(lines)
+
+
+def render_targets(by_key: dict[str, Measurement]) -> str:
+    """One `name=<ratio>` line per target whose two measurements ran (drain's ratio last)."""
+    lines = ["", "Targets (medians of this run; the baseline ran in the same run):"]
+    found = []
+    if "emit" in by_key and "insert_rows" in by_key:
+        lines.append(
+            f"  (reference) {by_key['emit'].label} / {by_key['insert_rows'].label}: "
+            f"{by_key['emit'].median / by_key['insert_rows'].median:.2f}"
+        )
+    rss = peak_worker_rss(list(by_key.values()))
+    if rss is not None:
+        verdict = "met" if rss < 80 else "NOT met"
+        lines.append(f"  peak RSS of one drain worker process: {rss:.1f} MB (< 80 MB: {verdict})")
+        found.append(f"drain_worker_peak_rss_mb={rss:.1f}")
+    for name, numerator, denominator, target in TARGETS:
+        if numerator not in by_key or denominator not in by_key:
+            continue
+        ratio = by_key[numerator].median / by_key[denominator].median
+        verdict = "met" if ratio >= target else "NOT met"
+        lines.append(
+            f"  {by_key[numerator].label} / {by_key[denominator].label}: "
+            f"{fmt_rate(by_key[numerator].median)} / {fmt_rate(by_key[denominator].median)} "
+            f"= {ratio:.2f} (target >= {target:.2f}: {verdict})"
+        )
+        found.append(f"{name}={ratio:.2f}")
+    return "\n".join([*lines, *found])
 
 
 # -- main ---------------------------------------------------------------------------------
@@ -613,8 +695,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     measurements = [
         Measurement("emit", "eventbus.emit() loop, one transaction", "1", "3", "events/s"),
         Measurement(
+            "insert1", "raw SQL: single-row INSERT loop, one transaction", "1", "-", "rows/s"
+        ),
+        Measurement(
+            "insert_rows", "raw SQL: event + deliveries per statement, one tx", "1", "3", "events/s"
+        ),
+        Measurement(
             "emit_many",
             f"eventbus.emit_many(), chunks of {config.emit_chunk}",
+            "1",
+            "3",
+            "events/s",
+        ),
+        Measurement(
+            "insert_many",
+            f"raw SQL: multi-row INSERT of the same rows, chunks of {config.emit_chunk}",
             "1",
             "3",
             "events/s",
@@ -637,7 +732,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     measurements = [m for m in measurements if m.key in config.only]
     runners: dict[str, Callable[[], Sample]] = {
         "emit": bench.emit_loop,
+        "insert1": bench.insert1,
+        "insert_rows": bench.insert_rows,
         "emit_many": bench.emit_many,
+        "insert_many": bench.insert_many,
         "d11": lambda: bench.drain(1, bench_consumers.SINGLE_EVENT),
         "d21": lambda: bench.drain(2, bench_consumers.SINGLE_EVENT),
         "d13": lambda: bench.drain(1, bench_consumers.FANOUT_EVENT),
@@ -669,9 +767,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = (load_before, os.getloadavg()[0])
     print(render(measurements, ceiling, config, startup, load))
     say(f"done in {time.monotonic() - _T0:.0f}s")
-    if "d21" in by_key:
-        print(f"drain_ratio_to_raw={by_key['d21'].median / ceiling:.2f}")
+    print(render_targets(by_key))
     return 0
+
+
+def peak_worker_rss(measurements: list[Measurement]) -> float | None:
+    """The largest peak RSS of any drain worker process in the run, MB."""
+    peaks = [
+        s.peak_rss_mb
+        for m in measurements
+        if m.key.startswith("d")
+        for s in m.samples
+        if s.peak_rss_mb is not None
+    ]
+    return max(peaks) if peaks else None
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import django
@@ -62,6 +63,7 @@ class Probe:
     acked: int = 0
     claim_s: float = 0.0  # in claims that returned rows
     ack_s: float = 0.0
+    peak_rss_mb: float = 0.0  # this process's peak resident set (VmHWM), at the end
 
 
 def _emit(payload: dict[str, Any]) -> None:
@@ -116,6 +118,7 @@ def run_drain(command_args: Sequence[str]) -> Probe:
     probe.t_start = _wait_for_start()
     call_command("drain_events", *command_args)
     probe.t_end = time.monotonic()
+    probe.peak_rss_mb = peak_rss_mb()
     return probe
 
 
@@ -141,7 +144,20 @@ def run_raw(conninfo: str, batch_size: int) -> Probe:
             probe.ack_s += probe.last_ack - claimed_at
             probe.acked += acked
     probe.t_end = time.monotonic()
+    probe.peak_rss_mb = peak_rss_mb()
     return probe
+
+
+def peak_rss_mb() -> float:
+    """The peak resident set size of this process so far, MiB: `VmHWM` of /proc/self/status.
+
+    Not getrusage's ru_maxrss: Linux carries that over exec from the forking parent (the
+    benchmark, with its data loaded), so every worker would report at least the parent's size.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.signals import request_finished, request_started
 from django.db.models.signals import post_migrate, pre_migrate
 
@@ -19,21 +20,25 @@ class CoreConfig(AppConfig):
             checks,  # noqa: F401  (registers the system checks)
             rls,
         )
-        from core.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
+        from core.db import skip_health_check_when_quiet
         from core.db_timeouts import (
             lift_statement_timeout_for_migrate,
             restore_statement_timeout_after_migrate,
         )
         from core.health.checks import register_defaults
-        from core.sentry import init_sentry
 
         # Before any connection: platform processes bypass row-level security, web ones scope
         # each request (core.rls).
         rls.select_for_process(sys.argv)
+        # After Django's close_old_connections, before anything queries (core.db).
+        request_started.connect(skip_health_check_when_quiet, dispatch_uid="core.db.health")
         request_started.connect(rls.on_request_boundary, dispatch_uid="core.rls.started")
         request_finished.connect(rls.on_request_boundary, dispatch_uid="core.rls.finished")
         # Sent once per app: bound to this one, so `migrate` sets and resets the timeout once.
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
         post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
         register_defaults()
-        init_sentry()
+        if settings.SENTRY_DSN:  # the SDK (~25 MB with its HTTP stack) only where it reports
+            from core.sentry import init_sentry
+
+            init_sentry()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from core.api import schema  # noqa: F401  (registers the OpenAPI auth extension)
 from core.api.errors import api_not_found
 from core.api.views import ping
 from core.health.views import health_view

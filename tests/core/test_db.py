@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import select
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import close_old_connections, connection
 from psycopg import sql
+from psycopg.rows import dict_row
 
-from core.db import drop_database
+from core.db import bound_cursor, drop_database, skip_health_check_when_quiet
 from tests.support.db import database_url
+from tests.support.wire import traced
 
 
 @pytest.fixture
@@ -51,3 +57,86 @@ def test_a_database_still_in_use_is_dropped_and_its_sessions_ended(
         assert not exists(admin, name)
         with pytest.raises(psycopg.OperationalError):
             lingering.execute("SELECT 1")
+
+
+@pytest.mark.django_db(transaction=True)  # closes the connection: no test transaction around
+def test_the_bound_cursor_is_reused_and_a_nested_block_gets_its_own() -> None:
+    with bound_cursor() as first:
+        first.row_factory = dict_row
+        first.execute("SELECT 1 AS one")
+        with bound_cursor() as nested:
+            assert nested is not first
+            nested.execute("SELECT 2")
+            assert nested.fetchone() == (2,)
+        assert first.fetchone() == {"one": 1}  # the nested block did not touch its results
+    with bound_cursor() as again:
+        assert again is first or again is nested
+        again.execute("SELECT 3")
+        assert again.fetchone() == (3,)  # rows as tuples again, whatever the last user chose
+    connection.close()
+    with bound_cursor() as reconnected:
+        assert reconnected is not again  # the old connection's cursor is never handed out
+        reconnected.execute("SELECT 4")
+        assert reconnected.fetchone() == (4,)
+
+
+@pytest.mark.django_db
+def test_a_bound_statement_is_prepared_when_its_caller_asks_and_only_then() -> None:
+    query = "SELECT count(*) FROM pg_prepared_statements WHERE statement = %s"
+    with bound_cursor() as cursor:
+        for _ in range(10):
+            cursor.execute("SELECT %s::int + 2", [1])
+        cursor.execute("SELECT %s::int + 1", [1], prepare=True)
+        cursor.execute(query, ["SELECT $1::int + 1"])
+        assert cursor.fetchone() == (1,)
+        cursor.execute(query, ["SELECT $1::int + 2"])
+        assert cursor.fetchone() == (0,)  # run ten times, never prepared
+        with connection.cursor() as django_cursor:  # the ORM's cursors never prepare
+            django_cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            before = django_cursor.fetchone()
+            django_cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+            assert django_cursor.fetchone() == before
+
+
+@pytest.mark.django_db(transaction=True)  # ends the connection: no test transaction around
+def test_a_quiet_connection_skips_the_health_check_and_an_ended_one_is_replaced(
+    admin: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    assert connection.settings_dict["CONN_HEALTH_CHECKS"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    close_old_connections()  # what request_started runs first: a health check is due again
+    skip_health_check_when_quiet()  # then this (deskcomm.apps connects it after Django's)
+    with traced() as wire, connection.cursor() as cursor:
+        cursor.execute("SELECT 2")
+    assert wire.statements == ["SELECT 2"]  # no `SELECT 1` first
+
+    admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    socket = connection.connection.pgconn.socket
+    assert select.select([socket], [], [], 10)[0], "the server never ended the session"
+    close_old_connections()
+    skip_health_check_when_quiet()
+    with connection.cursor() as cursor:  # checked, found dead, reconnected: no error
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone() != (pid,)
+
+
+ORDER_SCRIPT = """
+import weakref
+import django
+django.setup()
+from django.core.signals import request_started
+refs = [entry[1] for entry in request_started.receivers]
+print([getattr(r() if isinstance(r, weakref.ref) else r, "__name__", "") for r in refs])
+"""
+
+
+def test_the_health_check_skip_runs_after_djangos_own_handler_in_a_new_process() -> None:
+    # The test client disconnects and reconnects close_old_connections around each request,
+    # so the order that matters (a server process's, from start-up) is read in a new one.
+    result = subprocess.run(
+        [sys.executable, "-c", ORDER_SCRIPT], capture_output=True, text=True, check=True
+    )
+    names = ast.literal_eval(result.stdout.strip().splitlines()[-1])
+    assert names.index("skip_health_check_when_quiet") > names.index("close_old_connections")
