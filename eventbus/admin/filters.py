@@ -14,8 +14,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from eventbus import catalog
+from eventbus import catalog, consumer_labels
 from eventbus.admin import selectors
+from eventbus.consumer_labels import ConsumerLabel
 from eventbus.models import Delivery, DeliveryStatus, Status
 
 
@@ -122,8 +123,16 @@ class DlqEventTypeFilter(EventTypeFilter):
 
 
 class DlqConsumerFilter(ConsumerFilter):
+    """Consumers with dead letters (a loose scan), by the name an operator knows them by."""
+
     def choice_values(self) -> list[tuple[str, str]]:
-        return [(name, name) for name in selectors.distinct_values("dead_consumer")]
+        found = consumer_labels.labels(selectors.distinct_values("dead_consumer"))
+        choices = [(name, _choice_label(label)) for name, label in found.items()]
+        return sorted(choices, key=lambda choice: choice[1].lower())
+
+
+def _choice_label(label: ConsumerLabel) -> str:
+    return label.name if label.is_plain else f"{label.title} ({label.detail})"
 
 
 class DlqEntityKindFilter(EntityKindFilter):

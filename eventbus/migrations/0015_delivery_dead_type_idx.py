@@ -1,0 +1,20 @@
+"""The DLQ's event-type filter: a loose scan of the types that have dead letters."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("eventbus", "0014_delivery_isolation"),
+    ]
+
+    operations = [
+        migrations.AddIndex(
+            model_name="delivery",
+            index=models.Index(
+                condition=models.Q(("status", "dead")),
+                fields=["event_type"],
+                name="delivery_dead_type_idx",
+            ),
+        ),
+    ]
