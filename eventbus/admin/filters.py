@@ -6,18 +6,59 @@ that is a full scan. These take choices from the catalog, loose index scans or s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.admin import DateFieldListFilter, SimpleListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from core.models import SYSTEM_ORGANIZATION_ID
 from eventbus import catalog, consumer_labels
 from eventbus.admin import selectors
 from eventbus.consumer_labels import ConsumerLabel
 from eventbus.models import Delivery, DeliveryStatus, Status
+
+
+class SystemEventsFilter(SimpleListFilter):
+    """The system organization's events (`cron.*` of every job run) are hidden unless asked
+    for, picked as the organization, or searched for by id: they would flood the list."""
+
+    title = "system organization events"
+    parameter_name = "system"
+    SHOWN = "shown"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(self.SHOWN, "shown")]
+
+    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+        yield {
+            "selected": self.value() is None,
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": "hidden (default)",
+        }
+        yield {
+            "selected": self.value() == self.SHOWN,
+            "query_string": changelist.get_query_string({self.parameter_name: self.SHOWN}),
+            "display": "shown",
+        }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() not in (None, self.SHOWN):
+            raise IncorrectLookupParameters(f"unknown choice {self.value()!r}")
+        if self.value() == self.SHOWN or not hides_system(request):
+            return queryset
+        return queryset.exclude(organization_id=SYSTEM_ORGANIZATION_ID)
+
+
+def hides_system(request: HttpRequest) -> bool:
+    """Whether the event list hides system events: not when they are what is looked for."""
+    picked = request.GET.get(OrganizationFilter.parameter_name) == str(SYSTEM_ORGANIZATION_ID)
+    searched = bool(request.GET.get(SEARCH_VAR, "").strip())
+    return not (picked or searched or request.GET.get(SystemEventsFilter.parameter_name))
 
 
 class ChoiceFilter(SimpleListFilter):

@@ -87,7 +87,11 @@ def consumer(label: ConsumerLabel) -> SafeString | str:
     if label.is_plain:
         return label.name
     title = format_html('<a href="{}">{}</a>', label.url, label.title) if label.url else label.title
-    off = format_html(' <span class="dc-badge dc-dead">{}</span>', "disabled") if label.disabled else ""
+    off = (
+        format_html(' <span class="dc-badge dc-dead">{}</span>', "disabled")
+        if label.disabled
+        else ""
+    )
     return format_html(
         '<span class="dc-consumer" title="{}">{}{}<small class="dc-muted">{}</small></span>',
         label.name,
