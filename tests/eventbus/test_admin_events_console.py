@@ -64,6 +64,16 @@ def test_system_organization_events_are_hidden_by_default_with_a_toggle(
     assert 'id="system-hidden"' not in viewer.get(f"{EVENTS}?system=shown").content.decode()
 
 
+def test_a_filter_shows_what_it_matches_system_events_included(
+    viewer: Client, org: Organization
+) -> None:
+    ours = set(emit(org, 1, event_type="test.job"))
+    system = set(emit(Organization.objects.system(), 1, event_type="test.job"))
+    emit(org, 1)
+    assert listed(viewer, "event_type=test.job") == ours | system
+    assert system.isdisjoint(listed(viewer, "o=-1"))  # a new order is still the default view
+
+
 def test_system_events_show_when_their_organization_or_id_is_asked_for(
     viewer: Client, org: Organization
 ) -> None:
