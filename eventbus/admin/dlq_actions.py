@@ -9,6 +9,7 @@ from django import forms
 from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
 
+from core import audit
 from eventbus import services
 
 
@@ -61,7 +62,7 @@ class MatchingForm(forms.Form):
 
 
 def actor_of(request: HttpRequest) -> str:
-    return f"user:{request.user.get_username()}"
+    return audit.user_actor(request)
 
 
 def describe_filters(changelist: ChangeList) -> list[tuple[str, str]]:
