@@ -21,7 +21,7 @@ from core import audit, scopes, services, shown_once
 from core.admin_tables import ReadOnlyAdmin
 from core.models import ApiKey, AuditLog, Organization
 
-REVOKE_TEMPLATE = "admin/deskcomm/apikey/revoke_confirmation.html"
+REVOKE_TEMPLATE = "admin/core/apikey/revoke_confirmation.html"
 
 
 def scope_choices() -> list[tuple[str, str]]:
