@@ -5,6 +5,7 @@ single-use link."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django import forms
@@ -50,6 +51,22 @@ class DataRequestForm(forms.ModelForm):
     class Meta:
         model = DataRequest
         fields = ["contact", "kind"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The contact search box looks its value up to show it again: a value that is no
+        # contact id at all would fail there (a 500) instead of as this form's error.
+        if self.is_bound and _not_an_id(self.data.get("contact", "")):
+            self.data = self.data.copy()
+            self.data["contact"] = ""
+
+
+def _not_an_id(value: str) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return bool(value)
+    return False
 
 
 @admin.register(DataRequest)
