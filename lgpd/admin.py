@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, QueryDict
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -56,9 +56,10 @@ class DataRequestForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         # The contact search box looks its value up to show it again: a value that is no
         # contact id at all would fail there (a 500) instead of as this form's error.
-        if self.is_bound and _not_an_id(self.data.get("contact", "")):
-            self.data = self.data.copy()
-            self.data["contact"] = ""
+        if isinstance(self.data, QueryDict) and _not_an_id(self.data.get("contact", "")):
+            data = self.data.copy()
+            data["contact"] = ""
+            self.data = data
 
 
 def _not_an_id(value: str) -> bool:
