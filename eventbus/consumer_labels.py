@@ -22,6 +22,7 @@ class ConsumerLabel:
     detail: str = ""  # a second line ("hooks.example.com")
     url: str = ""  # where to open it in the admin
     disabled: bool = False  # its deliveries die at once if reprocessed now
+    enable_permission: str = ""  # what an admin user needs to switch it back on
 
     @property
     def is_plain(self) -> bool:

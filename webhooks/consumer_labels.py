@@ -12,6 +12,8 @@ from eventbus.consumer_labels import ConsumerLabel
 from webhooks import services
 from webhooks.models import Subscription, subscription_id_of
 
+ENABLE_PERMISSION = "webhooks.change_subscription"  # as the subscription admin's Enable action
+
 
 class SubscriptionLabels:
     """`webhook:<id>` consumers: labelled from their subscription (one query per page)."""
@@ -46,4 +48,5 @@ def _label(
         detail=host if subscription.description else "webhook",
         url=reverse("admin:webhooks_subscription_change", args=[subscription.pk]),
         disabled=not subscription.enabled,
+        enable_permission=ENABLE_PERMISSION,
     )

@@ -216,12 +216,21 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     ) -> HttpResponse:
         pk = int(object_id) if object_id.isdigit() else 0
         extra = {
+            "subtitle": self.subtitle(pk),
             "attempts": selectors.delivery_attempts(pk),
             "can_reprocess": self.has_reprocess_permission(request),
             "can_discard": self.has_discard_permission(request),
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
+
+    def subtitle(self, pk: int) -> str | None:
+        """'lead.created to Order sync': the letter as people say it (not webhook:<uuid> <- id)."""
+        letter = selectors.dead_letters().filter(pk=pk).values("event_type", "consumer").first()
+        if letter is None:
+            return None  # the admin's own "does not exist" handling follows
+        label = consumer_labels.labels([letter["consumer"]])[letter["consumer"]]
+        return f"{letter['event_type']} to {label.title}"
 
     def get_urls(self) -> list[URLPattern]:
         matching = path(
@@ -243,7 +252,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         if off and choice is None:
             context_ = {**self.admin_site.each_context(request), "opts": self.opts}
             return dlq_disabled.warning_page(request, context_, ids, off)
-        enabled = dlq_disabled.enable_if_chosen(choice, off, actor=actor_of(request))
+        enabled = dlq_disabled.enable_if_chosen(request, choice, off)
         moved = REPROCESS.run(ids, actor=actor_of(request), reason="")
         self.report(request, REPROCESS, moved, len(ids), enabled=enabled)
         return None
@@ -314,9 +323,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         enabled = 0
         if operation is REPROCESS and data.get("enable_disabled"):
             off = dlq_disabled.disabled_among(ids)
-            enabled = dlq_disabled.enable_if_chosen(
-                dlq_disabled.ENABLE, off, actor=actor_of(request)
-            )
+            enabled = dlq_disabled.enable_if_chosen(request, dlq_disabled.ENABLE, off)
         moved = operation.run(ids, actor=actor_of(request), reason=data["reason"])
         self.report(request, operation, moved, len(ids), enabled=enabled)
         return HttpResponseRedirect(f"{reverse(CHANGELIST)}?{data['filters']}")
@@ -330,6 +337,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         filters_query: str,
     ) -> TemplateResponse:
         matching = changelist.queryset
+        off = self.disabled_matching(operation, matching)
         context_ = {
             **self.admin_site.each_context(request),
             "title": f"{operation.name.capitalize()} all matching dead letters",
@@ -339,7 +347,8 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "count": matching.count(),  # the dead set only (delivery_dlq_idx), shown once
             "preview": matching[:PREVIEW_ROWS],
             "criteria": describe_filters(changelist),
-            "disabled": self.disabled_matching(operation, matching),
+            "disabled": off,
+            "may_enable": dlq_disabled.may_enable(request, off),
             "back_url": f"{reverse(CHANGELIST)}?{filters_query}",
         }
         return TemplateResponse(request, "admin/eventbus/deadletter/matching.html", context_)

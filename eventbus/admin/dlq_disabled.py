@@ -13,6 +13,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from core import audit
 from eventbus import consumer_labels
 from eventbus.admin import selectors
 from eventbus.consumer_labels import ConsumerLabel
@@ -33,11 +34,17 @@ def choice_of(request: HttpRequest) -> str | None:
     return value if value in (ENABLE, KEEP) else None
 
 
-def enable_if_chosen(choice: str | None, off: Sequence[ConsumerLabel], *, actor: str) -> int:
-    """Enable the disabled consumers when the operator chose to; how many were enabled."""
-    if choice != ENABLE:
+def may_enable(request: HttpRequest, off: Sequence[ConsumerLabel]) -> bool:
+    """Whether this user may switch every one of these consumers back on."""
+    return all(request.user.has_perm(label.enable_permission) for label in off)
+
+
+def enable_if_chosen(request: HttpRequest, choice: str | None, off: Sequence[ConsumerLabel]) -> int:
+    """Enable the disabled consumers when the operator chose to and may; how many were."""
+    if choice != ENABLE or not may_enable(request, off):
         return 0
-    return consumer_labels.enable([label.name for label in off], actor=actor)
+    names = [label.name for label in off]
+    return consumer_labels.enable(names, actor=audit.user_actor(request))
 
 
 def warning_page(
@@ -49,6 +56,7 @@ def warning_page(
         "title": "Reprocess into a disabled consumer?",
         "ids": ids,
         "disabled": off,
+        "may_enable": may_enable(request, off),
         "count": len(ids),
         "choice_name": CHOICE,
         "enable": ENABLE,

@@ -23,7 +23,8 @@ def test_the_dlq_reads_at_1280_px_without_horizontal_scroll(browser: Any, live_s
     org = Organization.objects.create(name="Acme Store with a long name", slug="acme")
     webhook_dead_letter(org, description="Order sync to the warehouse ERP")
     make_dead(org, 3, entity_kind="contact", request_id="req-checkout-42")
-    staff("support", *DLQ_OPERATOR, "webhooks.view_subscription", password=PASSWORD)
+    permissions = ("webhooks.view_subscription", "webhooks.change_subscription")
+    staff("support", *DLQ_OPERATOR, *permissions, password=PASSWORD)
     browser.set_window_size(LAPTOP, 900)
     log_in(browser, live_server.url, "support", PASSWORD)
     ui = Console(browser, live_server.url)
@@ -40,6 +41,17 @@ def test_the_dlq_reads_at_1280_px_without_horizontal_scroll(browser: Any, live_s
     copy = ui.find("button.dc-copy")
     copy.click()
     ui.wait.until(lambda d: copy.text == "copied")
+
+    ui.find("tr:has(.dc-root) .field-event_summary a").click()  # the webhook letter
+    ui.wait_for_text("Attempt history")
+    assert "HTTP 500: upstream exploded" in ui.find(".field-root_cause_full").text
+    assert ui.horizontal_overflow() <= 0, "the letter's page scrolls sideways at 1280 px"
+    ui.shot("dlq-detail-1280", width=LAPTOP)
+    ui.find("#reprocess-one").click()
+    ui.wait_for_text("Reprocess into a disabled consumer?")
+    ui.shot("dlq-reprocess-disabled-1280", width=LAPTOP)
+    ui.find("#enable-and-reprocess").click()
+    ui.wait_for_text("Enabled 1 consumer(s). Reprocessed 1 of 1 dead letter(s).")
 
 
 def assert_columns_on_screen(ui: Console, titles: tuple[str, ...]) -> None:

@@ -24,7 +24,9 @@ CHANGELIST = reverse("admin:eventbus_deadletter_changelist")
 
 @pytest.fixture
 def client_ops(client: Client) -> Client:
-    operator: User = staff("ops", *DLQ_OPERATOR, "webhooks.view_subscription")
+    operator: User = staff(
+        "ops", *DLQ_OPERATOR, "webhooks.view_subscription", "webhooks.change_subscription"
+    )
     client.force_login(operator)
     return client
 
@@ -54,6 +56,7 @@ def test_the_root_cause_is_shown_next_to_the_final_error(
     assert "SubscriptionDisabled" in html
     assert re.search(r'class="dc-root"[^>]*><b>root cause:</b> HTTP 500: upstream exploded', html)
     detail = client_ops.get(reverse("admin:eventbus_deadletter_change", args=[dead.pk]))
+    assert "<h2>test.flaky to Order sync</h2>" in detail.content.decode()  # not webhook:<uuid>
     assert "Root cause" in detail.content.decode()
     assert "HTTP 500: upstream exploded" in detail.content.decode()
 
@@ -118,6 +121,19 @@ def test_enable_and_reprocess_enables_audits_and_requeues(
     actions = dict(AuditLog.objects.values_list("action", "actor"))
     assert actions["webhook.subscription_enable"] == "user:ops"
     assert actions["delivery.reprocess"] == "user:ops"
+
+
+def test_without_the_right_to_change_subscriptions_enabling_is_not_offered(
+    client: Client, org: Organization
+) -> None:
+    client.force_login(staff("support", *DLQ_OPERATOR))
+    subscription, dead = webhook_dead_letter(org)
+    html = reprocess(client, dead)
+    assert 'id="disabled-warning"' in html and 'id="enable-and-reprocess"' not in html
+    reprocess(client, dead, disabled_choice="enable")  # posted anyway: not enabled
+    subscription.refresh_from_db()
+    assert not subscription.enabled
+    assert not AuditLog.objects.filter(action="webhook.subscription_enable").exists()
 
 
 def test_reprocess_anyway_leaves_the_subscription_disabled(
