@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.urls import Resolver404, resolve
 from drf_spectacular.generators import SchemaGenerator
 
@@ -93,3 +94,9 @@ def test_the_probe_operations_describe_their_answers(schema: dict[str, Any]) -> 
     health = schema["paths"]["/api/v1/health"]["get"]
     assert {"200", "503"} <= set(health["responses"])
     assert schema["paths"]["/api/ping"]["get"]["responses"]["200"]
+
+
+@pytest.mark.parametrize("path", sorted(PROBES))
+def test_the_probes_refuse_other_methods_with_405_and_allow(path: str) -> None:
+    response = Client().generic("QUERY", path)
+    assert response.status_code == 405 and "GET" in response["Allow"]
