@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -47,15 +48,21 @@ PREVIEW_ROWS = 20
 CHANGELIST = "admin:eventbus_deadletter_changelist"
 
 
+def labelled(rows: Iterable[Delivery]) -> list[Delivery]:
+    """The rows, each carrying its consumer's label as `consumer_label` (one lookup for all)."""
+    listed = list(rows)
+    found = consumer_labels.labels({row.consumer for row in listed})
+    for row in listed:
+        row.consumer_label = found[row.consumer]  # type: ignore[attr-defined]  # read by the columns
+    return listed
+
+
 class DeadLetterChangeList(ChangeList):
     """The DLQ page: each shown row carries its consumer's label (one lookup per page)."""
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        self.result_list = list(self.result_list)
-        found = consumer_labels.labels({row.consumer for row in self.result_list})
-        for row in self.result_list:
-            row.consumer_label = found[row.consumer]
+        self.result_list = labelled(self.result_list)
 
 
 @admin.register(DeadLetter)
@@ -273,7 +280,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "opts": self.opts,
             "form": form,
             "ids": ids,
-            "preview": queryset.order_by("-finished_at")[:PREVIEW_ROWS],
+            "preview": labelled(queryset.order_by("-finished_at")[:PREVIEW_ROWS]),
             "count": len(ids),
         }
         return TemplateResponse(
@@ -345,7 +352,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "operation": operation,
             "form": form,
             "count": matching.count(),  # the dead set only (delivery_dlq_idx), shown once
-            "preview": matching[:PREVIEW_ROWS],
+            "preview": labelled(matching[:PREVIEW_ROWS]),
             "criteria": describe_filters(changelist),
             "disabled": off,
             "may_enable": dlq_disabled.may_enable(request, off),

@@ -158,6 +158,7 @@ def test_all_matching_warns_and_can_enable(client_ops: Client, org: Organization
     url = reverse("admin:eventbus_deadletter_matching", args=["reprocess"])
     confirmation = client_ops.get(url)
     assert 'id="disabled-warning"' in confirmation.content.decode()
+    assert f'<td title="{subscription.consumer}">Order sync</td>' in confirmation.content.decode()
     form = confirmation.context["form"]
     data = {"filters": "", "as_of": form.initial["as_of"], "reason": "", "enable_disabled": "on"}
     client_ops.post(url, data)
