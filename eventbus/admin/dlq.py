@@ -79,7 +79,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     list_filter = (
         filters.DlqEventTypeFilter,
         filters.DlqConsumerFilter,
-        filters.OrganizationFilter,
+        filters.DlqOrganizationFilter,
         filters.ErrorClassFilter,
         filters.DlqEntityKindFilter,
         ("created_at", filters.CreatedFilter),

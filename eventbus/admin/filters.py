@@ -182,6 +182,11 @@ def _choice_label(label: ConsumerLabel) -> str:
     return label.name if label.is_plain else f"{label.title} ({label.detail})"
 
 
+class DlqOrganizationFilter(OrganizationFilter):
+    def choice_values(self) -> list[tuple[str, str]]:
+        return selectors.dead_organization_choices()
+
+
 class DlqEntityKindFilter(EntityKindFilter):
     lookup = "event__entity_kind"
 

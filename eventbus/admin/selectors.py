@@ -43,6 +43,7 @@ DISTINCT_COLUMNS = {
     "dead_consumer": ("eventbus_delivery", "consumer", "status = 'dead'"),  # delivery_dead_idx
     "dead_error_class": ("eventbus_delivery", "error_class", "status = 'dead'"),  # ..._error_idx
     "dead_event_type": ("eventbus_delivery", "event_type", "status = 'dead'"),  # ..._type_idx
+    "dead_organization": ("eventbus_delivery", "organization_id", "status = 'dead'"),  # _org_idx
 }
 
 
@@ -67,6 +68,13 @@ def consumer_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
 def dead_event_type_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
     """Event types present in the DLQ (a loose scan of delivery_dead_type_idx)."""
     return distinct_values("dead_event_type", limit=limit)
+
+
+def dead_organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
+    """(id, name) of the organizations with dead letters (a loose scan of delivery_dead_org_idx)."""
+    ids = distinct_values("dead_organization", limit=limit)
+    found = Organization.objects.filter(pk__in=ids).order_by("name").values_list("pk", "name")
+    return [(str(pk), name) for pk, name in found]
 
 
 def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The DLQ's event-type filter: a loose scan of the types that have dead letters."""
+"""The DLQ's event-type and organization filters: loose scans of what has dead letters."""
 
 from django.db import migrations, models
 
@@ -15,6 +15,14 @@ class Migration(migrations.Migration):
                 condition=models.Q(("status", "dead")),
                 fields=["event_type"],
                 name="delivery_dead_type_idx",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="delivery",
+            index=models.Index(
+                condition=models.Q(("status", "dead")),
+                fields=["organization"],
+                name="delivery_dead_org_idx",
             ),
         ),
     ]

@@ -25,12 +25,18 @@ MIRRORS = ("eventbus_route", "eventbus_eventtypeschema")
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "pre_layers.sql.gz"
 # Migrations written after the split that change the shape on purpose (not part of the move).
 ADDED_AFTER_THE_SPLIT = {
-    # eventbus 0015: the DLQ's event-type filter choices.
+    # eventbus 0015: the DLQ's event-type and organization filter choices.
     (
         "index",
         "eventbus_delivery",
         "CREATE INDEX delivery_dead_type_idx ON public.eventbus_delivery USING btree "
         "(event_type) WHERE (status = 'dead'::text)",
+    ),
+    (
+        "index",
+        "eventbus_delivery",
+        "CREATE INDEX delivery_dead_org_idx ON public.eventbus_delivery USING btree "
+        "(organization_id) WHERE (status = 'dead'::text)",
     ),
 }
 LATER_MIGRATIONS = 1  # eventbus 0015

@@ -93,6 +93,16 @@ def test_event_type_choices_are_those_with_dead_letters(
     assert selectors.dead_event_type_choices() == ["test.flaky"]
 
 
+def test_organization_choices_are_those_with_dead_letters(
+    client_ops: Client, org: Organization, org_b: Organization
+) -> None:
+    make_dead(org, 1)
+    changelist = client_ops.get(CHANGELIST).context["cl"]
+    (spec,) = [f for f in changelist.filter_specs if f.title == "organization"]
+    assert [c["display"] for c in spec.choices(changelist)][1:] == ["Acme"]  # not Beta
+    assert org_b.name == "Beta"
+
+
 def test_consumer_choices_are_named(client_ops: Client, org: Organization) -> None:
     webhook_dead_letter(org, enabled=True)
     changelist = client_ops.get(CHANGELIST).context["cl"]
