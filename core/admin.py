@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core import scopes, services, shown_once
+from core import audit, scopes, services, shown_once
 from core.admin_tables import ReadOnlyAdmin
 from core.models import ApiKey, AuditLog, Organization
 
@@ -85,7 +85,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             organization=form.cleaned_data["organization"],
             name=form.cleaned_data["name"],
             scopes_granted=form.cleaned_data["scopes"],
-            actor=f"user:{request.user.get_username()}",
+            actor=audit.user_actor(request),
         )
         for field in ApiKey._meta.concrete_fields:
             setattr(obj, field.attname, getattr(key, field.attname))
@@ -113,7 +113,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         form = RevokeForm(request.POST if "confirm" in request.POST else None)
         if not form.is_valid():
             return self._confirm_revoke(request, queryset, form)
-        actor = f"user:{request.user.get_username()}"
+        actor = audit.user_actor(request)
         reason = form.cleaned_data["reason"]
         revoked = sum(
             services.api_key_revoke(api_key=key, actor=actor, reason=reason) for key in queryset

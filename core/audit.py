@@ -1,13 +1,33 @@
-"""The audit trail of operator actions (one writer: `record`)."""
+"""The audit trail of operator actions (one writer: `record`).
+
+Actors are named one way everywhere: `user:<username>` for a person in the admin,
+`api_key:<prefix>` for an API client (core.api.authentication), `system:<name>` for the
+platform's own jobs and consumers (`cli:<os user>` for management commands run by hand).
+Rows written before this convention keep what they say (`admin:<username>`).
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from core import context
 from core.models import AuditLog
+
+
+class _HasUser(Protocol):
+    user: Any
+
+
+def user_actor(request: _HasUser) -> str:
+    """`user:<username>`: the admin user acting in this request."""
+    return f"user:{request.user.get_username()}"
+
+
+def system_actor(name: str) -> str:
+    """`system:<name>`: a job or consumer of the platform acting on its own."""
+    return f"system:{name}"
 
 
 def record_many(

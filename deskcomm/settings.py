@@ -178,7 +178,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["core.api.permissions.HasRequiredScope"],
     "DEFAULT_THROTTLE_CLASSES": ["core.api.throttling.ApiKeyRateThrottle"],
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.api.schema.IntegratorSchema",
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -218,7 +218,15 @@ SPECTACULAR_SETTINGS = {
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "core.api.schema.add_probe_operations",
         "core.api.schema.add_common_headers",
+    ],
+    # Versioned operations first, then webhooks, the legacy outbox last (Swagger UI's order).
+    "TAGS": [
+        {"name": "health", "description": "Liveness and readiness probes (no API key)."},
+        {"name": "v1", "description": "Events, and LGPD data-subject requests."},
+        {"name": "webhooks", "description": "Webhook subscriptions and their deliveries."},
+        {"name": "outbox", "description": "The outbox view of the event log (legacy paths)."},
     ],
 }
 

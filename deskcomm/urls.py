@@ -9,11 +9,14 @@ from django.urls import include, path, re_path
 
 from core.metrics import metrics_view
 from core.shown_once import shown_once_view
+from deskcomm.landing import landing
+from jobs.admin_views import job_queues_view
 from jobs.views import cron_run
 
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
 admin.site.index_title = "Event bus and CRM records"
+admin.site.site_url = "/"  # "View site": the landing page (deskcomm/landing.py)
 
 # The records were the `deskcomm` app's until the layering split: old admin links still work.
 MOVED_FROM_DESKCOMM = ("core", "crm", "jobs")
@@ -29,7 +32,9 @@ def moved_admin_page(request: HttpRequest, model: str, rest: str) -> HttpRespons
 
 
 urlpatterns = [
+    path("", landing, name="landing"),
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
+    path("admin/jobs/queues/", admin.site.admin_view(job_queues_view), name="admin-job-queues"),
     path(
         "admin/shown-once/<str:token>/",
         admin.site.admin_view(shown_once_view),

@@ -230,6 +230,15 @@ class Delivery(models.Model):
             models.Index(
                 fields=["error_class"], condition=Q(status="dead"), name="delivery_dead_error_idx"
             ),
+            # The DLQ's event-type filter choices: the types that have dead letters (a loose
+            # scan of dead rows only, so a million-row DLQ lists them in a few probes).
+            models.Index(
+                fields=["event_type"], condition=Q(status="dead"), name="delivery_dead_type_idx"
+            ),
+            # ... and its organization filter choices: the tenants that have dead letters.
+            models.Index(
+                fields=["organization"], condition=Q(status="dead"), name="delivery_dead_org_idx"
+            ),
             # "Which events did consumer X process" (replaces the seed's GIN), the status page's
             # throughput (done per consumer since a time) and the consumer filter's choices (a
             # loose scan). Partial: emit and claim write no entry here, only the ack does.

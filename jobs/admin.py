@@ -15,7 +15,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django_celery_beat.admin import PeriodicTaskAdmin, PeriodicTaskForm
 from django_celery_beat.models import PeriodicTask
+from django_dramatiq.models import Task
 
+from core import audit
 from core.admin_tables import ReadOnlyAdmin
 from jobs import services
 from jobs.models import JobRun
@@ -55,6 +57,9 @@ def _last_run(column: str) -> Subquery:
 
 
 admin.site.unregister(PeriodicTask)
+# django_dramatiq's Tasks list reads its own table, which only its (unused) middleware fills: it
+# always showed 0 tasks. The job queues page (jobs/admin_views.py) reads the broker's table.
+admin.site.unregister(Task)
 
 
 @admin.register(PeriodicTask)
@@ -88,7 +93,7 @@ class JobScheduleAdmin(PeriodicTaskAdmin):
 
     @admin.action(description="Run now (the job runs in this request)", permissions=["change"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[PeriodicTask]) -> None:
-        actor = f"user:{request.user.get_username()}"
+        actor = audit.user_actor(request)
         for task in queryset:
             if task.task not in jobs.names():
                 self.message_user(

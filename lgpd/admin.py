@@ -5,19 +5,27 @@ single-use link."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, QueryDict
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from lgpd import exports, services
+from core import audit
+from lgpd import exports, services, sla
 from lgpd.models import DataRequest
 from lgpd.views import serve_export
 
+NOTHING_TO_SAVE = {
+    "show_save": False,
+    "show_save_and_continue": False,
+    "show_save_and_add_another": False,
+}
 TIMELINE = (
     "status",
     "received_at",
@@ -36,7 +44,7 @@ TIMELINE = (
 
 
 def _actor(request: HttpRequest) -> str:
-    return f"admin:{request.user.get_username()}"
+    return audit.user_actor(request)
 
 
 class DataRequestForm(forms.ModelForm):
@@ -44,14 +52,36 @@ class DataRequestForm(forms.ModelForm):
         model = DataRequest
         fields = ["contact", "kind"]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The contact search box looks its value up to show it again: a value that is no
+        # contact id at all would fail there (a 500) instead of as this form's error.
+        if isinstance(self.data, QueryDict) and _not_an_id(self.data.get("contact", "")):
+            data = self.data.copy()
+            data["contact"] = ""
+            self.data = data
+
+
+def _not_an_id(value: str) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return bool(value)
+    return False
+
 
 @admin.register(DataRequest)
 class DataRequestAdmin(admin.ModelAdmin):
     form = DataRequestForm
-    list_display = ("id", "kind", "status", "contact_id", "received_at", "completed_at")
+    list_display = ("short_id", "kind", "status", "contact", "received_at", "due", "sla_left")
     list_filter = ("kind", "status")
     search_fields = ("=id", "=contact__id")
-    raw_id_fields = ("contact",)
+    list_select_related = ("contact",)
+    autocomplete_fields = ("contact",)  # search by name, phone or e-mail (crm.admin)
+
+    class Media:
+        css = {"all": ("lgpd/admin.css",)}
+
     ordering = ("-received_at",)
     actions = ["send_new_link"]
 
@@ -59,13 +89,36 @@ class DataRequestAdmin(admin.ModelAdmin):
         if obj is None:
             return ["contact", "kind"]
         fields = ["id", "organization", "contact", "kind", "channel", "requested_by"]
-        return [*fields, "export_download", *TIMELINE]
+        return [*fields, "due", "sla_left", "export_download", *TIMELINE]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         return [] if obj is None else self.get_fields(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # Every field is read-only after creation: nothing to save, so no Save buttons.
+        extra = {**NOTHING_TO_SAVE, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, extra)
+
+    @admin.display(description="id")
+    def short_id(self, obj: DataRequest) -> str:
+        return str(obj.pk)[:8]
+
+    @admin.display(description="due", ordering="received_at")
+    def due(self, obj: DataRequest) -> str:
+        return sla.exact(sla.due_at(obj))
+
+    @admin.display(description="SLA")
+    def sla_left(self, obj: DataRequest) -> SafeString:
+        return sla.countdown_html(obj)
 
     def get_urls(self) -> list[Any]:
         download = self.admin_site.admin_view(self.export_view)

@@ -97,7 +97,9 @@ class DataRequestsView(ApiView):
 
     @extend_schema(
         operation_id="lgpd_data_requests_list",
-        summary="List the organization's data-subject requests, newest first",
+        summary="List data-subject requests",
+        description="The organization's LGPD requests (access and redaction), newest first, "
+        "with their status and legal due date; cursor-paginated (follow `next`).",
         parameters=[DataRequestFilter, REQUEST_ID_PARAMETER],
         responses={200: DataRequestPageSerializer, **errors(400, 403)},
     )
@@ -117,7 +119,10 @@ class DataRequestsView(ApiView):
 
     @extend_schema(
         operation_id="lgpd_data_requests_create",
-        summary="Record an access or redaction request for a contact",
+        summary="Create a data-subject request",
+        description="Records a contact's access (export) or redaction request. The work runs "
+        "in the background; poll the request (or subscribe to its events) for the outcome. "
+        "The legal deadline counts from now.",
         request=DataRequestInput,
         examples=[CREATE_EXAMPLE],
         parameters=[REQUEST_ID_PARAMETER],
@@ -145,7 +150,9 @@ class DataRequestDetailView(ApiView):
 
     @extend_schema(
         operation_id="lgpd_data_requests_retrieve",
-        summary="One data-subject request and its timeline",
+        summary="Get a data-subject request",
+        description="One request with its status, due date and timeline (received, "
+        "processing, done or failed), and the export link once an access request is ready.",
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: DataRequestSerializer, **errors(403, 404)},
     )
@@ -158,7 +165,9 @@ class DataRequestExportView(ApiView):
 
     @extend_schema(
         operation_id="lgpd_data_requests_export",
-        summary="Download the export of an access request (audited)",
+        summary="Download an access request's export",
+        description="The personal data bundle of a completed access request, as an attachment. "
+        "Every download is recorded in the audit log; 410 once the export has expired.",
         parameters=[REQUEST_ID_PARAMETER],
         responses={
             (200, "application/json"): OpenApiResponse(

@@ -12,14 +12,14 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from core import shown_once
+from core import audit, shown_once
 from webhooks import services
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery
 
 
 def _actor(request: HttpRequest) -> str:
-    return f"admin:{request.user.get_username()}"
+    return audit.user_actor(request)
 
 
 class EventTypesField(forms.CharField):

@@ -11,7 +11,10 @@ class WebhooksConfig(AppConfig):
 
     def ready(self) -> None:
         from core import crypto
+        from eventbus import consumer_labels
         from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)
+        from webhooks.consumer_labels import SubscriptionLabels
 
         for field in ("secret_encrypted", "previous_secret_encrypted"):
             crypto.register_encrypted_field("webhook_secrets", "webhooks.Subscription", field)
+        consumer_labels.register(SubscriptionLabels())

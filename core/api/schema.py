@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_doc
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 
@@ -84,3 +86,75 @@ def add_common_headers(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                         "description": "Seconds to wait before retrying.",
                     }
     return result
+
+
+class IntegratorSchema(AutoSchema):
+    """Operation descriptions for integrators: the operation's own text (its `extend_schema`
+    description, else its handler's docstring), never a base class's; then the scope it needs."""
+
+    def get_description(self) -> str:
+        handler = getattr(self.view, self.method.lower(), None)
+        own_doc = handler.__doc__ if handler is not None else None
+        return get_doc(handler) if own_doc else ""
+
+    def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        operation = super().get_operation(*args, **kwargs)
+        scope = required_scope(self.view, self.method)
+        if operation is None or scope is None:
+            return operation
+        operation["x-required-scope"] = scope
+        description = operation.get("description", "")
+        if f"`{scope}`" not in description:
+            stated = f"**Required scope:** `{scope}`."
+            operation["description"] = f"{description}\n\n{stated}".strip()
+        return operation
+
+
+def required_scope(view: Any, method: str) -> str | None:
+    """The API key scope an operation needs (core.api.permissions.HasRequiredScope)."""
+    scopes: dict[str, str] = getattr(view, "required_scopes", {})
+    return scopes.get(method.upper())
+
+
+PROBE_RESPONSE = {"type": "object", "additionalProperties": True}
+PROBES = {
+    "/api/ping": {
+        "operationId": "probes_ping",
+        "summary": "Liveness: the service answers",
+        "description": 'Answers `{"status": "ok"}` as soon as the process is up; it touches '
+        "no database and needs no API key. Use it for load balancer liveness probes; readiness "
+        "is `/api/v1/health`.",
+        "responses": {"200": {"description": "The process is up."}},
+    },
+    "/api/v1/health": {
+        "operationId": "probes_health",
+        "summary": "Readiness: the service and its dependencies",
+        "description": "Runs every health check (database, queues, storage...) in parallel "
+        "within a time budget. 200 with `status: ok` when every required check passed, 503 "
+        "with `status: fail` otherwise; `checks` has one entry per check. No API key needed, "
+        "not rate-limited.",
+        "responses": {
+            "200": {"description": "Every required check passed."},
+            "503": {"description": "A required check failed or timed out."},
+        },
+    },
+}
+
+
+def add_probe_operations(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """POSTPROCESSING_HOOKS: the liveness and readiness probes (plain Django views, no API key),
+    first in the document; then the rest, versioned (v1) operations before the legacy outbox."""
+    probes = {path: {"get": _probe(spec)} for path, spec in PROBES.items()}
+    paths = sorted(result.get("paths", {}).items(), key=lambda item: _path_order(item[0]))
+    result["paths"] = {**probes, **dict(paths)}
+    return result
+
+
+def _probe(spec: dict[str, Any]) -> dict[str, Any]:
+    json_body = {"application/json": {"schema": PROBE_RESPONSE}}
+    responses = {code: {**r, "content": json_body} for code, r in spec["responses"].items()}
+    return {**spec, "tags": ["health"], "security": [], "responses": responses}
+
+
+def _path_order(path: str) -> tuple[bool, str]:
+    return (not path.startswith("/api/v1/"), path)

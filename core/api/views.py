@@ -73,5 +73,7 @@ def ping(request: HttpRequest) -> JsonResponse:
     its floor: what any request costs on this server.
     """
     if request.method not in ("GET", "HEAD"):
-        return JsonResponse(error_body("method_not_allowed", "Use GET."), status=405)
+        refused = JsonResponse(error_body("method_not_allowed", "Use GET."), status=405)
+        refused["Allow"] = "GET, HEAD"  # RFC 9110: a 405 lists what is allowed
+        return refused
     return JsonResponse({"status": "ok"})

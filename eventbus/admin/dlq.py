@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import flatten_fieldsets
@@ -30,8 +29,18 @@ from django.utils.safestring import SafeString
 
 from core import context
 from core.admin_tables import ReadOnlyAdmin
-from eventbus import services
-from eventbus.admin import filters, rendering, selectors
+from eventbus import consumer_labels
+from eventbus.admin import dlq_disabled, filters, rendering, selectors
+from eventbus.admin.dlq_actions import (
+    DISCARD,
+    OPERATOR_ACTIONS,
+    REPROCESS,
+    DiscardForm,
+    MatchingForm,
+    OperatorAction,
+    actor_of,
+    describe_filters,
+)
 from eventbus.admin.rendering import EventColumns, OrganizationColumn
 from eventbus.models import DeadLetter, Delivery, EventLog
 
@@ -39,84 +48,38 @@ PREVIEW_ROWS = 20
 CHANGELIST = "admin:eventbus_deadletter_changelist"
 
 
-@dataclass(frozen=True)
-class OperatorAction:
-    name: str
-    done: str  # past tense, for the result message
-    permission: str
-    needs_reason: bool
-
-    def run(self, ids: list[int], *, actor: str, reason: str) -> int:
-        if self.name == "discard":
-            return services.deliveries_discard(delivery_ids=ids, actor=actor, reason=reason)
-        return services.deliveries_reprocess(delivery_ids=ids, actor=actor, reason=reason)
+def labelled(rows: Iterable[Delivery]) -> list[Delivery]:
+    """The rows, each carrying its consumer's label as `consumer_label` (one lookup for all)."""
+    listed = list(rows)
+    found = consumer_labels.labels({row.consumer for row in listed})
+    for row in listed:
+        row.consumer_label = found[row.consumer]  # type: ignore[attr-defined]  # read by the columns
+    return listed
 
 
-REPROCESS = OperatorAction("reprocess", "Reprocessed", "eventbus.reprocess_deadletter", False)
-DISCARD = OperatorAction("discard", "Discarded", "eventbus.discard_deadletter", True)
-OPERATOR_ACTIONS = {a.name: a for a in (REPROCESS, DISCARD)}
+class DeadLetterChangeList(ChangeList):
+    """The DLQ page: each shown row carries its consumer's label (one lookup per page)."""
 
-
-class DiscardForm(forms.Form):
-    reason = forms.CharField(
-        max_length=1000,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-        help_text="Required. Kept in the audit log with your name and the time.",
-    )
-
-
-class MatchingForm(forms.Form):
-    """POST of the "all matching" confirmation page."""
-
-    filters = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
-    as_of = forms.DateTimeField(widget=forms.HiddenInput)
-    reason = forms.CharField(
-        required=False, max_length=1000, widget=forms.Textarea(attrs={"rows": 3, "cols": 60})
-    )
-
-    def __init__(self, *args: Any, action: OperatorAction, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        reason = self.fields["reason"]
-        reason.required = action.needs_reason
-        reason.label = "Reason" if action.needs_reason else "Note (optional)"
-        reason.help_text = "Kept in the audit log with your name and the time."
-
-
-def actor_of(request: HttpRequest) -> str:
-    return f"user:{request.user.get_username()}"
-
-
-def describe_filters(changelist: ChangeList) -> list[tuple[str, str]]:
-    """(title, chosen value) of each active filter, and the search term, for the operator."""
-    described: list[tuple[str, str]] = []
-    for spec in changelist.filter_specs:
-        parameters = [p for p in spec.expected_parameters() if p]
-        unfiltered = changelist.get_query_string(remove=parameters)
-        described.extend(
-            (str(spec.title), str(choice["display"]))
-            for choice in spec.choices(changelist)
-            if choice["selected"] and choice["query_string"] != unfiltered
-        )
-    if changelist.query:
-        described.append(("search", changelist.query))
-    return described
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        self.result_list = labelled(self.result_list)
 
 
 @admin.register(DeadLetter)
 class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     list_display = (
-        "died_at",
-        "event_type",
-        "consumer",
+        "died",
+        "event_summary",
+        "consumer_title",
         "organization_name",
         "attempts_used",
         "error",
-        "event_link",
     )
+    list_display_links = None  # the event id links to the letter; the rest is text
     list_filter = (
         filters.DlqEventTypeFilter,
         filters.DlqConsumerFilter,
-        filters.OrganizationFilter,
+        filters.DlqOrganizationFilter,
         filters.ErrorClassFilter,
         filters.DlqEntityKindFilter,
         ("created_at", filters.CreatedFilter),
@@ -134,12 +97,13 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "Delivery",
             {
                 "fields": (
-                    "consumer",
+                    "consumer_title",
                     "attempts_used",
-                    "created_at",
+                    "created",
                     "died_at",
                     "error_class",
                     "error_full",
+                    "root_cause_full",
                     "may_have_run",
                 )
             },
@@ -155,7 +119,10 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Delivery]:
         # The list reads deliveries (+ organization names) only; the detail page loads the event.
-        return selectors.dead_letters().select_related("organization")
+        return selectors.with_root_cause(selectors.dead_letters().select_related("organization"))
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return DeadLetterChangeList
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Delivery], search_term: str
@@ -173,20 +140,50 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     # -- columns and detail fields ---------------------------------------------------------
 
     @admin.display(description="died at", ordering="finished_at")
-    def died_at(self, obj: Delivery) -> Any:
-        return obj.finished_at
+    def died_at(self, obj: Delivery) -> str:
+        return rendering.exact_time(obj.finished_at)
+
+    @admin.display(description="died", ordering="finished_at")
+    def died(self, obj: Delivery) -> SafeString | str:
+        return rendering.moment(obj.finished_at)
+
+    @admin.display(description="created")
+    def created(self, obj: Delivery) -> str:
+        return rendering.exact_time(obj.created_at)
 
     @admin.display(description="event type")
     def event_type(self, obj: Delivery) -> str:
         return obj.event_type
+
+    @admin.display(description="event")
+    def event_summary(self, obj: Delivery) -> SafeString:
+        letter = reverse("admin:eventbus_deadletter_change", args=[obj.pk])
+        return format_html(
+            '<span class="dc-type">{}</span>{}',
+            obj.event_type,
+            rendering.short_id(obj.event_id, letter),
+        )
+
+    @admin.display(description="consumer")
+    def consumer_title(self, obj: Delivery) -> SafeString | str:
+        label = (
+            getattr(obj, "consumer_label", None)
+            or consumer_labels.labels([obj.consumer])[obj.consumer]
+        )
+        return rendering.consumer(label)
 
     @admin.display(description="attempts")
     def attempts_used(self, obj: Delivery) -> str:
         return f"{obj.attempts} / {obj.max_attempts}"
 
     @admin.display(description="last error")
-    def error(self, obj: Delivery) -> str:
-        return rendering.short(obj.last_error)
+    def error(self, obj: Delivery) -> SafeString:
+        return rendering.errors(obj.last_error, getattr(obj, "root_error", None))
+
+    @admin.display(description="root cause")
+    def root_cause_full(self, obj: Delivery) -> SafeString | str:
+        root = getattr(obj, "root_error", None)
+        return rendering.pretty_text(root) if root else "- (every attempt failed the same way)"
 
     @admin.display(description="error")
     def error_full(self, obj: Delivery) -> SafeString:
@@ -226,12 +223,21 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     ) -> HttpResponse:
         pk = int(object_id) if object_id.isdigit() else 0
         extra = {
+            "subtitle": self.subtitle(pk),
             "attempts": selectors.delivery_attempts(pk),
             "can_reprocess": self.has_reprocess_permission(request),
             "can_discard": self.has_discard_permission(request),
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
+
+    def subtitle(self, pk: int) -> str | None:
+        """'lead.created to Order sync': the letter as people say it (not webhook:<uuid> <- id)."""
+        letter = selectors.dead_letters().filter(pk=pk).values("event_type", "consumer").first()
+        if letter is None:
+            return None  # the admin's own "does not exist" handling follows
+        label = consumer_labels.labels([letter["consumer"]])[letter["consumer"]]
+        return f"{letter['event_type']} to {label.title}"
 
     def get_urls(self) -> list[URLPattern]:
         matching = path(
@@ -244,10 +250,19 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     # -- actions on the checked rows -----------------------------------------------------
 
     @admin.action(description="Reprocess selected dead letters", permissions=["reprocess"])
-    def reprocess_selected(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+    def reprocess_selected(
+        self, request: HttpRequest, queryset: QuerySet[Delivery]
+    ) -> TemplateResponse | None:
         ids = list(selectors.ids_of(queryset))
+        off = dlq_disabled.disabled_among(ids)
+        choice = dlq_disabled.choice_of(request)
+        if off and choice is None:
+            context_ = {**self.admin_site.each_context(request), "opts": self.opts}
+            return dlq_disabled.warning_page(request, context_, ids, off)
+        enabled = dlq_disabled.enable_if_chosen(request, choice, off)
         moved = REPROCESS.run(ids, actor=actor_of(request), reason="")
-        self.report(request, REPROCESS, moved, len(ids))
+        self.report(request, REPROCESS, moved, len(ids), enabled=enabled)
+        return None
 
     @admin.action(description="Discard selected dead letters…", permissions=["discard"])
     def discard_selected(
@@ -265,7 +280,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "opts": self.opts,
             "form": form,
             "ids": ids,
-            "preview": queryset.order_by("-finished_at")[:PREVIEW_ROWS],
+            "preview": labelled(queryset.order_by("-finished_at")[:PREVIEW_ROWS]),
             "count": len(ids),
         }
         return TemplateResponse(
@@ -312,8 +327,12 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         as_of: dt.datetime = data["as_of"]
         # Only what had died when the operator saw the count: later deaths were not confirmed.
         ids = list(selectors.ids_of(matching.filter(finished_at__lte=as_of)))
+        enabled = 0
+        if operation is REPROCESS and data.get("enable_disabled"):
+            off = dlq_disabled.disabled_among(ids)
+            enabled = dlq_disabled.enable_if_chosen(request, dlq_disabled.ENABLE, off)
         moved = operation.run(ids, actor=actor_of(request), reason=data["reason"])
-        self.report(request, operation, moved, len(ids))
+        self.report(request, operation, moved, len(ids), enabled=enabled)
         return HttpResponseRedirect(f"{reverse(CHANGELIST)}?{data['filters']}")
 
     def matching_confirmation(
@@ -325,6 +344,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         filters_query: str,
     ) -> TemplateResponse:
         matching = changelist.queryset
+        off = self.disabled_matching(operation, matching)
         context_ = {
             **self.admin_site.each_context(request),
             "title": f"{operation.name.capitalize()} all matching dead letters",
@@ -332,18 +352,37 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "operation": operation,
             "form": form,
             "count": matching.count(),  # the dead set only (delivery_dlq_idx), shown once
-            "preview": matching[:PREVIEW_ROWS],
+            "preview": labelled(matching[:PREVIEW_ROWS]),
             "criteria": describe_filters(changelist),
+            "disabled": off,
+            "may_enable": dlq_disabled.may_enable(request, off),
             "back_url": f"{reverse(CHANGELIST)}?{filters_query}",
         }
         return TemplateResponse(request, "admin/eventbus/deadletter/matching.html", context_)
 
+    def disabled_matching(
+        self, operation: OperatorAction, matching: QuerySet[Delivery]
+    ) -> list[consumer_labels.ConsumerLabel]:
+        """Disabled consumers among the matches (distinct consumers of the dead set)."""
+        if operation is not REPROCESS:
+            return []
+        names = matching.order_by().values_list("consumer", flat=True).distinct()
+        return consumer_labels.disabled(list(names))
+
     # -- messages --------------------------------------------------------------------------
 
     def report(
-        self, request: HttpRequest, operation: OperatorAction, moved: int, asked: int
+        self,
+        request: HttpRequest,
+        operation: OperatorAction,
+        moved: int,
+        asked: int,
+        *,
+        enabled: int = 0,
     ) -> None:
         text = f"{operation.done} {moved} of {asked} dead letter(s)."
+        if enabled:
+            text = f"Enabled {enabled} consumer(s). {text}"
         if moved < asked:
             text += f" {asked - moved} were no longer dead (already reprocessed or discarded)."
         request_id = context.current().get("request_id")

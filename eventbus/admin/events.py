@@ -34,6 +34,7 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         "request_id",
     )
     list_filter = (
+        filters.SystemEventsFilter,
         filters.OrganizationFilter,
         filters.EventTypeFilter,
         filters.EntityKindFilter,
@@ -44,6 +45,7 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     search_help_text = "Exact event id, entity id or request id."
     ordering = ("-created_at",)  # event_log_created_idx / event_log_org_created_idx
     change_form_template = "admin/eventbus/eventlog/change_form.html"
+    change_list_template = "admin/eventbus/eventlog/change_list.html"
     fieldsets = (
         (
             None,
@@ -77,6 +79,12 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         if not search_term.strip():
             return queryset, False
         return queryset.filter(pk__in=selectors.events_matching(search_term).values("pk")), False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {"hides_system": filters.hides_system(request), **(extra_context or {})}
+        return super().changelist_view(request, extra)
 
     def change_view(
         self,

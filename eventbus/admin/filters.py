@@ -6,17 +6,65 @@ that is a full scan. These take choices from the catalog, loose index scans or s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib.admin import DateFieldListFilter, SimpleListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ORDER_VAR, PAGE_VAR, SEARCH_VAR
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from eventbus import catalog
+from core.models import SYSTEM_ORGANIZATION_ID
+from eventbus import catalog, consumer_labels
 from eventbus.admin import selectors
+from eventbus.consumer_labels import ConsumerLabel
 from eventbus.models import Delivery, DeliveryStatus, Status
+
+
+class SystemEventsFilter(SimpleListFilter):
+    """The system organization's events (`cron.*` of every job run) are hidden unless asked
+    for, picked as the organization, or searched for by id: they would flood the list."""
+
+    title = "system organization events"
+    parameter_name = "system"
+    SHOWN = "shown"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(self.SHOWN, "shown")]
+
+    def choices(self, changelist: Any) -> Iterator[Any]:  # the admin's choice dicts
+        yield {
+            "selected": self.value() is None,
+            "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+            "display": "hidden (default)",
+        }
+        yield {
+            "selected": self.value() == self.SHOWN,
+            "query_string": changelist.get_query_string({self.parameter_name: self.SHOWN}),
+            "display": "shown",
+        }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() not in (None, self.SHOWN):
+            raise IncorrectLookupParameters(f"unknown choice {self.value()!r}")
+        if self.value() == self.SHOWN or not hides_system(request):
+            return queryset
+        return queryset.exclude(organization_id=SYSTEM_ORGANIZATION_ID)
+
+
+def hides_system(request: HttpRequest) -> bool:
+    """Whether the event list hides system events: on the default view only (any page, order
+    or period), where they flood the list. Once a filter or a search narrows the list, all it
+    matches is shown: that is what was asked for (a dead `cron.failed` included), and the
+    narrowed queries keep the plans their indexes give them."""
+    if request.GET.get(SEARCH_VAR, "").strip():
+        return False
+    return all(name in UNNARROWING or name.startswith("created_at__") for name in request.GET)
+
+
+UNNARROWING = frozenset({PAGE_VAR, ORDER_VAR, SEARCH_VAR})
 
 
 class ChoiceFilter(SimpleListFilter):
@@ -122,8 +170,21 @@ class DlqEventTypeFilter(EventTypeFilter):
 
 
 class DlqConsumerFilter(ConsumerFilter):
+    """Consumers with dead letters (a loose scan), by the name an operator knows them by."""
+
     def choice_values(self) -> list[tuple[str, str]]:
-        return [(name, name) for name in selectors.distinct_values("dead_consumer")]
+        found = consumer_labels.labels(selectors.distinct_values("dead_consumer"))
+        choices = [(name, _choice_label(label)) for name, label in found.items()]
+        return sorted(choices, key=lambda choice: choice[1].lower())
+
+
+def _choice_label(label: ConsumerLabel) -> str:
+    return label.name if label.is_plain else f"{label.title} ({label.detail})"
+
+
+class DlqOrganizationFilter(OrganizationFilter):
+    def choice_values(self) -> list[tuple[str, str]]:
+        return selectors.dead_organization_choices()
 
 
 class DlqEntityKindFilter(EntityKindFilter):

@@ -14,8 +14,12 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+
+from eventbus.consumer_labels import ConsumerLabel
 
 SHORT_ERROR = 120
 
@@ -35,6 +39,81 @@ def short(value: str | None, limit: int = SHORT_ERROR) -> str:
     """First line of `value`, at most `limit` characters (escaped later by the admin)."""
     line = (value or "").strip().splitlines()[0] if (value or "").strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+SHORT_ID = 8
+EXACT_TIME = "Y-m-d H:i:s"  # deskcomm/formats DATETIME_FORMAT: one format on every page
+
+
+def exact_time(value: dt.datetime | None) -> str:
+    """'2026-11-02 12:00:00 UTC' (the admin's own format), '-' when there is none."""
+    if value is None:
+        return "-"
+    zone = timezone.get_current_timezone_name()
+    return f"{date_format(timezone.localtime(value), EXACT_TIME)} {zone}"
+
+
+def moment(value: dt.datetime | None, now: dt.datetime | None = None) -> SafeString | str:
+    """'3 h ago', with the exact time on hover (and in `datetime` for scripts and tests)."""
+    if value is None:
+        return "-"
+    ago = age(value, now or timezone.now())
+    return format_html(
+        '<time class="dc-when" datetime="{}" title="{}">{} ago</time>',
+        value.isoformat(),
+        exact_time(value),
+        ago,
+    )
+
+
+def short_id(value: object, url: str = "") -> SafeString:
+    """The first characters of an id (linked when `url` is given) and a button copying it all."""
+    full = str(value)
+    shown = full[:SHORT_ID] if len(full) > SHORT_ID + 2 else full
+    label = format_html('<a href="{}">{}</a>', url, shown) if url else shown
+    return format_html(
+        '<span class="dc-id" title="{}"><code>{}</code>'
+        '<button type="button" class="dc-copy" data-copy="{}" aria-label="Copy {}">copy</button>'
+        "</span>",
+        full,
+        label,
+        full,
+        full,
+    )
+
+
+def consumer(label: ConsumerLabel) -> SafeString | str:
+    """A consumer by name: title (linked to its record) over a muted detail line."""
+    if label.is_plain:
+        return label.name
+    title = format_html('<a href="{}">{}</a>', label.url, label.title) if label.url else label.title
+    off = (
+        format_html(' <span class="dc-badge dc-dead">{}</span>', "disabled")
+        if label.disabled
+        else ""
+    )
+    return format_html(
+        '<span class="dc-consumer" title="{}">{}{}<small class="dc-muted">{}</small></span>',
+        label.name,
+        title,
+        off,
+        label.detail,
+    )
+
+
+def errors(final: str | None, root: str | None) -> SafeString:
+    """The final error and, under it when it differs, the root cause from the attempt history."""
+    final_html = format_html(
+        '<span class="dc-final" title="{}">{}</span>', final or "", short(final)
+    )
+    if not root or short(root) == short(final):
+        return final_html
+    return format_html(
+        '{}<span class="dc-root" title="{}"><b>root cause:</b> {}</span>',
+        final_html,
+        root,
+        short(root),
+    )
 
 
 def admin_link(viewname: str, pk: object, label: object) -> SafeString:

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce
 
 from core.models import AuditLog, Organization
-from eventbus import catalog
 from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
 from eventbus.registry import registry
 
@@ -42,6 +42,8 @@ DISTINCT_COLUMNS = {
     "done_consumer": ("eventbus_delivery", "consumer", "status = 'done'"),  # ..._consumer_done_idx
     "dead_consumer": ("eventbus_delivery", "consumer", "status = 'dead'"),  # delivery_dead_idx
     "dead_error_class": ("eventbus_delivery", "error_class", "status = 'dead'"),  # ..._error_idx
+    "dead_event_type": ("eventbus_delivery", "event_type", "status = 'dead'"),  # ..._type_idx
+    "dead_organization": ("eventbus_delivery", "organization_id", "status = 'dead'"),  # _org_idx
 }
 
 
@@ -63,17 +65,16 @@ def consumer_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
     return sorted(names)[:limit]
 
 
-def dead_event_type_choices() -> list[str]:
-    """Event types the consumers with dead letters subscribe to (no scan of the DLQ itself).
+def dead_event_type_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
+    """Event types present in the DLQ (a loose scan of delivery_dead_type_idx)."""
+    return distinct_values("dead_event_type", limit=limit)
 
-    A consumer unknown to the registry (removed from the code) offers every declared type.
-    """
-    known = {c.name: c.events for c in registry.all()}
-    declared = tuple(catalog.declared_types())
-    types: set[str] = set()
-    for name in distinct_values("dead_consumer"):
-        types.update(known.get(name, declared))
-    return sorted(types)
+
+def dead_organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
+    """(id, name) of the organizations with dead letters (a loose scan of delivery_dead_org_idx)."""
+    ids = distinct_values("dead_organization", limit=limit)
+    found = Organization.objects.filter(pk__in=ids).order_by("name").values_list("pk", "name")
+    return [(str(pk), name) for pk, name in found]
 
 
 def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
@@ -84,6 +85,25 @@ def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]
 def dead_letters() -> QuerySet[Delivery]:
     """The DLQ: dead deliveries (delivery_dlq_idx, or delivery_dead_idx per consumer)."""
     return Delivery.objects.filter(status=DeliveryStatus.DEAD)
+
+
+def with_root_cause(deliveries: QuerySet[Delivery]) -> QuerySet[Delivery]:
+    """Annotate `root_error`: the latest failed attempt whose error class differs from the
+    final one (a `SubscriptionDisabled` that followed HTTP 500s shows the 500). A correlated
+    subquery per shown row only, on the attempts' delivery_id index; None when every attempt
+    failed the same way."""
+    earlier = (
+        DeliveryAttempt.objects.filter(delivery_id=OuterRef("pk"))
+        .exclude(error_class=Coalesce(OuterRef("error_class"), Value("")))
+        .order_by("-created_at", "-id")
+    )
+    return deliveries.annotate(root_error=Subquery(earlier.values("error")[:1]))
+
+
+def consumers_of(delivery_ids: Sequence[int]) -> list[str]:
+    """The distinct consumers of some deliveries (by primary key)."""
+    rows = Delivery.objects.filter(pk__in=delivery_ids).values_list("consumer", flat=True)
+    return sorted(set(rows))
 
 
 def events_with_request_id(request_id: str) -> QuerySet[EventLog]:
@@ -138,8 +158,10 @@ def event_deliveries(event_id: uuid.UUID) -> list[Delivery]:
 
 
 def delivery_attempts(delivery_id: int) -> list[DeliveryAttempt]:
-    """A delivery's failed attempts, in order (FK index on delivery_id)."""
-    return list(DeliveryAttempt.objects.filter(delivery_id=delivery_id).order_by("attempt"))
+    """A delivery's failed attempts in time order (FK index on delivery_id): after a reprocess
+    the numbers start again at 1, so ordering by number would interleave the two runs."""
+    attempts = DeliveryAttempt.objects.filter(delivery_id=delivery_id)
+    return list(attempts.order_by("created_at", "id"))
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,11 @@ class OutboxListView(ApiView):
 
     @extend_schema(
         operation_id="outbox_list",
-        summary="Outbox rows (events), newest first; seed 004's GET /api/outbox",
+        summary="List outbox rows, newest first",
+        description="The event log as an outbox: one row per event with its overall status "
+        "(`PENDING`, `PUBLISHED`, `FAILED`), newest first, filterable by status. "
+        "Kept for integrations written against the outbox; new ones should use "
+        "`GET /api/v1/events`.",
         parameters=[OutboxFilterSerializer, REQUEST_ID_PARAMETER],
         responses={200: OutboxPageSerializer, **errors(400, 403)},
     )
@@ -117,7 +121,10 @@ class OutboxReprocessView(EventView):
 
     @extend_schema(
         operation_id="outbox_reprocess",
-        summary="FAILED -> PENDING: re-run the event's dead deliveries; seed 004",
+        summary="Retry a failed outbox row",
+        description="Puts a `FAILED` row back to `PENDING`: its failed deliveries are queued "
+        "again. 409 for a row in any other status. New integrations should use "
+        "`POST /api/v1/events/{event_id}/reprocess`.",
         request=OutboxReprocessSerializer,
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: OutboxReprocessResultSerializer, **errors(400, 403, 404, 409, 413, 415)},

@@ -64,7 +64,10 @@ class EventsView(ApiView):
 
     @extend_schema(
         operation_id="events_list",
-        summary="List events, newest first (cursor pagination)",
+        summary="List events, newest first",
+        description="The organization's events, newest first, optionally narrowed by status, "
+        "event type, entity, consumer or creation time. Pages are cursor-based: follow `next` "
+        "until it is null (a page never skips or repeats an event while new ones arrive).",
         parameters=[EventFilterSerializer, REQUEST_ID_PARAMETER],
         responses={200: EventPageSerializer, **errors(400, 403)},
     )
@@ -83,7 +86,10 @@ class EventsView(ApiView):
 
     @extend_schema(
         operation_id="events_emit",
-        summary="Emit an event for the key's organization",
+        summary="Emit an event",
+        description="Records an event for the key's organization and schedules a delivery to "
+        "every consumer subscribed to its type (webhooks included). Send an `Idempotency-Key` "
+        "to retry safely: the same key and body within 24 h returns the first response.",
         request=EmitSerializer,
         examples=[EMIT_EXAMPLE],
         parameters=[IDEMPOTENCY_PARAMETER, REQUEST_ID_PARAMETER],
@@ -153,7 +159,10 @@ class EventDetailView(EventView):
 
     @extend_schema(
         operation_id="events_retrieve",
-        summary="One event with the state of each of its consumers",
+        summary="Get an event",
+        description="One event with its payload and, per consumer, the delivery state "
+        "(pending, processing, done, dead), attempts and last error. Events of other "
+        "organizations answer 404.",
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: EventDetailSerializer, **errors(403, 404)},
     )
@@ -166,7 +175,10 @@ class EventReprocessView(EventView):
 
     @extend_schema(
         operation_id="events_reprocess",
-        summary="Re-run the event's dead deliveries, or one consumer's (dead or done)",
+        summary="Reprocess an event",
+        description="Queues the event's failed (dead) deliveries again, or, with `consumer`, "
+        "that consumer's delivery even if it succeeded. Each starts again from attempt 1. "
+        "409 when there is nothing to reprocess. Recorded in the audit log with your key.",
         request=ReprocessSerializer,
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
@@ -187,7 +199,10 @@ class EventDiscardView(EventView):
 
     @extend_schema(
         operation_id="events_discard",
-        summary="Discard the event's dead deliveries (or one consumer's), with a reason",
+        summary="Discard an event's failed deliveries",
+        description="Gives up on the event's failed (dead) deliveries, or only `consumer`'s: "
+        "they will not be retried. A `reason` is required and kept in the audit log. 409 when "
+        "the event has no failed delivery.",
         request=DiscardSerializer,
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},

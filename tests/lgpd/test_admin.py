@@ -27,11 +27,11 @@ def test_adding_a_request_emits_and_audits(admin_client: Client, org: Organizati
     response = admin_client.post(ADD, {"contact": contact.pk, "kind": "redact"})
     assert response.status_code == 302, response.content[:500]
     request = DataRequest.objects.get()
-    assert (request.kind, request.channel, request.requested_by) == ("redact", "admin", "admin:dpo")
+    assert (request.kind, request.channel, request.requested_by) == ("redact", "admin", "user:dpo")
     assert request.organization_id == org.pk
     event = EventLog.objects.get(event_type="lgpd.data_request_received")
     assert event.payload["channel"] == "admin"
-    assert AuditLog.objects.get(action="lgpd.data_request.create").actor == "admin:dpo"
+    assert AuditLog.objects.get(action="lgpd.data_request.create").actor == "user:dpo"
     page = admin_client.get(f"/admin/lgpd/datarequest/{request.pk}/change/").content.decode()
     assert "Received at" in page and 'name="kind"' not in page  # read-only timeline
     delete = admin_client.get(f"/admin/lgpd/datarequest/{request.pk}/delete/")

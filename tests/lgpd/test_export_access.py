@@ -84,7 +84,7 @@ def test_the_admin_serves_the_export_to_staff_who_may_view_requests(
     response = viewer.get(path)
     assert response.status_code == 200
     assert body_of(response)["data_request_id"] == str(request.pk)
-    assert download_audits() == [("admin:dpo", "admin")]
+    assert download_audits() == [("user:dpo", "admin")]
     outsider = Client()
     outsider.force_login(staff("support", "eventbus.view_eventlog"))
     assert outsider.get(path).status_code in (403, 404)

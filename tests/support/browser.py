@@ -99,13 +99,21 @@ class Console:
             self.shot("failure")
             raise AssertionError(f"{text!r} not on {self.driver.current_url}") from None
 
+    def horizontal_overflow(self) -> int:
+        """How many CSS pixels the page is wider than the window (0: no horizontal scroll)."""
+        return int(
+            self.driver.execute_script(
+                "const d = document.documentElement; return d.scrollWidth - d.clientWidth"
+            )
+        )
+
     def page_text(self) -> str:
         body = self.driver.find_element(self.by.TAG_NAME, "body")
         return " ".join(str(body.get_attribute("textContent")).split())
 
-    def shot(self, name: str) -> Path:
+    def shot(self, name: str, width: int = 1440) -> Path:
         height = self.driver.execute_script("return document.documentElement.scrollHeight")
-        self.driver.set_window_size(1440, max(900, min(int(height) + 40, 4000)))
+        self.driver.set_window_size(width, max(900, min(int(height) + 40, 4000)))
         target = ARTIFACTS / f"{name}.png"
         assert self.driver.save_screenshot(str(target)), f"screenshot {target} failed"
         return target

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
+
+from django.utils import timezone
 
 import eventbus
 from core import context
@@ -63,3 +66,45 @@ def make_dead(
     Delivery.objects.filter(event_id__in=ids).update(max_attempts=1)
     drain([c.name for c in registry.for_event(event_type)])
     return list(Delivery.objects.filter(event_id__in=ids, status="dead").order_by("id"))
+
+
+def webhook_dead_letter(
+    org: Organization,
+    *,
+    description: str = "Order sync",
+    url: str = "https://hooks.example.com/deskcomm",
+    enabled: bool = False,
+) -> tuple[Any, Delivery]:
+    """A subscription (disabled by default) and a dead letter of its consumer whose attempts
+    failed with HTTP 500 and, once the subscription was disabled, with SubscriptionDisabled."""
+    from webhooks import signing
+    from webhooks.models import Subscription
+
+    subscription = Subscription.objects.create(
+        organization=org,
+        url=url,
+        description=description,
+        event_types=["lead.created"],  # not test.flaky: no fan-out to it at emit
+        enabled=enabled,
+        secret_encrypted=signing.encrypt_secret(signing.generate_secret()),
+    )
+    (dead,) = make_dead(org, 1)
+    final = "SubscriptionDisabled: the subscription is disabled or deleted; nothing was sent"
+    Delivery.objects.filter(pk=dead.pk).update(
+        consumer=subscription.consumer, error_class="SubscriptionDisabled", last_error=final
+    )
+    dead.attempt_log.all().delete()
+    moments = [timezone.now() - dt.timedelta(minutes=m) for m in (30, 20, 10)]
+    for n, (when, error) in enumerate(
+        zip(moments, ["HTTP 500: upstream exploded", "HTTP 500: upstream exploded", final]),
+        start=1,
+    ):
+        dead.attempt_log.create(
+            attempt=n,
+            outcome="retry" if n < 3 else "dead",
+            error_class="HTTPStatus" if n < 3 else "SubscriptionDisabled",
+            error=error,
+            created_at=when,
+        )
+    dead.refresh_from_db()
+    return subscription, dead

@@ -56,7 +56,12 @@ SCOPE_NOTES = {
 
 
 def operation(
-    name: str, summary: str, *, parameters: Sequence[Any] = (), **kwargs: Any
+    name: str,
+    summary: str,
+    *,
+    description: str,
+    parameters: Sequence[Any] = (),
+    **kwargs: Any,
 ) -> Callable[[ViewMethod], ViewMethod]:
     """`extend_schema` of a webhook operation: id `webhooks_<name>`, tag, scope, X-Request-ID."""
 
@@ -64,7 +69,7 @@ def operation(
         return extend_schema(
             operation_id=f"webhooks_{name}",
             summary=summary,
-            description=SCOPE_NOTES[method.__name__ == "get"],
+            description=f"{description}\n\n{SCOPE_NOTES[method.__name__ == 'get']}",
             tags=["webhooks"],
             parameters=[*parameters, REQUEST_ID_PARAMETER],
             **kwargs,
@@ -114,7 +119,9 @@ class WebhookView(ApiView):
 class SubscriptionsView(WebhookView):
     @operation(
         name="subscriptions_list",
-        summary="The organization's webhook subscriptions, oldest first",
+        summary="List webhook subscriptions",
+        description="The organization's subscriptions, oldest first, with their URL, event "
+        "types, state and failure count (never their secrets).",
         responses={200: WebhookSubscriptionListSerializer, **errors(403)},
     )
     def get(self, request: Any) -> Response:
@@ -123,7 +130,10 @@ class SubscriptionsView(WebhookView):
 
     @operation(
         name="subscriptions_create",
-        summary="Subscribe an endpoint to event types; the response shows the secret once",
+        summary="Create a webhook subscription",
+        description="Subscribes an HTTPS endpoint to event types (exact names, `entity.*` "
+        "or `*`). The response carries the signing secret: it is shown this "
+        "once, store it to verify signatures.",
         request=WebhookSubscriptionInputSerializer,
         examples=[SUBSCRIBE_EXAMPLE],
         responses={201: WebhookSubscriptionSecretSerializer, **errors(400, 403, 413, 415)},
@@ -143,7 +153,9 @@ class SubscriptionsView(WebhookView):
 class SubscriptionDetailView(WebhookView):
     @operation(
         name="subscriptions_retrieve",
-        summary="One webhook subscription (never its secret)",
+        summary="Get a webhook subscription",
+        description="One subscription: URL, event types, enabled state, consecutive "
+        "failures and why it was disabled, if it was. Never its secret.",
         responses={200: WebhookSubscriptionSerializer, **errors(403, 404)},
     )
     def get(self, request: Any, subscription_id: uuid.UUID) -> Response:
@@ -153,7 +165,9 @@ class SubscriptionDetailView(WebhookView):
 
     @operation(
         name="subscriptions_update",
-        summary="Change the URL, event types or description",
+        summary="Update a webhook subscription",
+        description="Changes the URL, event types or description; fields left out "
+        "stay as they are.",
         request=WebhookSubscriptionInputSerializer,
         responses={200: WebhookSubscriptionSerializer, **errors(400, 403, 404, 413, 415)},
     )
@@ -168,7 +182,9 @@ class SubscriptionDetailView(WebhookView):
 
     @operation(
         name="subscriptions_delete",
-        summary="Delete a subscription (its pending deliveries die unsent)",
+        summary="Delete a webhook subscription",
+        description="Deletes the subscription; deliveries still waiting to be sent to "
+        "it are dropped unsent.",
         responses={204: None, **errors(403, 404)},
     )
     def delete(self, request: Any, subscription_id: uuid.UUID) -> Response:
@@ -182,7 +198,10 @@ class SubscriptionDetailView(WebhookView):
 class SubscriptionRotateSecretView(WebhookView):
     @operation(
         name="subscriptions_rotate_secret",
-        summary="New signing secret (shown once); the old one also signs for the grace window",
+        summary="Rotate a subscription's signing secret",
+        description="Issues a new signing secret, shown once in the response. During the "
+        "grace window deliveries are signed with both the new and the old "
+        "secret, so receivers can switch without losing any.",
         request=None,
         responses={200: WebhookSubscriptionSecretSerializer, **errors(403, 404)},
     )
@@ -197,7 +216,10 @@ class SubscriptionRotateSecretView(WebhookView):
 class SubscriptionEnableView(WebhookView):
     @operation(
         name="subscriptions_enable",
-        summary="Enable the subscription again (its failure counter starts from 0)",
+        summary="Enable a webhook subscription",
+        description="Turns a disabled subscription back on; its failure counter starts "
+        "again from 0. Deliveries that already failed are not retried: resend "
+        "them.",
         request=None,
         responses={200: WebhookSubscriptionSerializer, **errors(403, 404)},
     )
@@ -212,7 +234,9 @@ class SubscriptionEnableView(WebhookView):
 class SubscriptionDisableView(WebhookView):
     @operation(
         name="subscriptions_disable",
-        summary="Disable the subscription (emits `webhook.subscription_disabled` once)",
+        summary="Disable a webhook subscription",
+        description="Stops sending to the endpoint; new events are not delivered to it. "
+        "Emits one `webhook.subscription_disabled` event.",
         request=None,
         responses={200: WebhookSubscriptionSerializer, **errors(403, 404)},
     )
@@ -230,7 +254,10 @@ class SubscriptionDisableView(WebhookView):
 class SubscriptionPingView(WebhookView):
     @operation(
         name="subscriptions_ping",
-        summary="Queue a `webhook.ping` to this subscription only (the webhook worker sends it)",
+        summary="Send a test ping",
+        description="Queues a signed `webhook.ping` event to this subscription only, to "
+        "check the endpoint and its signature verification. It is sent within "
+        "seconds; see it in the deliveries.",
         request=None,
         responses={202: WebhookPingSerializer, **errors(403, 404, 409)},
     )
@@ -246,7 +273,9 @@ class SubscriptionPingView(WebhookView):
 class DeliveriesView(WebhookView):
     @operation(
         name="deliveries_list",
-        summary="The organization's webhook deliveries, newest first",
+        summary="List webhook deliveries",
+        description="Deliveries to the organization's subscriptions, newest first, with "
+        "their state and attempt count; filter by subscription or state.",
         parameters=[WebhookDeliveryFilterSerializer],
         responses={200: WebhookDeliveryListSerializer, **errors(400, 403)},
     )
@@ -265,7 +294,9 @@ class DeliveriesView(WebhookView):
 class DeliveryDetailView(WebhookView):
     @operation(
         name="deliveries_retrieve",
-        summary="One webhook delivery with its attempt log",
+        summary="Get a webhook delivery",
+        description="One delivery with every attempt: when, the HTTP status or connection "
+        "error, and the response time.",
         responses={200: WebhookDeliveryDetailSerializer, **errors(403, 404)},
     )
     def get(self, request: Any, delivery_id: int) -> Response:
@@ -276,7 +307,10 @@ class DeliveryDetailView(WebhookView):
 class DeliveryResendView(WebhookView):
     @operation(
         name="deliveries_resend",
-        summary="Send a done or dead delivery again, with the same delivery id",
+        summary="Resend a webhook delivery",
+        description="Sends a delivered or failed delivery again, with the same delivery id "
+        "(`webhook-id` header), so receivers that deduplicate by id see it "
+        "once.",
         request=None,
         responses={202: WebhookDeliverySerializer, **errors(403, 404, 409)},
     )
