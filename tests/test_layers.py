@@ -17,7 +17,7 @@ CONFIG = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlin
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
-            os.environ.get("LINT_IMPORTS", str(Path(sys.executable).with_name("lint-imports"))),
+            str(Path(sys.executable).with_name("lint-imports")),
             "--config",
             "pyproject.toml",
             "--no-cache",
