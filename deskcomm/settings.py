@@ -455,6 +455,14 @@ ENCRYPTION_KEYS = {
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
+# The worker registry (core/workers.py): every long-running process heartbeats this often; the
+# console shows it stale after this many missed beats; rows silent this long are deleted.
+WORKERS = {
+    "HEARTBEAT_SECONDS": env.float("WORKER_HEARTBEAT_SECONDS", default=10.0),
+    "STALE_AFTER_BEATS": env.int("WORKER_STALE_AFTER_BEATS", default=3),
+    "PURGE_AFTER_HOURS": env.float("WORKER_PURGE_AFTER_HOURS", default=24.0),
+}
+
 WEBHOOKS = {
     # Seconds to open a connection, and for the whole request after that.
     "CONNECT_TIMEOUT": env.float("WEBHOOKS_CONNECT_TIMEOUT", default=3.0),

@@ -9,7 +9,6 @@ from typing import Any
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 
-
 APP_MODULES = ("events", "handlers")  # discovered in each installed app, in this order
 
 

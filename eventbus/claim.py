@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 # `locked_by` of deliveries claimed by the outbox relay (published, not yet run).
 RELAY_WORKER_PREFIX = "relay:"
 
+# When this process last claimed something (any pump): the worker registry's "last claim".
+_last_claim: list[dt.datetime] = []
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -154,7 +157,14 @@ def _claim(
         },
         row_factory=event_row,
     )
+    if rows:
+        _last_claim[:] = [now]
     return Claim(token, rows)
+
+
+def last_claim_at() -> dt.datetime | None:
+    """When a claim of this process last returned deliveries (None: never yet)."""
+    return _last_claim[0] if _last_claim else None
 
 
 def ack(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:

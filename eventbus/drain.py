@@ -73,6 +73,7 @@ class DrainPump:
         self.consumers = {c.name: c for c in consumers}
         self.names = list(self.consumers)
         self.worker_id = worker_id
+        self.concurrency = concurrency
         self.batch_size = batch_size
         self.max_events = max_events
         self.processed = 0

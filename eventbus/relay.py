@@ -65,6 +65,7 @@ class Relay:
     """The relay pump: `run_once()` publishes one batch of due broker deliveries."""
 
     name = "relay"
+    concurrency = 1  # publishes batch by batch
 
     def __init__(self, *, worker_id: str, broker: dramatiq.Broker | None = None) -> None:
         self.worker_id = f"{claims.RELAY_WORKER_PREFIX}{worker_id}"

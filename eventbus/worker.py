@@ -69,6 +69,7 @@ class Worker:
             RunnerOptions.of(options),
             worker_id=self.worker_id,
             wake=wake,
+            kind="drain_events",
         )
 
     @property

@@ -82,6 +82,7 @@ class WebhookPump:
     ) -> None:
         self.options = options
         self.worker_id = worker_id
+        self.concurrency = options.concurrency
         self.per_subscription = options.per_subscription or int(
             webhook_settings.MAX_IN_FLIGHT_PER_SUBSCRIPTION
         )
@@ -332,6 +333,7 @@ class WebhookWorker:
             RunnerOptions.of(options),
             worker_id=self.worker_id,
             wake=wake,
+            kind="deliver_webhooks",
         )
         self.wake = wake
 
