@@ -300,6 +300,18 @@ EVENTBUS = {
         "lgpd.alerts.dead_letter_hook",
         *env.list("EVENTBUS_DEAD_LETTER_HOOKS", default=[]),
     ],
+    # The circuit breaker per consumer (README "Pause, resume and circuit breakers"): at least
+    # FAILURE_RATE of at least MIN_VOLUME deliveries settled within WINDOW_SECONDS failed ->
+    # paused as "open"; after COOL_DOWN_SECONDS one probe runs; its success resumes the consumer.
+    "BREAKER": {
+        "ENABLED": env.bool("EVENTBUS_BREAKER_ENABLED", default=True),
+        "FAILURE_RATE": env.float("EVENTBUS_BREAKER_FAILURE_RATE", default=0.5),
+        "MIN_VOLUME": env.int("EVENTBUS_BREAKER_MIN_VOLUME", default=20),
+        "WINDOW_SECONDS": env.float("EVENTBUS_BREAKER_WINDOW_SECONDS", default=60.0),
+        "COOL_DOWN_SECONDS": env.float("EVENTBUS_BREAKER_COOL_DOWN_SECONDS", default=30.0),
+    },
+    # Per-consumer overrides of BREAKER's keys, e.g. {"order-post-worker": {"MIN_VOLUME": 5}}.
+    "BREAKER_CONSUMERS": env.json("EVENTBUS_BREAKER_CONSUMERS", default={}),
     # Per-consumer attempts an operator sets (seed 004 §5: ORDER_POST_ATTEMPTS).
     "CONSUMER_MAX_ATTEMPTS": {
         "order-post-worker": env.int("ORDER_POST_ATTEMPTS", default=5),

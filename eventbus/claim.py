@@ -81,12 +81,15 @@ def claim(
     batch_size: int,
     worker_id: str,
     now: dt.datetime | None = None,
+    probing: Sequence[str] = (),
 ) -> Claim:
     """Claim up to `batch_size` due deliveries of `consumers`, fairly across organizations
-    (deliveries waiting to run alone excepted: see `claim_isolated`)."""
+    (deliveries waiting to run alone excepted: see `claim_isolated`; paused consumers too,
+    except those in `probing`: the half-open probes the caller took, eventbus/breaker.py)."""
     if not consumers or batch_size < 1:
         return Claim(uuid.uuid4(), [])
-    return _claim("claim", {"consumers": list(consumers)}, batch_size, worker_id, now)
+    params = {"consumers": list(consumers), "probing": list(probing)}
+    return _claim("claim", params, batch_size, worker_id, now)
 
 
 def claim_isolated(

@@ -38,6 +38,18 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_ALERT_THRESHOLD": 10,
     "DLQ_ALERT_INTERVAL": 3600.0,
     "DLQ_ALERT_WEBHOOK_URL": "",
+    # The circuit breaker per consumer (eventbus/breaker.py): open (pause) a consumer when at least
+    # FAILURE_RATE of at least MIN_VOLUME settled deliveries failed within WINDOW_SECONDS; after
+    # COOL_DOWN_SECONDS one probe delivery runs (half-open). Webhook subscriptions have their own.
+    "BREAKER": {
+        "ENABLED": True,
+        "FAILURE_RATE": 0.5,
+        "MIN_VOLUME": 20,
+        "WINDOW_SECONDS": 60.0,
+        "COOL_DOWN_SECONDS": 30.0,
+    },
+    # Per-consumer overrides of BREAKER's keys: {"order-post-worker": {"MIN_VOLUME": 5}}.
+    "BREAKER_CONSUMERS": {},
     # Cardinality guard: distinct event_type label values per metric (the rest: "other").
     "METRICS_MAX_EVENT_TYPES": 200,
 }

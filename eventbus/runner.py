@@ -38,8 +38,8 @@ from django.db import DatabaseError, close_old_connections, connection, connecti
 
 from core.db import conninfo
 from core.workers import Presence, Sample
+from eventbus import breaker, settle
 from eventbus import claim as claims
-from eventbus import settle
 from eventbus.conf import bus_settings
 from eventbus.emitter import WAKEUP_CHANNEL
 
@@ -184,7 +184,9 @@ class Runner:
     def step(self) -> int:
         """One pass over the pumps (reaping first when due); returns their progress."""
         self._maybe_reap()
-        return sum(pump.step() for pump in self.pumps)
+        progress = sum(pump.step() for pump in self.pumps)
+        breaker.flush()  # the settled outcomes' tally, about once a second
+        return progress
 
     # -- the loop -----------------------------------------------------------------------------
 

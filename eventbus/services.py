@@ -9,11 +9,12 @@ from django.db import transaction
 
 from core import audit
 from eventbus import claim as claims
-from eventbus import selectors
+from eventbus import pauses, selectors
+from eventbus.registry import registry
 
 
 class UnknownConsumerError(ValueError):
-    """The event was never fanned out to the consumer an operator named."""
+    """The event was never fanned out to the consumer an operator named (or no such consumer)."""
 
 
 def deliveries_reprocess(*, delivery_ids: Sequence[int], actor: str, reason: str = "") -> int:
@@ -94,4 +95,57 @@ def _event_deliveries(
         raise UnknownConsumerError(f"event {event_id} has no delivery for consumer {consumer!r}")
     return selectors.event_delivery_ids(
         organization_id=organization_id, event_id=event_id, statuses=statuses, consumer=consumer
+    )
+
+
+def consumer_pause(
+    *, consumer: str, actor: str, reason: str, organization_id: uuid.UUID | None = None
+) -> bool:
+    """Pause a consumer: its deliveries stay pending, no attempt charged (eventbus/pauses.py).
+
+    `consumer` is a registered consumer (platform-wide) or a consumer that is data
+    (`webhook:<uuid>`, whose app checked the tenant and passes its `organization_id` for the
+    audit trail). Returns False when it was paused already. Audited, with the reason.
+    """
+    _check_pausable(consumer)
+    if not reason or not reason.strip():
+        raise ValueError("a reason is required to pause a consumer")
+    with transaction.atomic():
+        changed = pauses.pause(consumer=consumer, actor=actor, reason=reason.strip())
+        if changed:
+            _audit_consumer(consumer, "consumer.pause", actor, reason.strip(), organization_id)
+            pauses.wake_workers()  # the pumps re-read the pauses and release what they hold
+    return changed
+
+
+def consumer_resume(
+    *, consumer: str, actor: str, reason: str = "", organization_id: uuid.UUID | None = None
+) -> bool:
+    """Resume a paused consumer (or one whose circuit breaker is open); wakes the workers.
+    Returns False when it was running. Audited."""
+    _check_pausable(consumer)
+    with transaction.atomic():
+        changed = pauses.resume(consumer=consumer, actor=actor, reason=reason.strip())
+        if changed:
+            _audit_consumer(consumer, "consumer.resume", actor, reason.strip(), organization_id)
+    return changed
+
+
+def _check_pausable(consumer: str) -> None:
+    if ":" in consumer:  # a consumer that is data: its app vouches for the name
+        return
+    if consumer not in {c.name for c in registry.all()}:
+        raise UnknownConsumerError(f"no registered consumer named {consumer!r}")
+
+
+def _audit_consumer(
+    consumer: str, action: str, actor: str, reason: str, organization_id: uuid.UUID | None
+) -> None:
+    audit.record(
+        actor=actor,
+        action=action,
+        target_type="eventbus.consumer",
+        target_id=consumer,
+        organization_id=organization_id,
+        reason=reason,
     )

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from core import context
 from eventbus import claim as claims
+from eventbus import pauses
 from eventbus import settle as bus_settle
 from eventbus.conf import bus_settings
 from eventbus.drain import log_ids
@@ -108,12 +109,14 @@ class WebhookPump:
         self._stopping = False
         self._interrupted = False
         self._drained = False
+        self.pauses = pauses.Watch(prefix=CONSUMER_PREFIX)  # paused subscriptions
 
     # -- the runner's interface ---------------------------------------------------------------
 
     def step(self) -> int:
         self._waiting.extend(self.pool.take())
         self._watch()
+        self._release_paused()
         progress = self._settle()
         if self._interrupted:
             self._recover()
@@ -145,7 +148,14 @@ class WebhookPump:
         self.leases.renew(token)
 
     def poke(self) -> None:
-        """A NOTIFY arrived: the runner steps at once anyway."""
+        """A NOTIFY arrived (the runner steps at once): perhaps a pause, re-read them."""
+        self.pauses.poke()
+
+    def _release_paused(self) -> None:
+        """Unstarted deliveries of subscriptions paused since they were claimed: released."""
+        paused = self.pauses.check()
+        if paused:
+            self._waiting.extend(_Released(j) for j in self.pool.take_queued_of(paused))
 
     def interrupted(self) -> None:
         """The database failed: send nothing more until a settle succeeds again."""
