@@ -152,6 +152,8 @@ class Tally:
         self._next_flush = 0.0
 
     def add(self, consumer_of: Mapping[int, str], ok: Iterable[int], failed: Iterable[int]) -> None:
+        if not bus_settings.BREAKER.get("ENABLED", True):
+            return  # switched off: nothing counted, nothing written
         with self._lock:
             for ids, column in ((ok, 0), (failed, 1)):
                 for delivery_id in ids:
