@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import connection
@@ -57,6 +58,26 @@ PAUSED_WITH_PREFIX_SQL = """
 SELECT consumer, state FROM eventbus_consumer_state
  WHERE starts_with(consumer, %(prefix)s) AND state <> 'running'
 """
+
+
+# Consumers that are data belong to an organization their app knows (webhooks registers
+# "webhook:" at start-up): prefix -> lookup(consumer name) -> organization id, None if unknown.
+OwnerLookup = Callable[[str], uuid.UUID | None]
+_owners: dict[str, OwnerLookup] = {}
+
+
+def register_owner(prefix: str, lookup: OwnerLookup) -> None:
+    """Say how to find the organization of the consumers named `prefix...` (an app's hook)."""
+    _owners[prefix] = lookup
+
+
+def owner_of(consumer: str) -> uuid.UUID | None:
+    """The organization a consumer that is data belongs to (None: unknown, or registered code,
+    which is platform-wide)."""
+    for prefix, lookup in _owners.items():
+        if consumer.startswith(prefix):
+            return lookup(consumer)
+    return None
 
 
 def pause(*, consumer: str, actor: str, reason: str, now: dt.datetime | None = None) -> bool:
