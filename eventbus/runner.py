@@ -160,6 +160,7 @@ class Runner:
         finally:
             self._stop.set()
             self._close_pumps()
+            self._flush_breaker_tally()
             for thread in threads:
                 thread.join(timeout=5)
             presence.stop()
@@ -259,6 +260,12 @@ class Runner:
         interval = min(BUSY_REAP_INTERVAL, lease / 6) if busy else IDLE_REAP_INTERVAL
         self._next_reap = now + interval
         settle.reap(worker_id=self.worker_id)  # alerts on deaths itself
+
+    def _flush_breaker_tally(self) -> None:
+        try:
+            breaker.flush(force=True)  # what was settled since the last flush
+        except DatabaseError:
+            logger.warning("could not write the circuit breaker's last counts", exc_info=True)
 
     def _close_pumps(self) -> None:
         for pump in self.pumps:

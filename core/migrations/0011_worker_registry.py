@@ -4,32 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0010_move_out_models'),
+        ("core", "0010_move_out_models"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='WorkerProcess',
+            name="WorkerProcess",
             fields=[
-                ('id', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('kind', models.CharField(max_length=60)),
-                ('host', models.CharField(max_length=200)),
-                ('pid', models.IntegerField()),
-                ('version', models.CharField(blank=True, max_length=100)),
-                ('pumps', models.CharField(blank=True, max_length=200)),
-                ('concurrency', models.IntegerField(default=1)),
-                ('in_flight', models.IntegerField(default=0)),
-                ('leader', models.BooleanField(default=False)),
-                ('started_at', models.DateTimeField()),
-                ('heartbeat_at', models.DateTimeField()),
-                ('last_claim_at', models.DateTimeField(blank=True, null=True)),
-                ('stopped_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                ("kind", models.CharField(max_length=60)),
+                ("host", models.CharField(max_length=200)),
+                ("pid", models.IntegerField()),
+                ("version", models.CharField(blank=True, max_length=100)),
+                ("pumps", models.CharField(blank=True, max_length=200)),
+                ("concurrency", models.IntegerField(default=1)),
+                ("in_flight", models.IntegerField(default=0)),
+                ("leader", models.BooleanField(default=False)),
+                ("started_at", models.DateTimeField()),
+                ("heartbeat_at", models.DateTimeField()),
+                ("last_claim_at", models.DateTimeField(blank=True, null=True)),
+                ("stopped_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'core_worker_process',
-                'indexes': [models.Index(fields=['heartbeat_at'], name='worker_heartbeat_idx')],
+                "db_table": "core_worker_process",
+                "indexes": [models.Index(fields=["heartbeat_at"], name="worker_heartbeat_idx")],
             },
         ),
     ]

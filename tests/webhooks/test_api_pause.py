@@ -3,12 +3,17 @@ consumer (deliveries stay pending, uncharged), allowed only to keys of its own o
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+import eventbus
 from core.models import AuditLog, Organization
 from eventbus import pauses
+from eventbus.models import Delivery
 from tests.support.api import api_client, error_of
-from tests.webhooks.conftest import Subscribe
+from tests.webhooks.conftest import Subscribe, run_worker
+from webhooks import services
 from webhooks.models import consumer_name
 
 pytestmark = pytest.mark.django_db
@@ -44,3 +49,21 @@ def test_another_organization_cannot_see_or_pause_it(
         )
         error_of(response, 404, "not_found")
     assert not pauses.is_paused(consumer)
+
+
+@pytest.mark.django_db(transaction=True)  # the worker's sending threads see committed rows
+def test_a_paused_subscription_is_not_sent_and_not_charged_until_resumed(
+    org: Organization, subscribe: Subscribe, receiver: Any
+) -> None:
+    subscription, _ = subscribe(receiver.url())
+    assert services.subscription_pause(subscription=subscription, actor="ops", reason="ERP down")
+    eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    run_worker()  # until nothing is due: the paused subscription's delivery is not
+    consumer = consumer_name(subscription.id)
+    assert list(Delivery.objects.filter(consumer=consumer).values_list("status", "attempts")) == [
+        ("pending", 0)
+    ]
+    assert services.subscription_resume(subscription=subscription, actor="ops")
+    run_worker()
+    assert Delivery.objects.get(consumer=consumer).status == "done"
+    assert len(receiver.requests) == 1
