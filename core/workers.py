@@ -102,15 +102,17 @@ class Presence:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Register (and purge very old rows), then beat in a daemon thread."""
-        try:
-            self._execute(REGISTER_SQL, self._row())
-            before = timezone.now() - dt.timedelta(hours=worker_setting("PURGE_AFTER_HOURS"))
-            self._execute(PURGE_SQL, {"before": before})
-        except psycopg.Error as exc:
-            logger.warning("worker %s could not register (%s); the beat retries", self.id, exc)
+        """Register (purging very old rows) and beat, both from a daemon thread: the process's
+        start-up does not wait for it."""
         self._thread = threading.Thread(target=self._beat_loop, name="worker-presence", daemon=True)
         self._thread.start()
+
+    def register(self) -> None:
+        """The row of this process, and the purge of rows silent for too long (one connection)."""
+        before = timezone.now() - dt.timedelta(hours=worker_setting("PURGE_AFTER_HOURS"))
+        with self._connect() as conn:
+            conn.execute(REGISTER_SQL, self._row())
+            conn.execute(PURGE_SQL, {"before": before})
 
     def stop(self) -> None:
         """A clean exit: stop beating and say so."""
@@ -126,15 +128,20 @@ class Presence:
         """One heartbeat (the thread's; tests call it directly)."""
         now = self.sample()
         params = {"id": self.id, "now": timezone.now(), **now.__dict__}
-        if self._execute(BEAT_SQL, params) == 0:
-            self._execute(REGISTER_SQL, self._row())  # purged while stalled: come back
+        if self._execute(BEAT_SQL, params) == 0:  # not registered yet, or purged while stalled
+            self.register()
+            self._execute(BEAT_SQL, params)
 
     def _beat_loop(self) -> None:
-        while not self._stop.wait(worker_setting("HEARTBEAT_SECONDS")):
+        beat = self.register
+        while True:
             try:
-                self.beat()
+                beat()
+                beat = self.beat
             except psycopg.Error as exc:
                 logger.warning("worker %s heartbeat failed (%s)", self.id, exc)
+            if self._stop.wait(worker_setting("HEARTBEAT_SECONDS")):
+                return
 
     def _row(self) -> dict[str, Any]:
         return {
@@ -149,8 +156,11 @@ class Presence:
         }
 
     def _execute(self, sql: str, params: dict[str, Any]) -> int:
-        with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
+        with self._connect() as conn:
             return conn.execute(sql, params).rowcount
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(conninfo(), autocommit=True, connect_timeout=5)
 
 
 @dataclass(frozen=True)
