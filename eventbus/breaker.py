@@ -35,9 +35,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core import audit
 from core.alerts import alert
 from eventbus import claim as claims
+from eventbus import pauses
 from eventbus.conf import bus_settings
 
 logger = logging.getLogger(__name__)
@@ -242,7 +242,7 @@ def _open(consumer: str, was: str, reason: str, policy: Policy, now: dt.datetime
     with transaction.atomic():
         if not _changed(OPEN_SQL, {**params, "probe_at": probe_at}):
             return False
-        _audit(consumer, "consumer.breaker_open", reason)
+        pauses.audit(consumer, "consumer.breaker_open", actor=ACTOR, reason=reason)
     alert(
         "consumer circuit breaker open",
         consumer=consumer,
@@ -253,15 +253,13 @@ def _open(consumer: str, was: str, reason: str, policy: Policy, now: dt.datetime
 
 
 def _close(consumer: str, now: dt.datetime) -> bool:
-    from eventbus.pauses import wake_workers
-
     reason = "the probe delivery succeeded: resumed"
     params = {"consumer": consumer, "reason": reason, "actor": ACTOR, "now": now}
     with transaction.atomic():
         if not _changed(CLOSE_SQL, params):
             return False
-        _audit(consumer, "consumer.breaker_close", reason)
-        wake_workers()
+        pauses.audit(consumer, "consumer.breaker_close", actor=ACTOR, reason=reason)
+        pauses.wake_workers()
     logger.warning("consumer %s: circuit breaker closed (%s)", consumer, reason)
     return True
 
@@ -306,16 +304,6 @@ def probe_found_nothing(consumer: str, *, now: dt.datetime | None = None) -> Non
 def _retake_seconds(consumer: str) -> float:
     # An unanswered probe (its worker died) is taken again after its lease ran out and a cool-down.
     return float(bus_settings.LEASE_SECONDS) + policy_for(consumer).cool_down_seconds
-
-
-def _audit(consumer: str, action: str, reason: str) -> None:
-    audit.record(
-        actor=ACTOR,
-        action=action,
-        target_type="eventbus.consumer",
-        target_id=consumer,
-        reason=reason,
-    )
 
 
 def _changed(sql: str, params: Mapping[str, Any], *, returns: bool = True) -> bool:

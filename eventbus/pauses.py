@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from core import audit as core_audit
 from eventbus.emitter import WAKEUP_CHANNEL
 from eventbus.models import ConsumerRunState, ConsumerState
 
@@ -93,6 +94,20 @@ def resume(*, consumer: str, actor: str, reason: str = "", now: dt.datetime | No
     if resumed:
         wake_workers()
     return resumed
+
+
+def audit(
+    consumer: str, action: str, *, actor: str, reason: str, organization_id: uuid.UUID | None = None
+) -> None:
+    """One audit row for a change of a consumer's state (operator or breaker)."""
+    core_audit.record(
+        actor=actor,
+        action=action,
+        target_type="eventbus.consumer",
+        target_id=consumer,
+        organization_id=organization_id,
+        reason=reason,
+    )
 
 
 def wake_workers() -> None:

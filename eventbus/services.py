@@ -113,7 +113,13 @@ def consumer_pause(
     with transaction.atomic():
         changed = pauses.pause(consumer=consumer, actor=actor, reason=reason.strip())
         if changed:
-            _audit_consumer(consumer, "consumer.pause", actor, reason.strip(), organization_id)
+            pauses.audit(
+                consumer,
+                "consumer.pause",
+                actor=actor,
+                reason=reason.strip(),
+                organization_id=organization_id,
+            )
             pauses.wake_workers()  # the pumps re-read the pauses and release what they hold
     return changed
 
@@ -127,7 +133,13 @@ def consumer_resume(
     with transaction.atomic():
         changed = pauses.resume(consumer=consumer, actor=actor, reason=reason.strip())
         if changed:
-            _audit_consumer(consumer, "consumer.resume", actor, reason.strip(), organization_id)
+            pauses.audit(
+                consumer,
+                "consumer.resume",
+                actor=actor,
+                reason=reason.strip(),
+                organization_id=organization_id,
+            )
     return changed
 
 
@@ -136,16 +148,3 @@ def _check_pausable(consumer: str) -> None:
         return
     if consumer not in {c.name for c in registry.all()}:
         raise UnknownConsumerError(f"no registered consumer named {consumer!r}")
-
-
-def _audit_consumer(
-    consumer: str, action: str, actor: str, reason: str, organization_id: uuid.UUID | None
-) -> None:
-    audit.record(
-        actor=actor,
-        action=action,
-        target_type="eventbus.consumer",
-        target_id=consumer,
-        organization_id=organization_id,
-        reason=reason,
-    )

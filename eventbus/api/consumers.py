@@ -9,6 +9,7 @@ organization's keys see it (any other: 404, as if it did not exist). Every chang
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
@@ -62,6 +63,24 @@ class ConsumerView(ApiView):
             )
         return organization_id
 
+    def act(
+        self,
+        request: Any,
+        consumer: str,
+        body: type[serializers.Serializer],
+        action: Callable[..., bool],
+    ) -> Response:
+        """Run `services.consumer_pause` or `consumer_resume` for the key; answer the state."""
+        organization_id = self.owner(request, consumer)
+        data = self.validated(body, request.data)
+        changed = action(
+            consumer=consumer,
+            actor=self.client(request).actor,
+            reason=data["reason"],
+            organization_id=organization_id,
+        )
+        return self.state(consumer, changed)
+
     def state(self, consumer: str, changed: bool | None = None) -> Response:
         row = pauses.state_of(consumer)
         body: dict[str, Any] = {
@@ -102,15 +121,7 @@ class ConsumerPauseView(ConsumerView):
         responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
     )
     def post(self, request: Any, consumer: str) -> Response:
-        organization_id = self.owner(request, consumer)
-        body = self.validated(PauseSerializer, request.data)
-        changed = services.consumer_pause(
-            consumer=consumer,
-            actor=self.client(request).actor,
-            reason=body["reason"],
-            organization_id=organization_id,
-        )
-        return self.state(consumer, changed)
+        return self.act(request, consumer, PauseSerializer, services.consumer_pause)
 
 
 class ConsumerResumeView(ConsumerView):
@@ -124,12 +135,4 @@ class ConsumerResumeView(ConsumerView):
         responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
     )
     def post(self, request: Any, consumer: str) -> Response:
-        organization_id = self.owner(request, consumer)
-        body = self.validated(ResumeSerializer, request.data)
-        changed = services.consumer_resume(
-            consumer=consumer,
-            actor=self.client(request).actor,
-            reason=body["reason"],
-            organization_id=organization_id,
-        )
-        return self.state(consumer, changed)
+        return self.act(request, consumer, ResumeSerializer, services.consumer_resume)
