@@ -56,13 +56,25 @@ def registered(drain: Drain) -> bool:
 
 
 def test_workers_page_shows_a_live_and_a_killed_worker(
-    browser: Any, live_server: Any, processes: list[Drain]
+    browser: Any, live_server: Any, processes: list[Drain], org: Organization, side_effects: None
 ) -> None:
     env = {"WORKER_HEARTBEAT_SECONDS": "0.3"}
     doomed = start_drain("--consumer", "effect-a-worker", "--concurrency", "4", **env)
     alive = start_drain("--consumer", "effect-b-worker", **env)
     processes.extend([doomed, alive])
     wait_for(lambda: registered(doomed) and registered(alive), timeout=60, what="registration")
+    for n in range(3):  # work for both, so each has a last claim to show
+        eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": n})
+    wait_for(
+        lambda: (
+            WorkerProcess.objects.filter(
+                pid__in=[doomed.pid, alive.pid], last_claim_at__isnull=False
+            ).count()
+            == 2
+        ),
+        timeout=30,
+        what="both workers' heartbeats after a claim",
+    )
     ui = console(browser, live_server.url)
     with override_settings(WORKERS=FAST_BEATS):
         ui.open("/admin/")
