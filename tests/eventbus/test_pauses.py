@@ -3,15 +3,18 @@ concurrently is released (refunded), resuming drains them; the claims' cost stay
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import eventbus
+from core.db import conninfo
 from core.models import AuditLog, Organization
 from eventbus import claim as claims
 from eventbus import services
 from eventbus.drain import DrainPump
+from eventbus.emitter import WAKEUP_CHANNEL
 from eventbus.models import Delivery
 from eventbus.registry import registry
 from eventbus.sql import statement
@@ -134,3 +137,13 @@ def test_the_pause_check_costs_one_probe_per_consumer_not_a_scan(org: Organizati
         batch = claims.claim(consumers=list(EFFECT_CONSUMERS), batch_size=100, worker_id="w")
     assert len(queries) == 1
     assert {e.consumer for e in batch.events} == {B, C}
+
+
+@pytest.mark.django_db(transaction=True)  # NOTIFY is delivered at commit
+def test_pause_and_resume_wake_the_workers(org: Organization) -> None:
+    with psycopg.connect(conninfo(), autocommit=True) as listener:
+        listener.execute(f"LISTEN {WAKEUP_CHANNEL}")
+        services.consumer_pause(consumer=A, actor="ops", reason="maintenance")
+        services.consumer_resume(consumer=A, actor="ops")
+        got = [n.payload for n in listener.notifies(timeout=5, stop_after=2)]
+    assert got == ["consumers", "consumers"]
