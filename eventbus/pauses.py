@@ -82,9 +82,13 @@ def owner_of(consumer: str) -> uuid.UUID | None:
 
 
 def pause(*, consumer: str, actor: str, reason: str, now: dt.datetime | None = None) -> bool:
-    """Mark `consumer` paused; False when it already was (nothing changed)."""
+    """Mark `consumer` paused and tell the workers (they release what they hold of it); False
+    when it already was (nothing changed)."""
     params = {"consumer": consumer, "actor": actor, "reason": reason, "now": _now(now)}
-    return _changed(PAUSE_SQL, params)
+    paused = _changed(PAUSE_SQL, params)
+    if paused:
+        wake_workers()
+    return paused
 
 
 def resume(*, consumer: str, actor: str, reason: str = "", now: dt.datetime | None = None) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.db import transaction
 
@@ -107,21 +107,16 @@ def consumer_pause(
     (`webhook:<uuid>`, whose app checked the tenant and passes its `organization_id` for the
     audit trail). Returns False when it was paused already. Audited, with the reason.
     """
-    _check_pausable(consumer)
     if not reason or not reason.strip():
         raise ValueError("a reason is required to pause a consumer")
-    with transaction.atomic():
-        changed = pauses.pause(consumer=consumer, actor=actor, reason=reason.strip())
-        if changed:
-            pauses.audit(
-                consumer,
-                "consumer.pause",
-                actor=actor,
-                reason=reason.strip(),
-                organization_id=organization_id,
-            )
-            pauses.wake_workers()  # the pumps re-read the pauses and release what they hold
-    return changed
+    return _consumer_change(
+        pauses.pause,
+        "consumer.pause",
+        consumer=consumer,
+        actor=actor,
+        reason=reason,
+        organization_id=organization_id,
+    )
 
 
 def consumer_resume(
@@ -129,16 +124,34 @@ def consumer_resume(
 ) -> bool:
     """Resume a paused consumer (or one whose circuit breaker is open); wakes the workers.
     Returns False when it was running. Audited."""
+    return _consumer_change(
+        pauses.resume,
+        "consumer.resume",
+        consumer=consumer,
+        actor=actor,
+        reason=reason,
+        organization_id=organization_id,
+    )
+
+
+def _consumer_change(
+    change: Callable[..., bool],
+    action: str,
+    /,
+    *,
+    consumer: str,
+    actor: str,
+    reason: str,
+    organization_id: uuid.UUID | None,
+) -> bool:
+    """Change the state and audit it in one transaction (the NOTIFY goes out at commit)."""
     _check_pausable(consumer)
+    reason = reason.strip()
     with transaction.atomic():
-        changed = pauses.resume(consumer=consumer, actor=actor, reason=reason.strip())
+        changed = change(consumer=consumer, actor=actor, reason=reason)
         if changed:
             pauses.audit(
-                consumer,
-                "consumer.resume",
-                actor=actor,
-                reason=reason.strip(),
-                organization_id=organization_id,
+                consumer, action, actor=actor, reason=reason, organization_id=organization_id
             )
     return changed
 
