@@ -178,3 +178,29 @@ class ThrottleState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} until {self.tat:%Y-%m-%d %H:%M:%S}"
+
+
+class WorkerProcess(models.Model):
+    """A long-running process (drain, webhook sender, jobs, scheduler) as the console shows it:
+    registered at start, heartbeated by the process itself (`core.workers.Presence`)."""
+
+    id = models.CharField(primary_key=True, max_length=200)  # host:pid:random
+    kind = models.CharField(max_length=60)  # the command: drain_events, deliver_webhooks, ...
+    host = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    version = models.CharField(max_length=100, blank=True)
+    pumps = models.CharField(max_length=200, blank=True)  # what it runs: "drain, relay"
+    concurrency = models.IntegerField(default=1)
+    in_flight = models.IntegerField(default=0)
+    leader = models.BooleanField(default=False)  # the scheduler holding the leader lock
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    last_claim_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)  # a clean exit said so
+
+    class Meta:
+        db_table = "core_worker_process"
+        indexes = [models.Index(fields=["heartbeat_at"], name="worker_heartbeat_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id}"

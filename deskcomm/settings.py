@@ -342,6 +342,16 @@ EVENTBUS = given(
         "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=unset),
         # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
         "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=unset),
+        # The circuit breaker per consumer (README "Pause, resume and circuit breakers"): at least
+        # FAILURE_RATE of at least MIN_VOLUME deliveries settled within WINDOW_SECONDS failed ->
+        # paused as "open"; after COOL_DOWN_SECONDS one probe runs; its success resumes it.
+        "BREAKER_ENABLED": env.bool("EVENTBUS_BREAKER_ENABLED", default=unset),
+        "BREAKER_FAILURE_RATE": env.float("EVENTBUS_BREAKER_FAILURE_RATE", default=unset),
+        "BREAKER_MIN_VOLUME": env.int("EVENTBUS_BREAKER_MIN_VOLUME", default=unset),
+        "BREAKER_WINDOW_SECONDS": env.float("EVENTBUS_BREAKER_WINDOW_SECONDS", default=unset),
+        "BREAKER_COOL_DOWN_SECONDS": env.float("EVENTBUS_BREAKER_COOL_DOWN_SECONDS", default=unset),
+        # Per-consumer overrides of those, e.g. {"order-post-worker": {"MIN_VOLUME": 5}}.
+        "BREAKER_CONSUMERS": env.json("EVENTBUS_BREAKER_CONSUMERS", default=unset),
         # Metrics: distinct event_type label values per metric and process; the rest are "other".
         "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=unset),
     }
@@ -476,6 +486,16 @@ ENCRYPTION_KEYS = {
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
+# The worker registry (core/workers.py): every long-running process heartbeats this often; the
+# console shows it stale after this many missed beats; rows silent this long are deleted.
+WORKERS = given(
+    {
+        "HEARTBEAT_SECONDS": env.float("WORKER_HEARTBEAT_SECONDS", default=unset),
+        "STALE_AFTER_BEATS": env.int("WORKER_STALE_AFTER_BEATS", default=unset),
+        "PURGE_AFTER_HOURS": env.float("WORKER_PURGE_AFTER_HOURS", default=unset),
+    }
+)
+
 WEBHOOKS = given(
     {
         # Seconds to open a connection, and for the whole request after that.

@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 # `locked_by` of deliveries claimed by the outbox relay (published, not yet run).
 RELAY_WORKER_PREFIX = "relay:"
 
+# When this process last claimed something (any pump): the worker registry's "last claim".
+_last_claim: list[dt.datetime] = []
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -78,12 +81,15 @@ def claim(
     batch_size: int,
     worker_id: str,
     now: dt.datetime | None = None,
+    probing: Sequence[str] = (),
 ) -> Claim:
     """Claim up to `batch_size` due deliveries of `consumers`, fairly across organizations
-    (deliveries waiting to run alone excepted: see `claim_isolated`)."""
+    (deliveries waiting to run alone excepted: see `claim_isolated`; paused consumers too,
+    except those in `probing`: the half-open probes the caller took, eventbus/breaker.py)."""
     if not consumers or batch_size < 1:
         return Claim(uuid.uuid4(), [])
-    return _claim("claim", {"consumers": list(consumers)}, batch_size, worker_id, now)
+    params = {"consumers": list(consumers), "probing": list(probing)}
+    return _claim("claim", params, batch_size, worker_id, now)
 
 
 def claim_isolated(
@@ -154,7 +160,14 @@ def _claim(
         },
         row_factory=event_row,
     )
+    if rows:
+        _last_claim[:] = [now]
     return Claim(token, rows)
+
+
+def last_claim_at() -> dt.datetime | None:
+    """When a claim of this process last returned deliveries (None: never yet)."""
+    return _last_claim[0] if _last_claim else None
 
 
 def ack(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> int:

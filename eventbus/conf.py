@@ -42,6 +42,17 @@ class BusSettings(AppSettings, namespace="EVENTBUS"):
     DLQ_ALERT_THRESHOLD: int = 10
     DLQ_ALERT_INTERVAL: float = 3600.0
     DLQ_ALERT_WEBHOOK_URL: str = ""
+    # The circuit breaker per consumer (eventbus/breaker.py): open (pause) a consumer when at least
+    # FAILURE_RATE of at least MIN_VOLUME settled deliveries failed within WINDOW_SECONDS; after
+    # COOL_DOWN_SECONDS one probe delivery runs (half-open). Webhook subscriptions have their own.
+    BREAKER_ENABLED: bool = True
+    BREAKER_FAILURE_RATE: float = 0.5
+    BREAKER_MIN_VOLUME: int = 20
+    BREAKER_WINDOW_SECONDS: float = 60.0
+    BREAKER_COOL_DOWN_SECONDS: float = 30.0
+    # Per-consumer overrides of the numbers (FAILURE_RATE, MIN_VOLUME, WINDOW_SECONDS,
+    # COOL_DOWN_SECONDS), e.g. {"order-post-worker": {"MIN_VOLUME": 5}}.
+    BREAKER_CONSUMERS: Mapping[str, Mapping[str, float]] = {}
     # Cardinality guard: distinct event_type label values per metric (the rest: "other").
     METRICS_MAX_EVENT_TYPES: int = 200
 

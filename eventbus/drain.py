@@ -27,8 +27,8 @@ from prometheus_client import Histogram
 from psycopg.pq import TransactionStatus
 
 from core import context
+from eventbus import breaker, metrics, pauses
 from eventbus import claim as claims
-from eventbus import metrics
 from eventbus.conf import bus_settings
 from eventbus.errors import HandlerTimeout, LeaseLost
 from eventbus.event import Event
@@ -73,6 +73,7 @@ class DrainPump:
         self.consumers = {c.name: c for c in consumers}
         self.names = list(self.consumers)
         self.worker_id = worker_id
+        self.concurrency = concurrency
         self.batch_size = batch_size
         self.max_events = max_events
         self.processed = 0
@@ -86,6 +87,7 @@ class DrainPump:
         self._isolated_waiting = False
         self._next_isolation_check = 0.0
         self._drained = False  # the last claim found nothing due
+        self.pauses = pauses.Watch(names=self.names)
         self.pool: SlotPool[Finished] = SlotPool(
             concurrency,
             self._run,
@@ -105,7 +107,7 @@ class DrainPump:
         progress = self._settle() if self._overlapping() or self.pool.idle() else 0
         if self._interrupted.is_set():
             self._recover()
-        progress += self._watch()
+        progress += self._watch() + self._check_pauses()
         return progress + self._claim()
 
     @property
@@ -130,7 +132,8 @@ class DrainPump:
         self.leases.renew(token)
 
     def poke(self) -> None:
-        """A NOTIFY arrived: the runner steps at once anyway (nothing to remember here)."""
+        """A NOTIFY arrived (the runner steps at once): perhaps a pause, re-read them."""
+        self.pauses.poke()
 
     def interrupted(self) -> None:
         """The database failed: start no further handler until a settle succeeds again."""
@@ -196,6 +199,23 @@ class DrainPump:
     def degraded(self) -> bool:
         """Too many abandoned handler threads: the process should be replaced."""
         return self.pool.orphans >= bus_settings.MAX_ABANDONED_THREADS
+
+    def _check_pauses(self) -> int:
+        """About once a second: release the unstarted deliveries of consumers paused since they
+        were claimed (refunded) and run the circuit breaker's due probes."""
+        paused = self.pauses.check()
+        if not paused:
+            return 0
+        released = [Finished(j, "released") for j in self.pool.take_queued_of(pauses.held(paused))]
+        self._results.extend(released)
+        if released:
+            logger.info("released %d claimed deliveries of paused consumers", len(released))
+        if self._stopping or self._interrupted.is_set() or self._alone:
+            return len(released)
+        probes = breaker.claim_probes(paused, worker_id=self.worker_id)
+        for batch in probes:
+            self._submit(batch)
+        return len(released) + len(probes)
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -339,6 +359,7 @@ def run_adopted(consumer: Consumer, token: uuid.UUID, event: Event, *, worker_id
     finished = run_job(consumer, Job(token, event, consumer.timeout_seconds()), lambda: None)
     for settlement in _by_claim([finished]).values():
         settle(settlement, worker_id=worker_id)
+    breaker.flush()  # when due: the jobs process has no runner to do it
     return {"committed": "done"}.get(finished.kind, finished.kind)
 
 

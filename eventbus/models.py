@@ -332,3 +332,43 @@ class DlqAlertState(models.Model):
     consumer = models.TextField(primary_key=True)
     last_sent_at = models.DateTimeField()
     dead_in_window = models.IntegerField(default=0)  # what the last alert reported
+
+
+class ConsumerRunState(models.TextChoices):
+    RUNNING = "running"  # claimed as usual (breaker closed)
+    PAUSED = "paused"  # an operator paused it: nothing claimed, nothing charged
+    OPEN = "open"  # the circuit breaker paused it; a probe runs after the cool-down
+    HALF_OPEN = "half_open"  # one probe delivery is running: success closes, failure re-opens
+
+
+class ConsumerState(models.Model):
+    """A consumer's pause and circuit-breaker state (eventbus/pauses.py, eventbus/breaker.py).
+
+    No row, or `running`: claimed as usual. Any other state keeps its deliveries pending with no
+    attempt charged (the claims skip it; see sql/claim.sql). The window counts are the breaker's
+    (a tumbling window of settled outcomes, flushed by each process about once a second).
+    Webhook subscriptions pause here too, as their consumer name `webhook:<uuid>`.
+    """
+
+    consumer = models.TextField(primary_key=True)
+    state = models.CharField(
+        max_length=16, choices=ConsumerRunState.choices, default=ConsumerRunState.RUNNING
+    )
+    since = models.DateTimeField()
+    reason = models.TextField(blank=True)
+    changed_by = models.TextField(blank=True)  # the operator, or system:breaker
+    probe_at = models.DateTimeField(null=True, blank=True)  # open: when the probe may run
+    window_started_at = models.DateTimeField(null=True, blank=True)
+    window_ok = models.IntegerField(default=0)
+    window_failed = models.IntegerField(default=0)
+
+    class Meta:
+        db_table = "eventbus_consumer_state"
+        permissions = [("pause_consumer", "Can pause and resume consumers")]
+
+    def __str__(self) -> str:
+        return f"{self.consumer}: {self.state}"
+
+    @property
+    def paused(self) -> bool:
+        return self.state != ConsumerRunState.RUNNING

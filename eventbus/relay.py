@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import dramatiq
 from dramatiq import Message
 
+from eventbus import breaker, pauses
 from eventbus import claim as claims
 from eventbus.conf import bus_settings
 from eventbus.drain import run_adopted
@@ -65,6 +66,7 @@ class Relay:
     """The relay pump: `run_once()` publishes one batch of due broker deliveries."""
 
     name = "relay"
+    concurrency = 1  # publishes batch by batch
 
     def __init__(self, *, worker_id: str, broker: dramatiq.Broker | None = None) -> None:
         self.worker_id = f"{claims.RELAY_WORKER_PREFIX}{worker_id}"
@@ -76,6 +78,7 @@ class Relay:
         self._next_due = 0.0
         self._stopping = False
         self._idle = False
+        self.pauses = pauses.Watch(names=self.names)
 
     @property
     def broker(self) -> dramatiq.Broker:
@@ -84,9 +87,10 @@ class Relay:
     def run_once(self) -> int:
         """Claim and publish one batch; returns how many deliveries were claimed."""
         size = bus_settings.RELAY_BATCH_SIZE
+        probed = self._probe()
         batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
         self._publish(batch.token, batch.events)
-        claimed = len(batch.events)
+        claimed = len(batch.events) + probed
         if claimed < size:  # deliveries waiting to run alone: publishing runs no handler
             isolated = claims.claim_isolated(
                 consumers=self.names, batch_size=size - claimed, worker_id=self.worker_id
@@ -95,6 +99,14 @@ class Relay:
             claimed += len(isolated.events)
         self._idle = claimed < size
         return claimed
+
+    def _probe(self) -> int:
+        """The circuit breaker's due probes of broker-run consumers: one delivery each."""
+        paused = self.pauses.check()
+        probes = breaker.claim_probes(paused, worker_id=self.worker_id) if paused else []
+        for batch in probes:
+            self._publish(batch.token, batch.events)
+        return len(probes)
 
     def _publish(self, token: uuid.UUID, events: Sequence[Event]) -> None:
         for index, event in enumerate(events):

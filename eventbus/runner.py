@@ -37,8 +37,9 @@ import psycopg
 from django.db import DatabaseError, close_old_connections, connection, connections
 
 from core.db import conninfo
+from core.workers import Presence, Sample
+from eventbus import breaker, settle
 from eventbus import claim as claims
-from eventbus import settle
 from eventbus.conf import bus_settings
 from eventbus.emitter import WAKEUP_CHANNEL
 
@@ -68,6 +69,7 @@ class Pump(Protocol):
 
     name: str
     processed: int
+    concurrency: int  # what it runs at once (the console's workers page shows the sum)
     settling: threading.Lock  # held while settling: the heartbeat never races a settle
 
     def step(self) -> int: ...
@@ -121,8 +123,10 @@ class Runner:
         *,
         worker_id: str,
         wake: threading.Event,
+        kind: str = "",
     ) -> None:
         self.pumps = list(pumps)
+        self.kind = kind or "+".join(p.name for p in self.pumps)
         self.options = options
         self.worker_id = worker_id
         self.wake = wake
@@ -147,6 +151,8 @@ class Runner:
         threads = [self._start(self._heartbeat_loop, "eventbus-heartbeat")]
         if self.options.listen:
             threads.append(self._start(self._listen_loop, "eventbus-listen"))
+        presence = self._presence()
+        presence.start()
         logger.info("worker %s started: %s", self.worker_id, ", ".join(p.name for p in self.pumps))
         try:
             self._stop.wait(random.uniform(0, self.options.startup_jitter))
@@ -154,17 +160,34 @@ class Runner:
         finally:
             self._stop.set()
             self._close_pumps()
+            self._flush_breaker_tally()
             for thread in threads:
                 thread.join(timeout=5)
+            presence.stop()
             self._restore_signal_handlers(previous)
             connections.close_all()
         logger.info("worker %s stopped after %d deliveries", self.worker_id, self.processed)
         return self.exit_code
 
+    def _presence(self) -> Presence:
+        """This process in the worker registry (core/workers.py), beating on its own thread."""
+        return Presence(
+            kind=self.kind,
+            concurrency=sum(p.concurrency for p in self.pumps),
+            pumps=", ".join(p.name for p in self.pumps),
+            sample=self._sample,
+        )
+
+    def _sample(self) -> Sample:
+        in_flight = sum(p.in_flight for p in self.pumps)
+        return Sample(in_flight=in_flight, last_claim_at=claims.last_claim_at())
+
     def step(self) -> int:
         """One pass over the pumps (reaping first when due); returns their progress."""
         self._maybe_reap()
-        return sum(pump.step() for pump in self.pumps)
+        progress = sum(pump.step() for pump in self.pumps)
+        breaker.flush()  # the settled outcomes' tally, about once a second
+        return progress
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -237,6 +260,12 @@ class Runner:
         interval = min(BUSY_REAP_INTERVAL, lease / 6) if busy else IDLE_REAP_INTERVAL
         self._next_reap = now + interval
         settle.reap(worker_id=self.worker_id)  # alerts on deaths itself
+
+    def _flush_breaker_tally(self) -> None:
+        try:
+            breaker.flush(force=True)  # what was settled since the last flush
+        except DatabaseError:
+            logger.warning("could not write the circuit breaker's last counts", exc_info=True)
 
     def _close_pumps(self) -> None:
         for pump in self.pumps:

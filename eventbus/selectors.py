@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
-from eventbus.models import Delivery, EventLog
+from eventbus.models import ConsumerState, Delivery, EventLog
 
 
 @dataclass(frozen=True)
@@ -95,3 +95,27 @@ def _filtered(events: QuerySet[EventLog], filters: EventFilters) -> QuerySet[Eve
         fanned_out = Delivery.objects.filter(event_id=OuterRef("pk"), consumer=filters.consumer)
         events = events.filter(Exists(fanned_out))
     return events
+
+
+@dataclass(frozen=True)
+class ConsumerLine:
+    """A consumer as the console's consumers page shows it (state None: never paused)."""
+
+    name: str
+    runs_on: str  # "drain", "broker", or "data" (a webhook subscription)
+    state: ConsumerState | None
+
+    @property
+    def status(self) -> str:
+        return self.state.state if self.state else "running"
+
+
+def consumer_lines() -> list[ConsumerLine]:
+    """Every registered consumer with its pause/breaker state, then the consumers that are data
+    (webhook subscriptions) that are not running. One query on a small table."""
+    from eventbus.registry import registry
+
+    states = {s.consumer: s for s in ConsumerState.objects.all()}
+    lines = [ConsumerLine(c.name, c.runs_on, states.pop(c.name, None)) for c in registry.all()]
+    extra = [ConsumerLine(n, "data", s) for n, s in sorted(states.items()) if s.paused]
+    return sorted(lines, key=lambda line: line.name) + extra

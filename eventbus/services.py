@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from django.db import transaction
 
 from core import audit
 from eventbus import claim as claims
-from eventbus import selectors
+from eventbus import pauses, selectors
+from eventbus.registry import registry
 
 
 class UnknownConsumerError(ValueError):
-    """The event was never fanned out to the consumer an operator named."""
+    """The event was never fanned out to the consumer an operator named (or no such consumer)."""
 
 
 def deliveries_reprocess(*, delivery_ids: Sequence[int], actor: str, reason: str = "") -> int:
@@ -95,3 +96,68 @@ def _event_deliveries(
     return selectors.event_delivery_ids(
         organization_id=organization_id, event_id=event_id, statuses=statuses, consumer=consumer
     )
+
+
+def consumer_pause(
+    *, consumer: str, actor: str, reason: str, organization_id: uuid.UUID | None = None
+) -> bool:
+    """Pause a consumer: its deliveries stay pending, no attempt charged (eventbus/pauses.py).
+
+    `consumer` is a registered consumer (platform-wide) or a consumer that is data
+    (`webhook:<uuid>`, whose app checked the tenant and passes its `organization_id` for the
+    audit trail). Returns False when it was paused already. Audited, with the reason.
+    """
+    if not reason or not reason.strip():
+        raise ValueError("a reason is required to pause a consumer")
+    return _consumer_change(
+        pauses.pause,
+        "consumer.pause",
+        consumer=consumer,
+        actor=actor,
+        reason=reason,
+        organization_id=organization_id,
+    )
+
+
+def consumer_resume(
+    *, consumer: str, actor: str, reason: str = "", organization_id: uuid.UUID | None = None
+) -> bool:
+    """Resume a paused consumer (or one whose circuit breaker is open); wakes the workers.
+    Returns False when it was running. Audited."""
+    return _consumer_change(
+        pauses.resume,
+        "consumer.resume",
+        consumer=consumer,
+        actor=actor,
+        reason=reason,
+        organization_id=organization_id,
+    )
+
+
+def _consumer_change(
+    change: Callable[..., bool],
+    action: str,
+    /,
+    *,
+    consumer: str,
+    actor: str,
+    reason: str,
+    organization_id: uuid.UUID | None,
+) -> bool:
+    """Change the state and audit it in one transaction (the NOTIFY goes out at commit)."""
+    _check_pausable(consumer)
+    reason = reason.strip()
+    with transaction.atomic():
+        changed = change(consumer=consumer, actor=actor, reason=reason)
+        if changed:
+            pauses.audit(
+                consumer, action, actor=actor, reason=reason, organization_id=organization_id
+            )
+    return changed
+
+
+def _check_pausable(consumer: str) -> None:
+    if ":" in consumer:  # a consumer that is data: its app vouches for the name
+        return
+    if consumer not in {c.name for c in registry.all()}:
+        raise UnknownConsumerError(f"no registered consumer named {consumer!r}")

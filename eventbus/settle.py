@@ -1,4 +1,5 @@
-"""The one settlement path: ack, nack, release, metrics and dead-letter alerts, per claim.
+"""The one settlement path: ack, nack, release, metrics, the circuit breaker's tally and
+dead-letter alerts, per claim.
 
 Every pump (drain, relay, webhook sender), the jobs process and the reaper settle through
 `settle()` or `reap()` here, so none of them can forget the metrics or the alert on a death.
@@ -12,8 +13,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from eventbus import breaker, metrics
 from eventbus import claim as claims
-from eventbus import metrics
 from eventbus.alerts import notify_dead
 from eventbus.event import Event
 
@@ -42,9 +43,15 @@ def settle(settlement: Settlement, *, worker_id: str) -> list[claims.DeadDeliver
     claims.ack(token, settlement.done)
     dead = claims.nack(token, settlement.failures, worker_id=worker_id)
     claims.release(token, settlement.released)
+    done = [*settlement.done, *settlement.committed]
+    breaker.count(
+        settlement.consumer_of,
+        ok=done,
+        failed=[f.delivery_id for f in settlement.failures if not f.publish],
+    )
     metrics.count_settled(
         settlement.consumer_of,
-        done=[*settlement.done, *settlement.committed],
+        done=done,
         failed=[f.delivery_id for f in settlement.failures],
         dead=[d.delivery_id for d in dead],
         event_type_of=settlement.event_type_of,

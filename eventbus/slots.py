@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -237,6 +237,14 @@ class SlotPool(Generic[R]):
             jobs = list(self._queue)
             self._queue.clear()
         return jobs
+
+    def take_queued_of(self, consumers: Collection[str]) -> list[Job]:
+        """The jobs not started yet of these consumers (paused meanwhile: to release them)."""
+        with self._lock:
+            taken = [job for job in self._queue if job.event.consumer in consumers]
+            if taken:
+                self._queue = deque(j for j in self._queue if j.event.consumer not in consumers)
+        return taken
 
     def stuck(self, after: float, now: float | None = None) -> bool:
         """Whether every slot has been running its current job for longer than `after`."""

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from eventbus import settle
+from eventbus import breaker, settle
 from eventbus.conf import bus_settings
 from eventbus.drain import DrainPump
 from eventbus.errors import ConsumerRegistrationError
@@ -69,6 +69,7 @@ class Worker:
             RunnerOptions.of(options),
             worker_id=self.worker_id,
             wake=wake,
+            kind="drain_events",
         )
 
     @property
@@ -85,7 +86,9 @@ class Worker:
     def run_once(self) -> int:
         """Reap, then claim one batch, run it, settle it. Returns how many were claimed."""
         settle.reap(worker_id=self.worker_id)
-        return self.drain.run_batch()
+        claimed = self.drain.run_batch()
+        breaker.flush()  # when due (the runner's loop does it otherwise)
+        return claimed
 
     def close(self) -> None:
         """Stop the handler threads (after `run_once` calls; `run` does it itself)."""

@@ -22,6 +22,7 @@ MIDDLEWARE = [
     "dramatiq.middleware.Retries",
     "django_dramatiq.middleware.DbConnectionsMiddleware",
     "jobs.brokers.WorkerDatabaseTimeouts",
+    "jobs.brokers.WorkerPresence",
 ]
 
 

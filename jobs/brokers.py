@@ -13,8 +13,10 @@ one to ack, plus one LISTEN connection; the pool allows 32 (`?maxconn=` in a `ur
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import dramatiq_postgres
@@ -27,6 +29,9 @@ from psycopg.types.json import Json
 from psycopg_pool import ConnectionPool
 
 from core.db import conninfo
+
+if TYPE_CHECKING:
+    from core.workers import Presence, Sample
 
 
 class PostgresBroker(dramatiq_postgres.PostgresBroker):
@@ -91,3 +96,46 @@ class WorkerDatabaseTimeouts(dramatiq.Middleware):
         from core.db_timeouts import use_database_timeouts
 
         use_database_timeouts("worker")
+
+
+class WorkerPresence(dramatiq.Middleware):
+    """Each worker process of `rundramatiq` in the worker registry (core/workers.py): its
+    threads, the messages running, when it last took one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._last_taken: dt.datetime | None = None
+        self._presence: Presence | None = None
+
+    def after_worker_boot(self, broker: dramatiq.Broker, worker: Any) -> None:
+        from core.workers import Presence  # needs the apps loaded; this module is imported early
+
+        threads = int(getattr(worker, "worker_threads", 1))
+        self._presence = Presence(
+            kind="rundramatiq", concurrency=threads, pumps="jobs", sample=self._sample
+        )
+        self._presence.start()
+
+    def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Any) -> None:
+        if self._presence is not None:
+            self._presence.stop()
+
+    def before_process_message(self, broker: dramatiq.Broker, message: Any) -> None:
+        with self._lock:
+            self._running += 1
+            self._last_taken = dt.datetime.now(dt.UTC)
+
+    def after_process_message(
+        self, broker: dramatiq.Broker, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        with self._lock:
+            self._running = max(0, self._running - 1)
+
+    after_skip_message = after_process_message
+
+    def _sample(self) -> Sample:
+        from core.workers import Sample
+
+        with self._lock:
+            return Sample(in_flight=self._running, last_claim_at=self._last_taken)

@@ -26,6 +26,7 @@ from django_celery_beat.models import PeriodicTask
 from django_celery_beat.schedulers import DatabaseScheduler, ModelEntry
 
 from core.db import conninfo
+from core.workers import Presence, Sample
 from jobs.registry import job_enqueue, jobs
 
 logger = logging.getLogger(__name__)
@@ -74,9 +75,13 @@ class LeaderDatabaseScheduler(DatabaseScheduler):
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
         self._lock_conn: psycopg.Connection[Any] | None = None
         self.is_leader = False
+        self.presence: Presence | None = None
         super().__init__(*args, **kwargs)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
+        if self.presence is None:  # in the worker registry from the first tick on
+            self.presence = Presence(kind="run_scheduler", pumps="scheduler", sample=self._sample)
+            self.presence.start()
         if not self._hold_leadership():
             return STANDBY_INTERVAL
         interval: float = super().tick(*args, **kwargs)
@@ -96,6 +101,11 @@ class LeaderDatabaseScheduler(DatabaseScheduler):
     def close(self) -> None:
         super().close()
         self._drop_lock_connection()
+        if self.presence is not None:
+            self.presence.stop()
+
+    def _sample(self) -> Sample:
+        return Sample(leader=self.is_leader)
 
     def _fire(self, entry: Any) -> None:
         if entry.task not in jobs.names():

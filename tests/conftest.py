@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -30,6 +31,13 @@ def _close_broker_pool(django_db_setup: None) -> Iterator[None]:
     import dramatiq
 
     dramatiq.get_broker().close()
+
+
+@pytest.fixture(autouse=True)
+def _breaker_off(settings: Any) -> None:
+    """The circuit breaker would pause the test consumers that fail on purpose: off, except in
+    the tests of it (they override EVENTBUS themselves; subprocesses: tests.support.processes)."""
+    settings.EVENTBUS = {**settings.EVENTBUS, "BREAKER_ENABLED": False}
 
 
 @pytest.fixture

@@ -71,7 +71,7 @@ class SubscriptionAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     ]
-    actions = ["rotate_secret", "enable", "disable", "send_test_ping"]
+    actions = ["rotate_secret", "enable", "disable", "pause", "resume", "send_test_ping"]
 
     @admin.display(description="event types")
     def types(self, obj: Subscription) -> str:
@@ -136,6 +136,25 @@ class SubscriptionAdmin(admin.ModelAdmin):
             for s in queryset
         )
         self.message_user(request, f"{count} subscription(s) disabled.")
+
+    @admin.action(
+        description="Pause deliveries (kept pending, nothing charged)", permissions=["change"]
+    )
+    def pause(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> None:
+        count = sum(
+            services.subscription_pause(
+                subscription=s, actor=_actor(request), reason="paused in the admin"
+            )
+            for s in queryset
+        )
+        self.message_user(request, f"{count} subscription(s) paused (see Operations: Consumers).")
+
+    @admin.action(description="Resume paused deliveries", permissions=["change"])
+    def resume(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> None:
+        count = sum(
+            services.subscription_resume(subscription=s, actor=_actor(request)) for s in queryset
+        )
+        self.message_user(request, f"{count} subscription(s) resumed.")
 
     @admin.action(description="Send a test ping", permissions=["change"])
     def send_test_ping(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> None:

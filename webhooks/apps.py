@@ -11,9 +11,13 @@ class WebhooksConfig(AppConfig):
 
     def ready(self) -> None:
         from core import crypto
-        from eventbus import consumer_labels
+        from eventbus import consumer_labels, pauses
         from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)
+        from webhooks.conf import CONSUMER_PREFIX
         from webhooks.consumer_labels import SubscriptionLabels
+        from webhooks.selectors import subscription_organization
+
+        pauses.register_owner(CONSUMER_PREFIX, subscription_organization)
 
         for field in ("secret_encrypted", "previous_secret_encrypted"):
             crypto.register_encrypted_field("webhook_secrets", "webhooks.Subscription", field)

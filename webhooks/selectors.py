@@ -21,6 +21,7 @@ from webhooks.models import (
     Subscription,
     WebhookDelivery,
     consumer_name,
+    subscription_id_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -144,3 +145,16 @@ def delivery_get(
         log = Attempt.objects.order_by("created_at", "id")
         rows = rows.prefetch_related(Prefetch("webhook_attempts", queryset=log))
     return rows.first()
+
+
+def subscription_organization(consumer: str) -> uuid.UUID | None:
+    """The organization of a subscription's consumer name `webhook:<uuid>` (None: no such
+    subscription); the bus's pause API asks it through eventbus.pauses.register_owner."""
+    subscription_id = subscription_id_of(consumer)
+    if subscription_id is None:
+        return None
+    return (
+        Subscription.objects.filter(pk=subscription_id)
+        .values_list("organization_id", flat=True)
+        .first()
+    )

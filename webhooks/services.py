@@ -16,10 +16,11 @@ from core import audit
 from core.models import Organization
 from eventbus import catalog
 from eventbus import claim as claims
+from eventbus import services as bus_services
 from eventbus.models import Delivery, EventLog
 from webhooks import signing, ssrf
 from webhooks.conf import webhook_settings
-from webhooks.models import Attempt, Subscription, subscription_id_of
+from webhooks.models import Attempt, Subscription, consumer_name, subscription_id_of
 
 WILDCARD_ALL = "*"
 MAX_EVENT_TYPES = 100
@@ -296,4 +297,27 @@ def _audit(
         organization_id=subscription.organization_id,
         reason=reason,
         details=details,
+    )
+
+
+def subscription_pause(*, subscription: Subscription, actor: str, reason: str) -> bool:
+    """Hold the subscription's deliveries pending (none sent, no attempt charged) until resumed.
+
+    The bus's consumer pause (eventbus/pauses.py) on `webhook:<id>`: unlike a disable, new
+    events still fan out to it, so nothing is lost while the endpoint is down. Audited.
+    """
+    return bus_services.consumer_pause(
+        consumer=consumer_name(subscription.id),
+        actor=actor,
+        reason=reason,
+        organization_id=subscription.organization_id,
+    )
+
+
+def subscription_resume(*, subscription: Subscription, actor: str) -> bool:
+    """Send the subscription's held deliveries again (the workers are woken). Audited."""
+    return bus_services.consumer_resume(
+        consumer=consumer_name(subscription.id),
+        actor=actor,
+        organization_id=subscription.organization_id,
     )

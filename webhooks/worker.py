@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from core import context
 from eventbus import claim as claims
+from eventbus import pauses
 from eventbus import settle as bus_settle
 from eventbus.conf import bus_settings
 from eventbus.drain import log_ids
@@ -81,6 +82,7 @@ class WebhookPump:
     ) -> None:
         self.options = options
         self.worker_id = worker_id
+        self.concurrency = options.concurrency
         self.per_subscription = options.per_subscription or int(
             webhook_settings.MAX_IN_FLIGHT_PER_SUBSCRIPTION
         )
@@ -106,12 +108,14 @@ class WebhookPump:
         self._stopping = False
         self._interrupted = False
         self._drained = False
+        self.pauses = pauses.Watch(prefix=CONSUMER_PREFIX)  # paused subscriptions
 
     # -- the runner's interface ---------------------------------------------------------------
 
     def step(self) -> int:
         self._waiting.extend(self.pool.take())
         self._watch()
+        self._release_paused()
         progress = self._settle()
         if self._interrupted:
             self._recover()
@@ -143,7 +147,14 @@ class WebhookPump:
         self.leases.renew(token)
 
     def poke(self) -> None:
-        """A NOTIFY arrived: the runner steps at once anyway."""
+        """A NOTIFY arrived (the runner steps at once): perhaps a pause, re-read them."""
+        self.pauses.poke()
+
+    def _release_paused(self) -> None:
+        """Unstarted deliveries of subscriptions paused since they were claimed: released."""
+        paused = self.pauses.check()
+        if paused:
+            self._waiting.extend(_Released(j) for j in self.pool.take_queued_of(paused))
 
     def interrupted(self) -> None:
         """The database failed: send nothing more until a settle succeeds again."""
@@ -331,6 +342,7 @@ class WebhookWorker:
             RunnerOptions.of(options),
             worker_id=self.worker_id,
             wake=wake,
+            kind="deliver_webhooks",
         )
         self.wake = wake
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import path, re_path
 
-from eventbus.admin import views
+from eventbus.admin import control, views
 
 app_name = "eventbus_ops"
 
 urlpatterns = [
     path("status/", admin.site.admin_view(views.status_view), name="status"),
     path("correlation/", admin.site.admin_view(views.correlation_view), name="correlation"),
+    path("workers/", admin.site.admin_view(control.workers_view), name="workers"),
+    path("consumers/", admin.site.admin_view(control.consumers_view), name="consumers"),
+    re_path(
+        r"^consumers/(?P<consumer>[^/]+)/(?P<action>pause|resume)/$",
+        admin.site.admin_view(control.consumer_action_view),
+        name="consumer-action",
+    ),
 ]

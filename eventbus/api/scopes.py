@@ -12,3 +12,11 @@ OUTBOX_READ = declare("outbox:read", "List outbox rows (seed 004: GET /api/outbo
 OUTBOX_REPROCESS = declare(
     "outbox:reprocess", "Put a FAILED outbox row back to PENDING (seed 004)."
 )
+CONSUMERS_READ = declare(
+    "consumers:read", "Read a consumer's pause / circuit-breaker state (GET /api/v1/consumers/...)."
+)
+CONSUMERS_WRITE = declare(
+    "consumers:write",
+    "Pause and resume consumers (platform keys) or the key's own webhook "
+    "subscriptions (POST /api/v1/consumers/<name>/pause|resume).",
+)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from eventbus.api import outbox, views
+from eventbus.api import consumers, outbox, views
 
 v1_urlpatterns = [
     path("events", views.EventsView.as_view(), name="events"),
@@ -15,6 +15,17 @@ v1_urlpatterns = [
         name="event-reprocess",
     ),
     path("events/<uuid:event_id>/discard", views.EventDiscardView.as_view(), name="event-discard"),
+    path("consumers/<str:consumer>", consumers.ConsumerDetailView.as_view(), name="consumer"),
+    path(
+        "consumers/<str:consumer>/pause",
+        consumers.ConsumerPauseView.as_view(),
+        name="consumer-pause",
+    ),
+    path(
+        "consumers/<str:consumer>/resume",
+        consumers.ConsumerResumeView.as_view(),
+        name="consumer-resume",
+    ),
 ]
 
 # Seed 004 names these without a version prefix: /api/outbox, /api/outbox/{id}/reprocess.

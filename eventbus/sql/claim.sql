@@ -12,7 +12,17 @@
 -- Deliveries marked `isolate` (they were claimed together with others when a worker died) are
 -- left to claim_isolated.sql, which runs each of them alone. The claim counts the attempt; the
 -- reaper and the release give it back when the handler never ran.
-WITH RECURSIVE after_start(org) AS (
+--
+-- Paused consumers (eventbus_consumer_state not 'running': an operator's pause or an open
+-- circuit breaker) are dropped from the list first, one primary-key probe per consumer named,
+-- so their deliveries stay pending and uncharged; %(probing)s names the consumers whose
+-- half-open probe this claim takes (eventbus/breaker.py), claimed despite their state.
+WITH RECURSIVE runnable(consumer) AS MATERIALIZED (
+    SELECT k.consumer FROM unnest(%(consumers)s::text[]) AS k(consumer)
+     WHERE k.consumer = ANY(%(probing)s::text[])
+        OR NOT EXISTS (SELECT 1 FROM eventbus_consumer_state s
+                        WHERE s.consumer = k.consumer AND s.state <> 'running')
+), after_start(org) AS (
     (SELECT organization_id FROM eventbus_delivery
       WHERE status = 'pending' AND organization_id >= %(start)s
       ORDER BY organization_id LIMIT 1)
@@ -39,7 +49,7 @@ WITH RECURSIVE after_start(org) AS (
 ), active AS MATERIALIZED (
     SELECT orgs.org, k.consumer
       FROM orgs
-     CROSS JOIN unnest(%(consumers)s::text[]) AS k(consumer)
+     CROSS JOIN runnable AS k
      CROSS JOIN LATERAL (
         SELECT 1 FROM eventbus_delivery d
          WHERE d.organization_id = orgs.org AND d.consumer = k.consumer

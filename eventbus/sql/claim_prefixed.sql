@@ -12,6 +12,8 @@
 -- equal share, taken in due order with FOR UPDATE SKIP LOCKED; the UPDATE re-checks it.
 --
 -- `isolate` is ignored here: these pumps run no handler code that could kill the worker.
+-- Paused consumers (eventbus_consumer_state not 'running': a paused webhook subscription) are
+-- skipped with one primary-key probe per pair, so their deliveries stay pending and uncharged.
 WITH RECURSIVE after_start(org) AS (
     (SELECT organization_id FROM eventbus_delivery
       WHERE status = 'pending' AND organization_id >= %(start)s
@@ -53,6 +55,8 @@ WITH RECURSIVE after_start(org) AS (
       LEFT JOIN unnest(%(busy)s::text[], %(busy_free)s::int[]) AS b(consumer, free)
              ON b.consumer = p.consumer
      WHERE starts_with(p.consumer, %(prefix)s) AND coalesce(b.free, %(cap)s) > 0
+       AND NOT EXISTS (SELECT 1 FROM eventbus_consumer_state s
+                        WHERE s.consumer = p.consumer AND s.state <> 'running')
 ), active AS MATERIALIZED (
     SELECT capped.org, capped.consumer, capped.cap
       FROM capped

@@ -6,4 +6,6 @@ SELECT EXISTS (
     SELECT 1 FROM eventbus_delivery d
      WHERE d.status = 'pending' AND d.isolate AND d.next_attempt_at <= %(now)s
        AND d.consumer = ANY(%(consumers)s::text[])
+       AND NOT EXISTS (SELECT 1 FROM eventbus_consumer_state s  -- paused: left pending
+                        WHERE s.consumer = d.consumer AND s.state <> 'running')
 ) AS due

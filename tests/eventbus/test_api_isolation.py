@@ -47,6 +47,7 @@ def a_world(org: Organization) -> dict[str, str]:
         "event_id": str(dead.event_id),
         "cursor": page["next_cursor"],
         "subscription_id": str(subscription.id),
+        "consumer": f"webhook:{subscription.id}",  # the subscription as a pausable consumer
         "delivery_id": str(sent),
         "contact": str(contact.pk),
         "request_id": str(request.pk),
@@ -70,6 +71,9 @@ OBJECT_ENDPOINTS = [
     ("post", f"{WEBHOOKS}/subscriptions/{{subscription_id}}/ping", None),
     ("get", f"{WEBHOOKS}/deliveries/{{delivery_id}}", None),
     ("post", f"{WEBHOOKS}/deliveries/{{delivery_id}}/resend", None),
+    ("get", "/api/v1/consumers/{consumer}", None),
+    ("post", "/api/v1/consumers/{consumer}/pause", {"reason": "not yours"}),
+    ("post", "/api/v1/consumers/{consumer}/resume", None),
     ("get", "/api/v1/lgpd/data-requests/{request_id}", None),
     ("get", "/api/v1/lgpd/data-requests/{request_id}/export", None),
 ]

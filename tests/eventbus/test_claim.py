@@ -347,6 +347,7 @@ def test_claim_plan_uses_the_partial_index(org: Organization) -> None:
                 "start": org.pk,
                 "batch": 100,
                 "consumers": list(EFFECT_CONSUMERS),
+                "probing": [],
                 "now": timezone.now(),
                 "token": org.pk,
                 "worker": "w",

@@ -15,6 +15,7 @@ from celery import schedules
 from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from core.models import WorkerProcess
 from eventbus.models import EventLog
 from jobs.celery import app
 from jobs.models import JobRun
@@ -240,3 +241,22 @@ def test_scheduled_jobs_run_in_the_jobs_process_and_record_their_runs(
     payload = completed()[0].payload
     assert payload["job"] == "dlq-alert" and "duration_ms" in payload
     assert json.dumps(payload)  # plain JSON, no secrets or objects
+
+
+@pytest.mark.django_db(transaction=True)
+def test_schedulers_register_as_workers_and_the_leader_is_marked(clean_queue: None) -> None:
+    leader = LeaderDatabaseScheduler(app=app, lazy=False)
+    standby = LeaderDatabaseScheduler(app=app, lazy=False)
+    try:
+        leader.tick()
+        standby.tick()
+        for scheduler in (leader, standby):
+            assert scheduler.presence is not None
+            scheduler.presence.beat()
+        rows = dict(WorkerProcess.objects.filter(kind="run_scheduler").values_list("id", "leader"))
+        assert leader.presence is not None and standby.presence is not None
+        assert rows == {leader.presence.id: True, standby.presence.id: False}
+    finally:
+        leader.close()
+        standby.close()
+    assert not WorkerProcess.objects.filter(kind="run_scheduler", stopped_at=None).exists()

@@ -24,6 +24,7 @@ SNAPSHOT_SQL = {
     "FROM webhooks_subscription ORDER BY id",
     "attempts": "SELECT id FROM webhooks_attempt ORDER BY id",
     "data_requests": "SELECT id, status FROM lgpd_datarequest ORDER BY id",
+    "consumer_states": "SELECT consumer, state, reason FROM eventbus_consumer_state ORDER BY 1",
 }
 
 

@@ -184,3 +184,36 @@ def _wait_until_the_server_ends(pid: int, timeout: float = 60.0) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the server did not end backend {pid} within {timeout}s")
             time.sleep(0.05)
+
+
+# -- pause and circuit breaker (tests/eventbus/test_pauses.py, test_breaker.py) -------------
+
+catalog.declare("test.recovering", required=["n"], description="tests: fails until switched")
+
+SWITCH_TABLE_SQL = """
+CREATE TABLE IF NOT EXISTS test_consumer_switch (consumer text PRIMARY KEY, failing boolean)
+"""
+
+
+def set_failing(consumer: str, failing: bool) -> None:
+    """Make `consumer` (recovering-worker) fail or succeed, in this and every worker process."""
+    with connection.cursor() as cursor:
+        cursor.execute(SWITCH_TABLE_SQL)
+        cursor.execute(
+            "INSERT INTO test_consumer_switch VALUES (%s, %s) "
+            "ON CONFLICT (consumer) DO UPDATE SET failing = EXCLUDED.failing",
+            [consumer, failing],
+        )
+
+
+@eventbus.consumer("recovering-worker", events=["test.recovering"], max_attempts=10)
+def recovering(event: eventbus.Event) -> None:
+    """Fails while test_consumer_switch says so (a downstream API that is down), then counts."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT failing FROM test_consumer_switch WHERE consumer = %s", [event.consumer]
+        )
+        row = cursor.fetchone()
+    if row and row[0]:
+        raise ConnectionRefusedError(f"downstream API down (n={event.payload['n']})")
+    record_run(event)

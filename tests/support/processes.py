@@ -23,6 +23,8 @@ def subprocess_env(**extra: str) -> dict[str, str]:
             "DATABASE_URL": database_url(),
             "DJANGO_SETTINGS_MODULE": "deskcomm.settings",
             "EVENTBUS_HANDLER_MODULES": "tests.support.consumers",
+            # Off as in the test process (tests/conftest.py); the breaker's own tests turn it on.
+            "EVENTBUS_BREAKER_ENABLED": "false",
             "PYTHONPATH": str(REPO),
             "PYTHONUNBUFFERED": "1",
         }

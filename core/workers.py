@@ -1,0 +1,191 @@
+"""The worker registry: every long-running process registers itself and heartbeats, so the
+console can show what runs, where, how busy, and which processes stopped answering.
+
+`Presence` is what a process starts: one row in `core_worker_process`, then a daemon thread
+that rewrites its heartbeat (in flight, last claim, leader) every WORKERS["HEARTBEAT_SECONDS"]
+on a connection of its own (never the process's working connection, so a busy handler or a
+failed transaction does not silence it). A clean exit marks the row stopped; a killed process
+just stops beating and is shown stale after WORKERS["STALE_AFTER_BEATS"] missed beats. Rows
+older than WORKERS["PURGE_AFTER_HOURS"] are deleted by whoever registers next.
+
+It sits in core because every process kind uses it: the bus's runner (drain_events,
+deliver_webhooks), the jobs process (jobs.brokers.WorkerPresence, a dramatiq middleware) and the
+scheduler (jobs.scheduler); none of them may import another's layer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from django.utils import timezone
+
+from core.conf import AppSettings
+from core.db import conninfo
+from core.logs.formatters import commit
+from core.models import WorkerProcess
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerSettings(AppSettings, namespace="WORKERS"):
+    """The registry's knobs (settings.WORKERS, from WORKER_* in the environment)."""
+
+    HEARTBEAT_SECONDS: float = 10.0
+    STALE_AFTER_BEATS: int = 3
+    PURGE_AFTER_HOURS: float = 24.0
+
+
+worker_settings = WorkerSettings()
+
+# The upsert keeps the id's row (a restarted process gets a new id: a random suffix).
+REGISTER_SQL = """
+INSERT INTO core_worker_process
+       (id, kind, host, pid, version, pumps, concurrency, in_flight, leader, started_at,
+        heartbeat_at, last_claim_at, stopped_at)
+VALUES (%(id)s, %(kind)s, %(host)s, %(pid)s, %(version)s, %(pumps)s, %(concurrency)s, 0, false,
+        %(now)s, %(now)s, NULL, NULL)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL
+"""
+
+# worker_heartbeat_idx serves the purge.
+PURGE_SQL = "DELETE FROM core_worker_process WHERE heartbeat_at < %(before)s"
+
+BEAT_SQL = """
+UPDATE core_worker_process
+   SET heartbeat_at = %(now)s, in_flight = %(in_flight)s, leader = %(leader)s,
+       last_claim_at = coalesce(%(last_claim_at)s, last_claim_at)
+ WHERE id = %(id)s
+"""
+
+STOPPED_SQL = """
+UPDATE core_worker_process SET stopped_at = %(now)s, in_flight = 0, leader = false
+ WHERE id = %(id)s
+"""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What a heartbeat reports about the process right now."""
+
+    in_flight: int = 0
+    last_claim_at: dt.datetime | None = None
+    leader: bool = False
+
+
+class Presence:
+    """This process in the registry: `start()` registers it and starts the heartbeat thread,
+    `stop()` marks it stopped. `sample()` is called on every beat."""
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        concurrency: int = 1,
+        pumps: str = "",
+        sample: Callable[[], Sample] = Sample,
+    ) -> None:
+        self.kind = kind
+        self.concurrency = concurrency
+        self.pumps = pumps
+        self.sample = sample
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Register (purging very old rows) and beat, both from a daemon thread: the process's
+        start-up does not wait for it."""
+        self._thread = threading.Thread(target=self._beat_loop, name="worker-presence", daemon=True)
+        self._thread.start()
+
+    def register(self) -> None:
+        """The row of this process, and the purge of rows silent for too long (one connection)."""
+        before = timezone.now() - dt.timedelta(hours=worker_settings.PURGE_AFTER_HOURS)
+        with self._connect() as conn:
+            conn.execute(REGISTER_SQL, self._row())
+            conn.execute(PURGE_SQL, {"before": before})
+
+    def stop(self) -> None:
+        """A clean exit: stop beating and say so."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self._execute(STOPPED_SQL, {"id": self.id, "now": timezone.now()})
+        except psycopg.Error as exc:
+            logger.warning("worker %s could not mark itself stopped (%s)", self.id, exc)
+
+    def beat(self) -> None:
+        """One heartbeat (the thread's; tests call it directly)."""
+        now = self.sample()
+        params = {"id": self.id, "now": timezone.now(), **now.__dict__}
+        if self._execute(BEAT_SQL, params) == 0:  # not registered yet, or purged while stalled
+            self.register()
+            self._execute(BEAT_SQL, params)
+
+    def _beat_loop(self) -> None:
+        beat = self.register
+        while True:
+            try:
+                beat()
+                beat = self.beat
+            except psycopg.Error as exc:
+                logger.warning("worker %s heartbeat failed (%s)", self.id, exc)
+            if self._stop.wait(worker_settings.HEARTBEAT_SECONDS):
+                return
+
+    def _row(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "host": self.id.rsplit(":", 2)[0],
+            "pid": os.getpid(),
+            "version": commit() or "",
+            "pumps": self.pumps,
+            "concurrency": self.concurrency,
+            "now": timezone.now(),
+        }
+
+    def _execute(self, sql: str, params: dict[str, Any]) -> int:
+        with self._connect() as conn:
+            return conn.execute(sql, params).rowcount
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(conninfo(), autocommit=True, connect_timeout=5)
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A registered process as the console shows it."""
+
+    process: WorkerProcess
+    state: str  # "alive", "stale" (missed beats) or "stopped" (exited cleanly)
+    silent_seconds: float
+
+
+def workers(*, now: dt.datetime | None = None) -> list[WorkerRow]:
+    """Every registered process, alive first, then by kind and start."""
+    now = now or timezone.now()
+    stale_after = worker_settings.HEARTBEAT_SECONDS * worker_settings.STALE_AFTER_BEATS
+    processes = WorkerProcess.objects.order_by("kind", "started_at")
+    rows = [_row_of(p, now, stale_after) for p in processes]
+    order = {"alive": 0, "stale": 1, "stopped": 2}
+    return sorted(rows, key=lambda r: order[r.state])
+
+
+def _row_of(process: WorkerProcess, now: dt.datetime, stale_after: float) -> WorkerRow:
+    silent = (now - process.heartbeat_at).total_seconds()
+    if process.stopped_at is not None:
+        state = "stopped"
+    else:
+        state = "stale" if silent > stale_after else "alive"
+    return WorkerRow(process, state, max(0.0, silent))

@@ -1,0 +1,138 @@
+"""`/api/v1/consumers/<name>`: a consumer's pause / circuit-breaker state; pause and resume.
+
+Who may act on what: a registered consumer (code) is platform-wide, so only a key of the
+platform's system organization may read or change it (any other key: 403). A consumer that is
+data (a webhook subscription, `webhook:<uuid>`) belongs to one organization: only that
+organization's keys see it (any other: 404, as if it did not exist). Every change is audited.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.response import Response
+
+from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.views import ApiView
+from core.models import SYSTEM_ORGANIZATION_ID
+from eventbus import pauses, services
+from eventbus.api import scopes
+from eventbus.registry import registry
+
+
+class ConsumerStateSerializer(serializers.Serializer):
+    consumer = serializers.CharField()
+    state = serializers.ChoiceField(choices=["running", "paused", "open", "half_open"])
+    since = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+    changed_by = serializers.CharField(allow_blank=True)
+    probe_at = serializers.DateTimeField(allow_null=True)
+    changed = serializers.BooleanField(required=False)
+
+
+class PauseSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, help_text="Why (kept in the audit trail).")
+
+
+class ResumeSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+
+
+class ConsumerView(ApiView):
+    """Base: the consumer named in the path, if this key may see it."""
+
+    def owner(self, request: Any, consumer: str) -> uuid.UUID:
+        """The organization the audit row belongs to: the key's (the system organization's
+        for a platform-wide consumer; the tenant wall lets an API session write no other)."""
+        organization_id = self.client(request).organization_id
+        if ":" in consumer:
+            if pauses.owner_of(consumer) != organization_id:
+                raise NotFound("No such consumer in this organization.")
+            return organization_id
+        if consumer not in {c.name for c in registry.all()}:
+            raise NotFound("No such consumer.")
+        if organization_id != SYSTEM_ORGANIZATION_ID:
+            raise PermissionDenied(
+                f"{consumer} is a platform-wide consumer: only a key of the platform's system "
+                "organization may read or change its state."
+            )
+        return organization_id
+
+    def act(
+        self,
+        request: Any,
+        consumer: str,
+        body: type[serializers.Serializer],
+        action: Callable[..., bool],
+    ) -> Response:
+        """Run `services.consumer_pause` or `consumer_resume` for the key; answer the state."""
+        organization_id = self.owner(request, consumer)
+        data = self.validated(body, request.data)
+        changed = action(
+            consumer=consumer,
+            actor=self.client(request).actor,
+            reason=data["reason"],
+            organization_id=organization_id,
+        )
+        return self.state(consumer, changed)
+
+    def state(self, consumer: str, changed: bool | None = None) -> Response:
+        row = pauses.state_of(consumer)
+        body: dict[str, Any] = {
+            "consumer": consumer,
+            "state": row.state if row else "running",
+            "since": row.since if row else None,
+            "reason": row.reason if row else "",
+            "changed_by": row.changed_by if row else "",
+            "probe_at": row.probe_at if row else None,
+        }
+        if changed is not None:
+            body["changed"] = changed
+        return Response(ConsumerStateSerializer(body).data)
+
+
+class ConsumerDetailView(ConsumerView):
+    required_scopes = {"GET": scopes.CONSUMERS_READ}
+
+    @extend_schema(
+        operation_id="consumers_retrieve",
+        summary="A consumer's state: running, paused, or its circuit breaker open / half-open",
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: ConsumerStateSerializer, **errors(403, 404)},
+    )
+    def get(self, request: Any, consumer: str) -> Response:
+        self.owner(request, consumer)
+        return self.state(consumer)
+
+
+class ConsumerPauseView(ConsumerView):
+    required_scopes = {"POST": scopes.CONSUMERS_WRITE}
+
+    @extend_schema(
+        operation_id="consumers_pause",
+        summary="Pause a consumer: its deliveries stay pending, no attempt charged",
+        request=PauseSerializer,
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
+    )
+    def post(self, request: Any, consumer: str) -> Response:
+        return self.act(request, consumer, PauseSerializer, services.consumer_pause)
+
+
+class ConsumerResumeView(ConsumerView):
+    required_scopes = {"POST": scopes.CONSUMERS_WRITE}
+
+    @extend_schema(
+        operation_id="consumers_resume",
+        summary="Resume a paused consumer (or one whose circuit breaker is open)",
+        request=ResumeSerializer,
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
+    )
+    def post(self, request: Any, consumer: str) -> Response:
+        return self.act(request, consumer, ResumeSerializer, services.consumer_resume)
