@@ -10,14 +10,18 @@
 -- the results and settles them again (the fenced statements are safe to repeat). The update
 -- touches no indexed column: it stays on the page (HOT, see the fillfactor in migration 0011).
 -- `consumed_by` stays sorted and distinct; with one consumer (the usual case) that needs no
--- sort. Returns how many were still this claim's (a count: no row per delivery to decode).
+-- sort. The rollup (eventbus_rollup, per minute, organization and consumer) gets one upsert
+-- of the rows this statement changed, so a lost lease counts nothing and a repeated ack (after
+-- a deadlock or a dropped connection) counts once; its rows are locked in key order, so two
+-- acks of one consumer wait for each other instead of deadlocking. Returns how many were still
+-- this claim's (a count: no row per delivery to decode).
 WITH acked AS (
     UPDATE eventbus_delivery d
        SET status = 'done', locked_until = NULL, lease_token = NULL, last_error = NULL,
            error_class = NULL, updated_at = %(now)s, finished_at = %(now)s
      WHERE d.id = ANY(%(ids)b::bigint[]) AND d.lease_token = %(token)s
        AND d.status = 'processing'
-    RETURNING d.id, d.event_id, d.consumer
+    RETURNING d.id, d.event_id, d.consumer, d.organization_id
 ), by_event AS MATERIALIZED (
     SELECT event_id, array_agg(consumer) AS consumers FROM acked GROUP BY event_id
      ORDER BY event_id
@@ -39,5 +43,11 @@ WITH acked AS (
            updated_at = %(now)s
       FROM by_event p
      WHERE e.id = p.event_id
+), rollup AS (
+    INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, done)
+    SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id, count(*)
+      FROM acked GROUP BY consumer, organization_id ORDER BY consumer, organization_id
+        ON CONFLICT (bucket_start, consumer, organization_id)
+        DO UPDATE SET done = r.done + excluded.done
 )
 SELECT count(*) AS acked FROM acked
