@@ -324,6 +324,10 @@ EVENTBUS = {
     "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=""),
     # Metrics: distinct event_type label values per metric and process; the rest are "other".
     "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=200),
+    # Per-tenant gauges: the busiest organizations on their own, the rest as "other".
+    "METRICS_TOP_ORGANIZATIONS": env.int("EVENTBUS_METRICS_TOP_ORGANIZATIONS", default=20),
+    # Days of per-minute rollup rows (status charts, failure rates) the hourly purge keeps.
+    "ROLLUP_KEEP_DAYS": env.int("EVENTBUS_ROLLUP_KEEP_DAYS", default=8),
 }
 
 # --- Jobs: dramatiq (django-dramatiq), broker chosen by environment -------------------------

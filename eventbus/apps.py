@@ -9,7 +9,6 @@ from typing import Any
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 
-
 APP_MODULES = ("events", "handlers")  # discovered in each installed app, in this order
 
 
@@ -28,10 +27,11 @@ class EventbusConfig(AppConfig):
 
         from core.metrics import register_scrape_collector
         from eventbus.job_runs import record_job_run
-        from eventbus.metrics import QueueCollector
+        from eventbus.metrics import QueueCollector, TenantCollector
         from jobs.registry import on_run
 
         register_scrape_collector(QueueCollector)
+        register_scrape_collector(TenantCollector)
         on_run(record_job_run)
 
 

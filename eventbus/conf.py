@@ -40,6 +40,11 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_ALERT_WEBHOOK_URL": "",
     # Cardinality guard: distinct event_type label values per metric (the rest: "other").
     "METRICS_MAX_EVENT_TYPES": 200,
+    # Cardinality guard: organizations with their own per-tenant /metrics series (the busiest
+    # by settled volume in the last hour); the rest are summed as organization="other".
+    "METRICS_TOP_ORGANIZATIONS": 20,
+    # Days of per-minute rollup rows kept (status charts, failure rates); purged hourly.
+    "ROLLUP_KEEP_DAYS": 8,
 }
 
 

@@ -110,6 +110,11 @@ def duration(value: dt.timedelta | None) -> str:
     return _compact(int(seconds))
 
 
+def duration_seconds(seconds: float) -> str:
+    """'0 s', '45 s', '3 min 5 s': a lag in whole seconds (chart axes and titles)."""
+    return _compact(max(int(seconds), 0))
+
+
 def percent(value: float | None) -> str:
     """'2.5%', '0%', '-' (no attempts ended)."""
     if value is None:
