@@ -10,11 +10,7 @@
 -- the results and settles them again (the fenced statements are safe to repeat). The update
 -- touches no indexed column: it stays on the page (HOT, see the fillfactor in migration 0011).
 -- `consumed_by` stays sorted and distinct; with one consumer (the usual case) that needs no
--- sort. The rollup (eventbus_rollup, per minute, organization and consumer) gets one upsert
--- of the rows this statement changed, so a lost lease counts nothing and a repeated ack (after
--- a deadlock or a dropped connection) counts once; its rows are locked in key order, so two
--- acks of one consumer wait for each other instead of deadlocking. Returns how many were still
--- this claim's (a count: no row per delivery to decode).
+-- sort. Returns how many were still this claim's (a count: no row per delivery to decode).
 WITH acked AS (
     UPDATE eventbus_delivery d
        SET status = 'done', locked_until = NULL, lease_token = NULL, last_error = NULL,
@@ -44,6 +40,10 @@ WITH acked AS (
       FROM by_event p
      WHERE e.id = p.event_id
 ), rollup AS (
+    -- The per-minute rollup gets one upsert of the rows this statement changed, so a lost lease
+    -- counts nothing and a repeated ack (after a deadlock or a dropped connection) counts once.
+    -- Rows are locked in key order: two acks of one consumer queue instead of deadlocking.
+    -- (Said here, not in the header: pg_stat_activity keeps the first 1 kB of a statement.)
     INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, done)
     SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id, count(*)
       FROM acked GROUP BY consumer, organization_id ORDER BY consumer, organization_id

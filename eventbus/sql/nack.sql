@@ -7,9 +7,6 @@
 -- hand the delivery to the broker) gives the claimed attempt back, since the consumer never
 -- ran, and counts towards OUTBOX_MAX_ATTEMPTS instead. A delivery that failed on its own has
 -- shown it does not kill its worker: `isolate` is cleared so its retry joins ordinary claims.
--- The rollup gets one upsert of the rows changed (as in ack.sql): `failed` counts attempts that
--- will be retried, `dead` those that dead-lettered; a publish failure is the broker's, not the
--- consumer's, so it counts only when it kills the delivery.
 WITH v AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(dead)s::bool[], %(next_at)s::timestamptz[],
                          %(errors)s::text[], %(classes)s::text[], %(durations)s::int[],
@@ -52,6 +49,9 @@ WITH v AS (
       FROM locked l
      WHERE e.id = l.id
 ), rollup AS (
+    -- One upsert of the rows changed (as in ack.sql): `failed` counts attempts to be retried,
+    -- `dead` those that dead-lettered; a publish failure is the broker's, not the consumer's,
+    -- so it counts only when it kills the delivery.
     INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, failed, dead)
     SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id,
            count(*) FILTER (WHERE NOT dead AND NOT publish), count(*) FILTER (WHERE dead)
