@@ -21,7 +21,7 @@ from eventbus import rollup
 from eventbus.models import Rollup
 from eventbus.registry import make_consumer, registry
 from tests.support.admin import staff
-from tests.support.browser import Console
+from tests.support.browser import ARTIFACTS, Console
 from tests.support.dlq import BROKEN, broken_consumer, drain
 
 PASSWORD = "pw-Charts-1"
@@ -97,6 +97,10 @@ def test_status_charts_draw_the_rollup_with_axes_legend_and_filters(
     assert len(texts(ui, "#chart-day .dc-axis-x text")) == 6  # every four hours over the day
     assert sum(values(ui, "day", "done")) == 7 + 54 + done_now
     ui.shot("status-charts")
+    browser.set_window_size(1280, 1400)  # readable at 1280 px: two charts a row, ~480 px each
+    hour, day = ui.find("#chart-hour").rect, ui.find("#chart-day").rect
+    assert hour["y"] == day["y"] and min(hour["width"], day["width"]) >= 400
+    assert browser.save_screenshot(str(ARTIFACTS / "status-charts-1280.png"))
 
     ui.find(f"select[name=organization] option[value='{other.pk}']").click()
     ui.find(".dc-chart-filters button").click()
