@@ -10,10 +10,12 @@ of the primary key (bucket_start, consumer, organization_id).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
@@ -21,6 +23,10 @@ from eventbus.conf import bus_settings
 from eventbus.sql import statement
 
 MINUTE = dt.timedelta(minutes=1)
+# A step is final this long after it ended (a margin for clocks and settles in flight); final
+# steps of a series are cached this long (a day's window, and an hour more).
+FINAL_AFTER = dt.timedelta(minutes=2)
+CACHE_SECONDS = 25 * 3600
 # Steps are aligned to this origin (date_bin in rollup_series.sql): 15 minutes start at :00.
 ORIGIN = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
@@ -68,19 +74,50 @@ def series(
     now: dt.datetime | None = None,
 ) -> list[Bucket]:
     """One Bucket per `step` over the `window` that ends with the step holding `now`, oldest
-    first (steps with nothing settled or sampled are zeros)."""
-    last = floor(now or timezone.now(), step)
+    first (steps with nothing settled or sampled are zeros).
+
+    A step that ended FINAL_AFTER ago no longer changes (settles count into the minute they run
+    in), so it is read once and then kept in Django's cache: a refresh reads only the newest
+    steps, not a day of minutes (1,440 x pairs rows) each time.
+    """
+    now = now or timezone.now()
+    last = floor(now, step)
     starts = [last - step * i for i in range(round(window / step) - 1, -1, -1)]
+    keys = {start: _cache_key(start, step, consumer, organization_id) for start in starts}
+    kept = cache.get_many([keys[s] for s in starts if s + step + FINAL_AFTER <= now])
+    missing = [s for s in starts if keys[s] not in kept]
+    found = _read(missing[0], last + step, step, consumer, organization_id) if missing else {}
+    buckets = [kept.get(keys[s]) or _bucket(s, found.get(s)) for s in starts]
+    final = {keys[b.start]: b for b in buckets if b.start in found or b.start in missing}
+    cache.set_many(
+        {k: b for k, b in final.items() if b.start + step + FINAL_AFTER <= now}, CACHE_SECONDS
+    )
+    return buckets
+
+
+def _read(
+    since: dt.datetime,
+    until: dt.datetime,
+    step: dt.timedelta,
+    consumer: str | None,
+    organization_id: uuid.UUID | None,
+) -> dict[dt.datetime, dict[str, Any]]:
     params = {
         "step": step,
         "origin": ORIGIN,
-        "since": starts[0],
-        "until": last + step,
+        "since": since,
+        "until": until,
         "consumer": consumer,
         "organization": organization_id,
     }
-    found = {row["start"]: row for row in _rows("rollup_series", params)}
-    return [_bucket(start, found.get(start)) for start in starts]
+    return {row["start"]: row for row in _rows("rollup_series", params)}
+
+
+def _cache_key(
+    start: dt.datetime, step: dt.timedelta, consumer: str | None, organization: uuid.UUID | None
+) -> str:
+    scope = f"{start.timestamp():.0f}:{step.total_seconds():.0f}:{consumer}:{organization}"
+    return "eventbus.rollup." + hashlib.sha256(scope.encode()).hexdigest()[:32]
 
 
 def _bucket(start: dt.datetime, row: dict[str, Any] | None) -> Bucket:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
@@ -30,6 +31,13 @@ def _close_broker_pool(django_db_setup: None) -> Iterator[None]:
     import dramatiq
 
     dramatiq.get_broker().close()
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> Iterator[None]:
+    """Each test starts with an empty cache (the status charts keep final steps in it)."""
+    yield
+    cache.clear()
 
 
 @pytest.fixture

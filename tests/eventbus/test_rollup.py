@@ -230,3 +230,26 @@ def test_metrics_expose_per_tenant_gauges_with_an_other_bucket(
     assert 'deskcomm_eventbus_organization_dead_deliveries{organization="other"} 2.0' in text
     assert 'deskcomm_eventbus_organization_fail_ratio{organization="t0"} 0.1' in text
     assert 'organization="t1"' not in text and 'organization="t2"' not in text
+
+
+@pytest.mark.django_db
+def test_final_steps_are_read_once_and_the_newest_every_time(org: Organization) -> None:
+    def add(minutes_ago: int, done: int) -> None:
+        Rollup.objects.create(
+            bucket_start=MINUTE - dt.timedelta(minutes=minutes_ago),
+            consumer="c",
+            organization_id=org.pk,
+            done=done,
+        )
+
+    add(30, 5)
+    hour = dt.timedelta(hours=1)
+    first = rollup.series(window=hour, step=rollup.MINUTE, now=T0)
+    add(20, 7)  # into a final minute (written behind the cache's back; settles never do)
+    add(0, 3)  # the current minute
+    with CaptureQueriesContext(connection) as queries:
+        again = rollup.series(window=hour, step=rollup.MINUTE, now=T0)
+    [query] = [q["sql"] for q in queries]
+    assert "2026-11-02 11:58" in query  # only the steps that were not final yet are read
+    assert [b.done for b in first if b.done] == [5]
+    assert [b.done for b in again if b.done] == [5, 3]
