@@ -20,8 +20,12 @@ What it does:
    ratio of the median to the baseline measured in the same run: the admin index page, which
    reads no bus table.
 
-Targets (issue 3): the DLQ and the event changelist under 300 ms each with 1,000,000 events.
-The last lines of stdout are `dlq_changelist_ms=<x>` and `event_changelist_ms=<y>`.
+The rollup (`eventbus_rollup`) is seeded at its densest: a row for every (organization,
+consumer) pair in every minute of 8 days (20 x 4 x 11,520 = 921,600 rows).
+
+Targets (issues 3 and 16): the DLQ, the event changelist and the status page (with its charts)
+under 300 ms each with 1,000,000 events. The last lines of stdout are `dlq_changelist_ms=<x>`,
+`event_changelist_ms=<y>` and `status_page_ms=<z>`.
 The scratch database is dropped at the end unless `--keep` is given.
 """
 
@@ -133,6 +137,20 @@ SELECT e.id, e.organization_id, r.consumer, e.event_type, s.status,
          FROM (SELECT abs(hashtext(e.id::text || r.consumer)) AS h) hashed) s
  WHERE e.created_at <= %(newest)s AND e.created_at > %(oldest)s
 """
+
+# The rollup at its densest: every (organization, consumer) pair settled something in every
+# minute of the kept window (EVENTBUS_ROLLUP_KEEP_DAYS, 8 days), oldest minute first, as the
+# settle statements would have written it; lag sampled in every row.
+SEED_ROLLUP_SQL = """
+INSERT INTO eventbus_rollup (bucket_start, consumer, organization_id, done, failed, dead,
+                             lag_seconds)
+SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC') - m * interval '1 minute', c, o.id,
+       (random() * 40)::int, (random() * 3)::int, (random() < 0.05)::int, random() * 30
+  FROM generate_series(%(minutes)s::int - 1, 0, -1) AS m
+ CROSS JOIN unnest(%(consumers)s::text[]) AS c
+ CROSS JOIN deskcomm_organization o
+"""
+ROLLUP_DAYS = 8
 
 SEED_ATTEMPTS_SQL = """
 INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
@@ -263,7 +281,11 @@ def seed(config: Config) -> None:
         conn.execute(SEED_ATTEMPTS_SQL)
         say("attempt history written; summarising events")
         conn.execute(SEED_SUMMARY_SQL)
-        for table in ("event_log", "eventbus_delivery", "eventbus_deliveryattempt"):
+        params = {"now": now_ts, "minutes": ROLLUP_DAYS * 1440, "consumers": list(ROUTES)}
+        conn.execute(SEED_ROLLUP_SQL, params)
+        say("rollup written (every pair, every minute, 8 days)")
+        tables = ("event_log", "eventbus_delivery", "eventbus_deliveryattempt", "eventbus_rollup")
+        for table in tables:
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(sql.Identifier(table)))
         conn.execute("CHECKPOINT")
         counts = conn.execute(
@@ -350,6 +372,7 @@ def pages() -> list[Page]:
     log_page = max(1, min(50, EventLog.objects.order_by()[:2500].count() // 50))
     month = dead.finished_at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     events, dlq = "/admin/eventbus/eventlog/", "/admin/eventbus/deadletter/"
+    status = "/admin/ops/status/"
 
     def q(**params: object) -> str:
         return "?" + urlencode({k: str(v) for k, v in params.items()})
@@ -386,7 +409,9 @@ def pages() -> list[Page]:
         Page("events, search request id", events + q(q=request_id)),
         Page(f"events, page {log_page}", events + q(p=log_page)),
         Page("event detail", f"{events}{dead.event_id}/change/"),
-        Page("status page", "/admin/ops/status/"),
+        Page("status page", "/admin/ops/status/", target=True),
+        Page("status page, charts of one consumer", status + q(consumer="crm-sync-worker")),
+        Page("status page, charts of one organization", status + q(organization=big.pk)),
         Page("correlation by request id", "/admin/ops/correlation/" + q(request_id=request_id)),
     ]
 
@@ -426,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         targets = {p.url: p.median for p in measured if p.target}
         print(f"dlq_changelist_ms={targets['/admin/eventbus/deadletter/']:.1f}")
         print(f"event_changelist_ms={targets['/admin/eventbus/eventlog/']:.1f}")
+        print(f"status_page_ms={targets['/admin/ops/status/']:.1f}")
     finally:
         if "django.db" in sys.modules:
             from django.db import connections

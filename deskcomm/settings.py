@@ -354,6 +354,10 @@ EVENTBUS = given(
         "BREAKER_CONSUMERS": env.json("EVENTBUS_BREAKER_CONSUMERS", default=unset),
         # Metrics: distinct event_type label values per metric and process; the rest are "other".
         "METRICS_MAX_EVENT_TYPES": env.int("EVENTBUS_METRICS_MAX_EVENT_TYPES", default=unset),
+        # Per-tenant gauges: the busiest organizations on their own, the rest as "other".
+        "METRICS_TOP_ORGANIZATIONS": env.int("EVENTBUS_METRICS_TOP_ORGANIZATIONS", default=unset),
+        # Days of per-minute rollup rows (status charts, failure rates) the hourly purge keeps.
+        "ROLLUP_KEEP_DAYS": env.int("EVENTBUS_ROLLUP_KEEP_DAYS", default=unset),
     }
 )
 

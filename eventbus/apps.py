@@ -28,10 +28,11 @@ class EventbusConfig(AppConfig):
 
         from core.metrics import register_scrape_collector
         from eventbus.job_runs import record_job_run
-        from eventbus.metrics import QueueCollector
+        from eventbus.metrics import QueueCollector, TenantCollector
         from jobs.registry import on_run
 
         register_scrape_collector(QueueCollector)
+        register_scrape_collector(TenantCollector)
         on_run(record_job_run)
 
 

@@ -55,6 +55,11 @@ class BusSettings(AppSettings, namespace="EVENTBUS"):
     BREAKER_CONSUMERS: Mapping[str, Mapping[str, float]] = {}
     # Cardinality guard: distinct event_type label values per metric (the rest: "other").
     METRICS_MAX_EVENT_TYPES: int = 200
+    # Cardinality guard: organizations with their own per-tenant /metrics series (the busiest
+    # by settled volume in the last hour); the rest are summed as organization="other".
+    METRICS_TOP_ORGANIZATIONS: int = 20
+    # Days of per-minute rollup rows kept (status charts, failure rates); purged hourly.
+    ROLLUP_KEEP_DAYS: int = 8
 
 
 bus_settings = BusSettings()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from eventbus import archive, settle
+from eventbus import archive, rollup, settle
 from eventbus.conf import bus_settings
 from eventbus.dlq_alerts import dlq_alerts_check
 from eventbus.worker import Worker, WorkerOptions
@@ -64,3 +64,16 @@ def _drain(worker: Worker, limit: int) -> int:
     while worker.processed < limit and worker.run_once():
         continue
     return worker.processed
+
+
+@job("eventbus-rollup-sample", every=dt.timedelta(minutes=1))
+def sample_rollup_lag() -> int:
+    """Record each (organization, consumer) pair's lag (oldest due pending delivery) in the
+    rollup, once a minute: the status page's lag chart and the per-tenant lag gauge."""
+    return rollup.sample_lag()
+
+
+@job("eventbus-rollup-purge", every=dt.timedelta(hours=1))
+def purge_rollup() -> int:
+    """Delete rollup rows older than EVENTBUS_ROLLUP_KEEP_DAYS (default 8)."""
+    return rollup.purge()

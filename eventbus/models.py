@@ -372,3 +372,29 @@ class ConsumerState(models.Model):
     @property
     def paused(self) -> bool:
         return self.state != ConsumerRunState.RUNNING
+
+
+class Rollup(models.Model):
+    """Per minute, organization and consumer: settled outcomes and the sampled lag (the status
+    page's charts, the per-tenant /metrics figures, circuit breakers' failure rates).
+
+    The counters are added to by the settle statements themselves (ack.sql, nack.sql: one upsert
+    per statement, from the rows it changed), so a lost lease or a repeated settle counts nothing
+    twice. `lag_seconds` is written by the sampler job (rollup_sample.sql), once a minute. No
+    index names a counter, and pages keep room (fillfactor 50, migration 0017), so the upserts
+    stay HOT. Old rows are purged by the `eventbus-rollup-purge` job.
+    """
+
+    pk = models.CompositePrimaryKey("bucket_start", "consumer", "organization_id")
+    # Start of the minute (UTC); the primary key's leading column serves every time range.
+    bucket_start = models.DateTimeField()
+    consumer = models.TextField()
+    # No foreign key: counts only, no personal data; a deleted tenant's rows age out with the purge.
+    organization_id = models.UUIDField()
+    done = models.IntegerField(default=0, db_default=0)
+    failed = models.IntegerField(default=0, db_default=0)  # failed attempts to be retried
+    dead = models.IntegerField(default=0, db_default=0)  # attempts that dead-lettered
+    lag_seconds = models.FloatField(null=True)  # oldest due pending delivery, when sampled
+
+    class Meta:
+        db_table = "eventbus_rollup"

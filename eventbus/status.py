@@ -6,7 +6,8 @@ finished history: the backlog comes from the three partial indexes (pending, pro
 only), the throughput and the emit-to-done latency from an index range over the last hour's done
 rows (`delivery_consumer_done_idx`), the failures from the last hour's attempt rows
 (`delivery_attempt_created_idx`). Backlog and throughput are grouped twice in one pass (GROUPING
-SETS): per (event type, consumer) and per organization.
+SETS): per (event type, consumer) and per organization. The charts (done / failed / dead and lag
+over the last hour and day) read the per-minute rollup (`eventbus.rollup`), not the deliveries.
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from django.db import connection
 from django.utils import timezone
 
 from core.models import Organization
+from eventbus import rollup
 from eventbus.admin.selectors import distinct_values
 
 WINDOW = dt.timedelta(hours=1)
+DAY = dt.timedelta(hours=24)
+QUARTER = dt.timedelta(minutes=15)
 BUCKETS = 12  # five-minute buckets over the hour
 TOP_ORGANIZATIONS = 50
 
@@ -249,3 +253,26 @@ def _events_estimate() -> int:
         cursor.execute(ESTIMATE_SQL)
         row = cursor.fetchone()
     return int(row[0]) if row else -1
+
+
+@dataclass(frozen=True)
+class Charts:
+    """The rollup's series for the charts, oldest first, optionally for one consumer/tenant."""
+
+    hour: list[rollup.Bucket]  # per minute over the last hour
+    day: list[rollup.Bucket]  # per fifteen minutes over the last 24 hours
+
+
+def charts(
+    *,
+    now: dt.datetime | None = None,
+    consumer: str | None = None,
+    organization_id: uuid.UUID | None = None,
+) -> Charts:
+    """Two ranges of the rollup's primary key (an hour of minutes, a day of quarters)."""
+    now = now or timezone.now()
+    scope: dict[str, Any] = {"now": now, "consumer": consumer, "organization_id": organization_id}
+    return Charts(
+        hour=rollup.series(window=WINDOW, step=rollup.MINUTE, **scope),
+        day=rollup.series(window=DAY, step=QUARTER, **scope),
+    )

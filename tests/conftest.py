@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
@@ -38,6 +39,13 @@ def _breaker_off(settings: Any) -> None:
     """The circuit breaker would pause the test consumers that fail on purpose: off, except in
     the tests of it (they override EVENTBUS themselves; subprocesses: tests.support.processes)."""
     settings.EVENTBUS = {**settings.EVENTBUS, "BREAKER_ENABLED": False}
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> Iterator[None]:
+    """Each test starts with an empty cache (the status charts keep final steps in it)."""
+    yield
+    cache.clear()
 
 
 @pytest.fixture

@@ -189,6 +189,12 @@ def duration(value: dt.timedelta | None) -> str:
     return _compact(int(seconds))
 
 
+def duration_seconds(seconds: float) -> str:
+    """'0 s', '45 s', '3 min 5 s', '2 min': a lag in whole seconds (chart axes and titles)."""
+    text = _compact(max(int(seconds), 0))
+    return text.removesuffix(" 0 s") if text != "0 s" else text
+
+
 def percent(value: float | None) -> str:
     """'2.5%', '0%', '-' (no attempts ended)."""
     if value is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -11,8 +12,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from eventbus.admin import rendering, selectors
-from eventbus.status import BusStatus, Row, bus_status
+from eventbus.admin import rendering, selectors, status_charts
+from eventbus.admin.status_charts import ChartFilterForm
+from eventbus.registry import registry
+from eventbus.status import BusStatus, Row, bus_status, charts
+
+REFRESH_SECONDS = 30  # the auto-refresh toggle's period (static/eventbus/status.js)
 
 
 @dataclass(frozen=True)
@@ -27,25 +32,68 @@ class StatusLine:
 
 
 def status_view(request: HttpRequest) -> TemplateResponse:
-    """Backlog, lag, DLQ and throughput per event type/consumer and per organization."""
+    """Backlog, lag, DLQ and throughput per event type/consumer and per organization, and the
+    rollup's charts. Each section of the page has its own context function and template
+    (`status_<section>.html`, one block each in status.html)."""
     _require(request, "eventbus.view_delivery")
     status = bus_status()
     context = {
         **admin.site.each_context(request),
         "title": "Bus status",
         "status": status,
-        "lines": [_line(row, status) for row in status.by_type],
-        "organizations": [_line(row, status) for row in status.by_organization],
+        **_summary_section(status),
+        **_charts_section(request, status),
+        **_dead_letter_section(status),
+        **_table_sections(status),
+    }
+    return TemplateResponse(request, "admin/eventbus/status.html", context)
+
+
+def _summary_section(status: BusStatus) -> dict[str, Any]:
+    return {
         "totals_lag": rendering.age(status.totals.oldest_due_at, status.now),
         "totals_fail_rate": rendering.percent(status.totals.fail_rate),
-        "totals_spark": rendering.sparkline(status.totals.throughput, height=40, column_width=18),
+    }
+
+
+def _charts_section(request: HttpRequest, status: BusStatus) -> dict[str, Any]:
+    form = ChartFilterForm(request.GET or None, consumers=_chart_consumers(status))
+    scope = form.scope() if form.is_valid() else {}
+    data = charts(now=status.now, **scope)
+    return {
+        "chart_filters": form,
+        "charts_scoped": bool(scope),
+        "outcome_charts": [
+            status_charts.outcomes(data.hour, name="hour", title="Last hour, per minute"),
+            status_charts.outcomes(data.day, name="day", title="Last 24 hours, per 15 minutes"),
+        ],
+        "lag_charts": [
+            status_charts.lag(data.hour, name="lag-hour", title="Lag, last hour (per minute)"),
+            status_charts.lag(data.day, name="lag-day", title="Lag, last 24 hours (per 15 min)"),
+        ],
+        "refresh_seconds": REFRESH_SECONDS,
+    }
+
+
+def _dead_letter_section(status: BusStatus) -> dict[str, Any]:
+    return {
         "dlq_by_type": rendering.bar_chart(_dead_by_type(status)),
         "dlq_by_org": rendering.bar_chart(
             [(r.key[1], r.counts.dead) for r in status.by_organization]
         ),
         "pending_by_consumer": rendering.bar_chart(_pending_by_consumer(status)),
     }
-    return TemplateResponse(request, "admin/eventbus/status.html", context)
+
+
+def _table_sections(status: BusStatus) -> dict[str, Any]:
+    return {
+        "lines": [_line(row, status) for row in status.by_type],
+        "organizations": [_line(row, status) for row in status.by_organization],
+    }
+
+
+def _chart_consumers(status: BusStatus) -> list[str]:
+    return sorted({c.name for c in registry.all()} | {row.key[1] for row in status.by_type})
 
 
 def _line(row: Row, status: BusStatus) -> StatusLine:

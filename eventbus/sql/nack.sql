@@ -25,7 +25,7 @@ WITH v AS (
      WHERE d.id = v.id AND d.lease_token = %(token)s AND d.status = 'processing'
     RETURNING d.id, d.event_id, d.organization_id, d.consumer,
               d.attempts + v.publish::int AS attempt,
-              v.dead, v.next_at, v.error, v.error_class, v.duration_ms
+              v.dead, v.next_at, v.error, v.error_class, v.duration_ms, v.publish
 ), history AS (
     INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
                                           duration_ms, worker, created_at)
@@ -48,6 +48,18 @@ WITH v AS (
            next_attempt_at = coalesce(l.next_at, e.next_attempt_at), updated_at = %(now)s
       FROM locked l
      WHERE e.id = l.id
+), rollup AS (
+    -- One upsert of the rows changed (as in ack.sql): `failed` counts attempts to be retried,
+    -- `dead` those that dead-lettered; a publish failure is the broker's, not the consumer's,
+    -- so it counts only when it kills the delivery.
+    INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, failed, dead)
+    SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id,
+           count(*) FILTER (WHERE NOT dead AND NOT publish), count(*) FILTER (WHERE dead)
+      FROM nacked GROUP BY consumer, organization_id
+    HAVING count(*) FILTER (WHERE dead OR NOT publish) > 0
+     ORDER BY consumer, organization_id
+        ON CONFLICT (bucket_start, consumer, organization_id)
+        DO UPDATE SET failed = r.failed + excluded.failed, dead = r.dead + excluded.dead
 )
 SELECT id AS delivery_id, event_id, organization_id, consumer, attempt, dead, error
   FROM nacked

@@ -131,3 +131,43 @@ def test_status_page_needs_the_view_delivery_permission(client: Client) -> None:
     assert client.get(STATUS).status_code == 403
     client.logout()
     assert client.get(STATUS).status_code == 302  # to the login page
+
+
+def test_status_charts_are_drawn_from_the_rollup_and_filtered(
+    client: Client, traffic: None, org: Organization, org_b: Organization
+) -> None:
+    client.force_login(staff("oncall", "eventbus.view_delivery"))
+    with time_machine.travel(T0, tick=False):
+        html = client.get(STATUS).content.decode()
+        acme = client.get(STATUS, {"organization": str(org.pk)}).content.decode()
+        consumer = client.get(STATUS, {"consumer": "effect-b-worker"}).content.decode()
+        unknown = client.get(STATUS, {"organization": "not-an-id"}).content.decode()
+    for chart in ("hour", "day", "lag-hour", "lag-day"):
+        assert f'id="chart-{chart}"' in html
+    # effect-a's 4 acks 32 minutes ago; org_b's 2 deaths 10 minutes ago (one per consumer).
+    assert "<title>11:28 · 4 done</title>" in html
+    assert "<title>11:50 · 2 dead</title>" in html
+    assert "11:28 · 4 done" in acme and "dead</title>" not in acme.split('id="chart-day"')[0]
+    assert "done</title>" not in consumer.split('id="chart-lag-hour"')[0]
+    assert "unknown filter value" in unknown and "11:28 · 4 done" in unknown
+    assert 'id="dc-auto-refresh" data-seconds="30"' in html
+    assert "eventbus/status.js" in html
+
+
+def test_chart_axes_are_round_and_labelled() -> None:
+    from eventbus.admin.charts import Series, line_chart
+
+    times = [T0 + dt.timedelta(minutes=i) for i in range(60)]
+    chart = line_chart("c", "t", times, [Series("done", "done", [0] * 59 + [130])], tick_every=10)
+    assert [t.label for t in chart.y_ticks] == ["0", "100", "200"]
+    assert [t.label for t in chart.x_ticks] == [
+        "12:00",
+        "12:10",
+        "12:20",
+        "12:30",
+        "12:40",
+        "12:50",
+    ]
+    [mark] = chart.lines[0].marks
+    assert (mark.value, mark.title) == (130, "12:59 · 130 done")
+    assert chart.lines[0].path.count(",") == 60
