@@ -18,10 +18,9 @@ from eventbus import claim as claims
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.retry import Verdict
-from eventbus.sql import statement
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
-from tests.support.db import raw_connection, side_effect_rows
+from tests.support.db import claim_plan, raw_connection, side_effect_rows
 
 START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
 LEASE = dt.timedelta(seconds=30)  # the default EVENTBUS_LEASE_SECONDS
@@ -339,22 +338,7 @@ def test_claim_plan_uses_the_partial_index(org: Organization) -> None:
         ],
         organization=org,
     )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE eventbus_delivery")
-        cursor.execute(
-            "EXPLAIN (FORMAT TEXT) " + statement("claim"),
-            {
-                "start": org.pk,
-                "batch": 100,
-                "consumers": list(EFFECT_CONSUMERS),
-                "probing": [],
-                "now": timezone.now(),
-                "token": org.pk,
-                "worker": "w",
-                "lease_until": timezone.now(),
-            },
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = claim_plan(start=org.pk, consumers=list(EFFECT_CONSUMERS), now=timezone.now())
     assert "delivery_claim_idx" in plan
     assert "Seq Scan on eventbus_delivery" not in plan
 

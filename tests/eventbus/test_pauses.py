@@ -17,9 +17,9 @@ from eventbus.drain import DrainPump
 from eventbus.emitter import WAKEUP_CHANNEL
 from eventbus.models import Delivery
 from eventbus.registry import registry
-from eventbus.sql import statement
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
+from tests.support.db import claim_plan
 
 A, B, C = EFFECT_CONSUMERS
 
@@ -116,22 +116,7 @@ def test_a_paused_webhook_style_consumer_is_skipped_by_the_prefixed_claim(
 def test_the_pause_check_costs_one_probe_per_consumer_not_a_scan(org: Organization) -> None:
     emit(org, 3000)
     services.consumer_pause(consumer=A, actor="ops", reason="maintenance")
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE eventbus_delivery")
-        cursor.execute(
-            "EXPLAIN (FORMAT TEXT) " + statement("claim"),
-            {
-                "start": org.pk,
-                "batch": 100,
-                "consumers": list(EFFECT_CONSUMERS),
-                "probing": [],
-                "now": org.created_at,
-                "token": org.pk,
-                "worker": "w",
-                "lease_until": org.created_at,
-            },
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = claim_plan(start=org.pk, consumers=list(EFFECT_CONSUMERS), now=org.created_at)
     assert "Seq Scan on eventbus_delivery" not in plan
     with CaptureQueriesContext(connection) as queries:
         batch = claims.claim(consumers=list(EFFECT_CONSUMERS), batch_size=100, worker_id="w")

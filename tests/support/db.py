@@ -3,6 +3,9 @@ the side-effect table the test consumers write to."""
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
+
 import psycopg
 from django.db import connection
 
@@ -33,3 +36,25 @@ def database_url() -> str:
 def raw_connection() -> psycopg.Connection:
     """A second, independent connection to the test database."""
     return psycopg.connect(database_url(), autocommit=True)
+
+
+def claim_plan(*, start: uuid.UUID, consumers: list[str], now: dt.datetime) -> str:
+    """EXPLAIN of the bus's claim statement for these consumers (after an ANALYZE)."""
+    from eventbus.sql import statement
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE eventbus_delivery")
+        cursor.execute(
+            "EXPLAIN (FORMAT TEXT) " + statement("claim"),
+            {
+                "start": start,
+                "batch": 100,
+                "consumers": consumers,
+                "probing": [],
+                "now": now,
+                "token": start,
+                "worker": "w",
+                "lease_until": now,
+            },
+        )
+        return "\n".join(row[0] for row in cursor.fetchall())
