@@ -78,7 +78,19 @@ def run_environment(port: int) -> Iterator[dict[str, str]]:
         env["PORT"] = str(port)
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
+        allow_loopback_webhooks(env)
         yield env
+
+
+def allow_loopback_webhooks(env: dict[str, str]) -> None:
+    """A local run may subscribe webhooks to a receiver on this machine (unless set otherwise)."""
+    if "WEBHOOKS_ALLOW_PRIVATE_TARGETS" in env:
+        return
+    env["WEBHOOKS_ALLOW_PRIVATE_TARGETS"] = "true"
+    say(
+        "webhook subscriptions may target loopback and private addresses in this local run "
+        "(WEBHOOKS_ALLOW_PRIVATE_TARGETS=true; a deployment refuses them unless it sets it)"
+    )
 
 
 def cmd_run(args: list[str]) -> int:

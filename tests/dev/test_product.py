@@ -8,7 +8,7 @@ from dev import cli, product
 
 
 def test_run_migrates_first_which_installs_the_schedules() -> None:
-    # The schedules come from migrate's post-migrate step (tests/deskcomm/test_migrate_hooks.py),
+    # The schedules come from migrate's post-migrate step (tests/jobs/test_migrate_hooks.py),
     # exactly as in the compose files' migrate service: no separate step to forget.
     assert product.SETUP_STEPS[0] == ["migrate", "--noinput"]
 
