@@ -102,6 +102,13 @@ class ConsumerDetailView(ConsumerView):
     @extend_schema(
         operation_id="consumers_retrieve",
         summary="A consumer's state: running, paused, or its circuit breaker open / half-open",
+        description=(
+            "Whether the consumer's deliveries are being claimed: `running`, `paused` by an "
+            "operator, or held by its circuit breaker (`open`, `half_open` while one probe "
+            "delivery runs), since when, why and by whom. A webhook subscription is the consumer "
+            "`webhook:<subscription id>` and is visible only to its organization's keys; a "
+            "registered consumer only to keys of the system organization."
+        ),
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: ConsumerStateSerializer, **errors(403, 404)},
     )
@@ -116,6 +123,12 @@ class ConsumerPauseView(ConsumerView):
     @extend_schema(
         operation_id="consumers_pause",
         summary="Pause a consumer: its deliveries stay pending, no attempt charged",
+        description=(
+            "Stops claiming the consumer's deliveries: new and retrying ones stay pending with "
+            "no attempt charged, anything claimed but not started is released, running ones "
+            "finish. A `reason` is required and recorded in the audit log. Pausing a consumer "
+            "that is already paused changes nothing (`changed` is false)."
+        ),
         request=PauseSerializer,
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
@@ -130,6 +143,11 @@ class ConsumerResumeView(ConsumerView):
     @extend_schema(
         operation_id="consumers_resume",
         summary="Resume a paused consumer (or one whose circuit breaker is open)",
+        description=(
+            "Claims the consumer's deliveries again and wakes idle workers at once, so the "
+            "backlog drains without waiting for the next poll. Also closes an open circuit "
+            "breaker by hand. Audited; resuming a running consumer changes nothing."
+        ),
         request=ResumeSerializer,
         parameters=[REQUEST_ID_PARAMETER],
         responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
