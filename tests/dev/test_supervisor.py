@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from dev.supervisor import Backoff
-from tests.dev.harness import Launcher, is_running
+from tests.dev.harness import Launcher, is_running, wait_until
 
 
 def test_backoff_doubles_up_to_the_cap_and_starts_over_after_a_long_run() -> None:
@@ -72,15 +72,16 @@ def test_a_program_that_ignores_its_stop_signal_is_killed_after_the_grace_period
     launcher: Launcher,
 ) -> None:
     programs = {**launcher.program("stubborn", "--ignore-stop"), **launcher.program("polite")}
-    run = launcher.start(programs, grace_seconds=1.0)
+    # 5 s: ample for the programs to record the signal, however loaded the machine is.
+    run = launcher.start(programs, grace_seconds=5.0)
     [stubborn] = run.wait_for_pids("stubborn", 1)
     run.wait_for_pids("polite", 1)
 
     assert run.stop(signal.SIGTERM) == 1
 
     output = run.output()
-    assert "waiting up to 1 s for stubborn, polite to exit" in output
-    assert "still running after 1 s: stubborn" in output
+    assert "waiting up to 5 s for stubborn, polite to exit" in output
+    assert "still running after 5 s: stubborn" in output
     assert f"sending SIGKILL to stubborn (pid {stubborn})" in output
     assert run.signals("stubborn") == ["SIGTERM"]
     assert run.signals("polite") == ["SIGTERM"]
@@ -92,6 +93,8 @@ def test_a_second_signal_kills_what_is_left_at_once(launcher: Launcher) -> None:
     [stubborn] = run.wait_for_pids("stubborn", 1)
     os.killpg(run.proc.pid, signal.SIGINT)
     run.wait_for_output("waiting up to 600 s for stubborn to exit (Ctrl-C again to kill them now)")
+    # The program has recorded its stop signal (and ignored it) before the second Ctrl-C.
+    wait_until(lambda: run.signals("stubborn") == ["SIGTERM"], run.story)
 
     assert run.stop(signal.SIGINT) == 1  # well within the 600 s grace period
 
