@@ -35,6 +35,10 @@ class Contact(models.Model):
     email = models.EmailField(blank=True)
     cpf_encrypted = models.TextField(blank=True, default="")
     anonymized_at = models.DateTimeField(null=True, blank=True)
+    # Set when the contact must receive no more messages (a STOP/SAIR reply, an operator's block);
+    # `send_message` still queues, the send worker refuses (`system.send_blocked`).
+    blocked_at = models.DateTimeField(null=True, blank=True)
+    blocked_reason = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -69,6 +73,10 @@ class Conversation(models.Model):
     channel = models.CharField(max_length=32, default="whatsapp")
     # The channel's id of the chat, e.g. "5511998765432@c.us": the phone number, so personal.
     external_chat_id = models.CharField(max_length=200, blank=True, default="")
+    # The AI responder answers while this is on; a handoff to a human turns it off.
+    bot_active = models.BooleanField(default=True)
+    # WhatsApp's customer-service window: free-form messages only within 24 h of this.
+    last_inbound_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -81,11 +89,27 @@ class Conversation(models.Model):
 class Message(models.Model):
     """One message of a conversation. Redaction keeps it but scrubs personal data from it."""
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("body", "media_urls")
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("body", "media_urls", "error_message")
 
     class Direction(models.TextChoices):
         INBOUND = "inbound"
         OUTBOUND = "outbound"
+
+    class Status(models.TextChoices):
+        RECEIVED = "received"  # inbound
+        QUEUED = "queued"  # outbound, written by send_message; the send worker picks it up
+        SENDING = "sending"  # the send worker is talking to the channel
+        SENT = "sent"
+        DELIVERED = "delivered"
+        READ = "read"
+        FAILED = "failed"
+        BLOCKED = "blocked"  # refused before sending (STOP, no consent, 24 h window)
+
+    class Sender(models.TextChoices):
+        CONTACT = "contact"  # inbound
+        AGENT = "agent"  # a person of the organization
+        AI = "ai"  # the AI responder
+        SYSTEM = "system"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
@@ -93,12 +117,52 @@ class Message(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
     direction = models.TextField(choices=Direction.choices)
+    status = models.TextField(choices=Status.choices, default=Status.RECEIVED)
+    sender = models.TextField(choices=Sender.choices, default=Sender.CONTACT)
     body = models.TextField(blank=True, default="")
     media_urls = models.JSONField(default=list, blank=True)
+    # A template message may be sent outside the 24 h window.
+    is_template = models.BooleanField(default=False)
+    # The inbound message this one answers (the AI responder's idempotency: one AI reply each).
+    reply_to = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replies"
+    )
+    # The channel's id of the message (WAHA's `id`, e.g. "true_5511...@c.us_3EB0..."), once known.
+    external_id = models.CharField(max_length=200, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    # AI-derived: set once by the sentiment worker (null = not classified yet).
+    sentiment = models.CharField(max_length=32, null=True, blank=True)
+    sentiment_score = models.FloatField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         db_table = "deskcomm_message"  # kept from the deskcomm app
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="message_conv_time_idx"),
+            models.Index(
+                fields=["status", "updated_at"],
+                name="message_sending_idx",
+                condition=models.Q(status="sending"),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="message_external_id_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["reply_to"],
+                condition=models.Q(sender="ai"),
+                name="message_one_ai_reply_uniq",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.direction} {self.id}"

@@ -129,7 +129,7 @@ class MessageCategory(Category):
     """Messages are kept (the conversation still makes sense) with personal data scrubbed."""
 
     name = "messages"
-    covers = {Message: ("body", "media_urls")}
+    covers = {Message: ("body", "media_urls", "error_message")}
     context_fields = {Message: ("conversation_id", "direction", "created_at")}
 
     def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
