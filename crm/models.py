@@ -273,13 +273,72 @@ class Order(models.Model):
     confirmed_at = models.DateTimeField(null=True, blank=True)
     # Set once by order-post-worker (the `order.post` phase); never undoes the confirmation.
     post_processed_at = models.DateTimeField(null=True, blank=True)
+    # A pipeline's `set-status` node writes these (seed 004: tag, name, phase).
+    status_tag = models.CharField(max_length=64, blank=True, default="")
+    status_name = models.CharField(max_length=200, blank=True, default="")
+    phase = models.CharField(max_length=64, blank=True, default="")
+    # Orders synced from a Nuvemshop store: the store's ids and the shop-side states.
+    ns_store_id = models.BigIntegerField(null=True, blank=True)
+    ns_order_id = models.BigIntegerField(null=True, blank=True)
+    payment_status = models.CharField(max_length=32, blank=True, default="")
+    shipping_status = models.CharField(max_length=32, blank=True, default="")
+    paid_at = models.DateTimeField(null=True, blank=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    fulfilled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         db_table = "deskcomm_order"  # kept from the deskcomm app
         constraints = [
-            models.UniqueConstraint(fields=["organization", "number"], name="order_number_uniq")
+            models.UniqueConstraint(fields=["organization", "number"], name="order_number_uniq"),
+            # Seed 000 §9.3: a replayed store event upserts, never duplicates.
+            models.UniqueConstraint(
+                fields=["organization", "ns_order_id"],
+                condition=models.Q(ns_order_id__isnull=False),
+                name="order_ns_order_id_uniq",
+            ),
         ]
 
     def __str__(self) -> str:
         return self.number
+
+
+class Product(models.Model):
+    """A product the organization sells (synced from its Nuvemshop store, or entered by hand).
+
+    No personal data. The RAG indexer turns name and description into searchable chunks.
+    `deleted_at` marks a product removed from the store (its chunks are removed too).
+    """
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="products"
+    )
+    ns_store_id = models.BigIntegerField(null=True, blank=True)
+    ns_product_id = models.BigIntegerField(null=True, blank=True)
+    name = models.CharField(max_length=300)
+    description = models.TextField(blank=True, default="")
+    sku = models.CharField(max_length=100, blank=True, default="")
+    price_cents = models.BigIntegerField(null=True, blank=True)
+    currency = models.CharField(max_length=3, default="BRL")
+    stock = models.IntegerField(null=True, blank=True)  # null: not tracked
+    url = models.URLField(max_length=500, blank=True, default="")
+    published = models.BooleanField(default=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "ns_product_id"],
+                condition=models.Q(ns_product_id__isnull=False),
+                name="product_ns_product_id_uniq",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
