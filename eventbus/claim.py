@@ -223,7 +223,11 @@ def adopt(
     now: dt.datetime | None = None,
 ) -> Event | None:
     """Take over a delivery the relay published, leased `extra_lease` seconds longer than a
-    claim (the jobs process has no heartbeat); None when its lease is no longer `token`'s."""
+    claim (the jobs process has no heartbeat); None when its lease is no longer `token`'s.
+
+    A delivery whose consumer was paused (or its breaker opened) since it was published is
+    given back, pending and uncharged, and `HeldBack` raised: it runs once the consumer resumes.
+    """
     now = now or timezone.now()
     rows = _fetch(
         "adopt",
@@ -234,9 +238,28 @@ def adopt(
             "now": now,
             "lease_until": _lease_until(now) + dt.timedelta(seconds=extra_lease),
         },
-        row_factory=event_row,
+        row_factory=_held_back_or_event,
     )
-    return rows[0] if rows else None
+    if not rows:
+        return None
+    held_back, event = rows[0]
+    if held_back:
+        release(token, [delivery_id], now=now)
+        raise HeldBack(event.consumer)
+    return event
+
+
+class HeldBack(Exception):
+    """The published delivery's consumer is paused: it was given back uncharged, not run."""
+
+
+def _held_back_or_event(cursor: BaseCursor[Any, Any]) -> RowMaker[tuple[bool, Event]]:
+    # Like event_row, made again once the statement has a description (psycopg also calls a
+    # row factory when it is set, before any result).
+    make_event = event_row(cursor)
+    names = [column.name for column in cursor.description or ()]
+    held_back = names.index("held_back") if "held_back" in names else None
+    return lambda values: (held_back is not None and bool(values[held_back]), make_event(values))
 
 
 def consumer_of(delivery_id: int) -> str | None:

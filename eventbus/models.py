@@ -385,7 +385,7 @@ class Rollup(models.Model):
     stay HOT. Old rows are purged by the `eventbus-rollup-purge` job.
     """
 
-    pk = models.CompositePrimaryKey("bucket_start", "consumer", "organization_id")
+    pk = models.CompositePrimaryKey("bucket_start", "consumer", "organization_id", "shard")
     # Start of the minute (UTC); the primary key's leading column serves every time range.
     bucket_start = models.DateTimeField()
     consumer = models.TextField()
@@ -395,6 +395,11 @@ class Rollup(models.Model):
     failed = models.IntegerField(default=0, db_default=0)  # failed attempts to be retried
     dead = models.IntegerField(default=0, db_default=0)  # attempts that dead-lettered
     lag_seconds = models.FloatField(null=True)  # oldest due pending delivery, when sampled
+    # The writing connection's backend pid: concurrent settles of one consumer and organization
+    # (two workers, two slots) add to rows of their own instead of queueing on one row's lock
+    # until the other commits. Readers sum over it (a pair has one row per connection that
+    # settled it in that minute).
+    shard = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         db_table = "eventbus_rollup"

@@ -187,13 +187,23 @@ class Relay:
 
 def run_published(delivery_id: int, lease_token: str, consumer: str | None = None) -> str:
     """Run a published delivery in the jobs process: "done", "failed", "released" (the
-    database connection failed: not charged) or "stale" (lease lost, nothing ran)."""
+    database connection failed: not charged), "stale" (lease lost, nothing ran) or "held back"
+    (its consumer was paused after the relay published it: pending again, not charged)."""
     worker_id = f"jobs:{socket.gethostname()}:{os.getpid()}"
     token = uuid.UUID(lease_token)
     name = consumer or claims.consumer_of(delivery_id)
     declared = registry.find(name)
     lease = declared.timeout_seconds() if declared else 0.0
-    event = claims.adopt(delivery_id, token, worker_id=worker_id, extra_lease=lease)
+    try:
+        event = claims.adopt(delivery_id, token, worker_id=worker_id, extra_lease=lease)
+    except claims.HeldBack:
+        logger.info(
+            "delivery %s: consumer %s is paused; given back uncharged, not run",
+            delivery_id,
+            name,
+            extra={"delivery_id": delivery_id, "consumer": name},
+        )
+        return "held back"
     if event is None or declared is None:
         logger.info(
             "delivery %s: stale message (lease lost or already settled); nothing to run",

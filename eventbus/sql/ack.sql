@@ -42,12 +42,14 @@ WITH acked AS (
 ), rollup AS (
     -- The per-minute rollup gets one upsert of the rows this statement changed, so a lost lease
     -- counts nothing and a repeated ack (after a deadlock or a dropped connection) counts once.
-    -- Rows are locked in key order: two acks of one consumer queue instead of deadlocking.
+    -- Each connection writes rows of its own (shard = its backend pid), so concurrent acks
+    -- never wait on each other's rollup rows; rows are still locked in key order.
     -- (Said here, not in the header: pg_stat_activity keeps the first 1 kB of a statement.)
-    INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, done)
-    SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id, count(*)
+    INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, shard, done)
+    SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id,
+           pg_backend_pid(), count(*)
       FROM acked GROUP BY consumer, organization_id ORDER BY consumer, organization_id
-        ON CONFLICT (bucket_start, consumer, organization_id)
+        ON CONFLICT (bucket_start, consumer, organization_id, shard)
         DO UPDATE SET done = r.done + excluded.done
 )
 SELECT count(*) AS acked FROM acked

@@ -52,13 +52,15 @@ WITH v AS (
     -- One upsert of the rows changed (as in ack.sql): `failed` counts attempts to be retried,
     -- `dead` those that dead-lettered; a publish failure is the broker's, not the consumer's,
     -- so it counts only when it kills the delivery.
-    INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, failed, dead)
+    INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, shard, failed,
+                                      dead)
     SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, organization_id,
-           count(*) FILTER (WHERE NOT dead AND NOT publish), count(*) FILTER (WHERE dead)
+           pg_backend_pid(), count(*) FILTER (WHERE NOT dead AND NOT publish),
+           count(*) FILTER (WHERE dead)
       FROM nacked GROUP BY consumer, organization_id
     HAVING count(*) FILTER (WHERE dead OR NOT publish) > 0
      ORDER BY consumer, organization_id
-        ON CONFLICT (bucket_start, consumer, organization_id)
+        ON CONFLICT (bucket_start, consumer, organization_id, shard)
         DO UPDATE SET failed = r.failed + excluded.failed, dead = r.dead + excluded.dead
 )
 SELECT id AS delivery_id, event_id, organization_id, consumer, attempt, dead, error

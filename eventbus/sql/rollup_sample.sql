@@ -31,7 +31,7 @@ WITH RECURSIVE pairs(org, consumer) AS (
     INSERT INTO eventbus_rollup AS r (bucket_start, consumer, organization_id, lag_seconds)
     SELECT date_trunc('minute', %(now)s::timestamptz, 'UTC'), consumer, org, seconds
       FROM lag ORDER BY consumer, org
-        ON CONFLICT (bucket_start, consumer, organization_id)
+        ON CONFLICT (bucket_start, consumer, organization_id, shard)
         DO UPDATE SET lag_seconds = greatest(r.lag_seconds, excluded.lag_seconds)
     RETURNING 1
 )

@@ -19,6 +19,7 @@ from eventbus.errors import ConsumerRegistrationError
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.relay import Relay, message_id_for, run_published
+from eventbus.services import consumer_pause, consumer_resume
 from eventbus.worker import Worker, WorkerOptions
 from jobs.brokers import PostgresBroker
 from tests.support.db import side_effect_rows
@@ -113,6 +114,28 @@ def test_a_lost_lease_makes_the_message_stale(org: Organization, side_effects: N
     delivery = Delivery.objects.get(pk=delivery_id)
     # Published but never started: back to pending without costing an attempt.
     assert (delivery.status, delivery.attempts) == ("pending", 0)
+
+
+def test_a_consumer_paused_after_publishing_gets_its_delivery_back_uncharged(
+    org: Organization, side_effects: None
+) -> None:
+    """The relay published the delivery, then an operator paused the consumer: the jobs process
+    must not run it. It goes back to pending with its attempt refunded and runs after resume."""
+    [delivery_id] = emit_broker(org)
+    Relay(worker_id="t").run_once()
+    [message] = queued_messages("broker-effect-worker")
+    assert consumer_pause(consumer="broker-effect-worker", actor="ops", reason="ERP down")
+    assert run_published(*message["args"]) == "held back"  # type: ignore[misc]
+    assert side_effect_rows() == []
+    delivery = Delivery.objects.get(pk=delivery_id)
+    assert (delivery.status, delivery.attempts, delivery.lease_token) == ("pending", 0, None)
+    assert Relay(worker_id="t").run_once() == 0  # paused: not published again
+
+    assert consumer_resume(consumer="broker-effect-worker", actor="ops", reason="ERP back")
+    assert Relay(worker_id="t").run_once() == 1
+    delivery = Delivery.objects.get(pk=delivery_id)
+    assert run_published(delivery_id, str(delivery.lease_token)) == "done"
+    assert [runs for _, _, runs in side_effect_rows()] == [1]
 
 
 def test_a_failing_broker_consumer_is_retried_and_dead_lettered_by_the_database(

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import time_machine
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext, override_settings
 
 import eventbus
@@ -34,9 +34,12 @@ def emit(org: Organization, n: int, event_type: str = "test.effect") -> None:
 
 
 def rows() -> dict[tuple[str, uuid.UUID], tuple[int, int, int]]:
-    return {
-        (r.consumer, r.organization_id): (r.done, r.failed, r.dead) for r in Rollup.objects.all()
-    }
+    """The counts per (consumer, organization), summed over the connections' shards."""
+    counts: dict[tuple[str, uuid.UUID], tuple[int, int, int]] = {}
+    for r in Rollup.objects.all():
+        done, failed, dead = counts.get((r.consumer, r.organization_id), (0, 0, 0))
+        counts[(r.consumer, r.organization_id)] = (done + r.done, failed + r.failed, dead + r.dead)
+    return counts
 
 
 def fail(token: uuid.UUID, ids: list[int], *, dead: bool, now: dt.datetime | None = T0) -> None:
@@ -99,8 +102,8 @@ def test_failures_count_as_failed_or_dead_and_a_lost_lease_counts_nothing(
 
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_settling_at_once_add_up(org: Organization) -> None:
-    """Eight threads claim and ack batches of one consumer and tenant at once (one rollup row
-    for them all): every ack adds its own count, none is lost."""
+    """Eight threads claim and ack batches of one consumer and tenant at once: every ack adds
+    its own count (a row per connection), none is lost."""
     emit(org, 400)
     barrier = threading.Barrier(8)
     acked: list[int] = []
@@ -123,6 +126,48 @@ def test_two_workers_settling_at_once_add_up(org: Organization) -> None:
         thread.join(timeout=60)
     assert sum(acked) == 400
     assert rows() == {("effect-a-worker", org.pk): (400, 0, 0)}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_open_settle_transaction_does_not_hold_back_another_connections_settle(
+    org: Organization,
+) -> None:
+    """One connection acks in a transaction it keeps open (as an atomic consumer's ack does
+    until its handler's work commits); another connection's ack of the same consumer, tenant
+    and minute must not wait for it: each connection writes its own rollup row."""
+    emit(org, 20)
+    first = claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="a")
+    second = claims.claim(consumers=["effect-a-worker"], batch_size=10, worker_id="b")
+    assert len(first.ids) == len(second.ids) == 10
+    acked_in_open_transaction = threading.Event()
+    finish = threading.Event()
+    errors: list[BaseException] = []
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                claims.ack(first.token, first.ids)
+                acked_in_open_transaction.set()
+                assert finish.wait(timeout=60)
+        except BaseException as error:  # reported by the test below
+            errors.append(error)
+            acked_in_open_transaction.set()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert acked_in_open_transaction.wait(timeout=60)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '5s'")  # a wait would fail, not hang
+            assert claims.ack(second.token, second.ids) == 10
+    finally:
+        finish.set()
+        thread.join(timeout=60)
+    assert errors == []
+    assert rows() == {("effect-a-worker", org.pk): (20, 0, 0)}
+    assert Rollup.objects.count() == 2  # one row per connection
 
 
 @pytest.mark.django_db
