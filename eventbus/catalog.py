@@ -5,16 +5,24 @@ Seed 000 §3 is declared here; apps declare their own types with `declare(...)` 
 `EventValidationError` and writes nothing. A breaking payload change is a new version: declare the
 new one and keep the old one with `superseded_on`; the old version stays emittable (and so
 consumable) for `SUPPORT_WINDOW` after that date.
+
+Upcasters (`@upcaster("type", from_version=N)`: a function from a version N payload to a version
+N+1 payload) let handlers see the latest version of an event stored under an older one: a
+delivery of an old event (a dead letter reprocessed after a deploy, a replay, or simply an event
+emitted just before it) is upcast, step by step, before its handler runs (`upcast`; the stored
+event stays as written). An upcast that cannot be done is an `UpcastError`: dead-lettered with
+its reason. Types without upcasters cost nothing: their payloads are handed over as stored.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from eventbus.errors import EventValidationError
+from eventbus.errors import EventValidationError, UpcastError
 
 EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
 _EVENT_TYPE_RE = re.compile(EVENT_TYPE_PATTERN)
@@ -36,6 +44,9 @@ class EventSchema:
 
 
 _schemas: dict[str, dict[int, EventSchema]] = {}
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+_upcasters: dict[str, dict[int, Upcaster]] = {}  # type -> from_version -> function
 
 
 def validate_event_type(event_type: object) -> str:
@@ -108,6 +119,67 @@ def schema_for(name: str, version: object | None, today: dt.date) -> EventSchema
             field="schema_version",
         )
     return schema
+
+
+def upcaster(name: str, *, from_version: int) -> Callable[[Upcaster], Upcaster]:
+    """Register the decorated function as the upcaster of `name` from `from_version` to the next
+    version (both must be declared first). It receives a copy of the payload and returns the
+    next version's payload, which must have that version's required fields."""
+
+    def register(function: Upcaster) -> Upcaster:
+        versions = _schemas.get(name, {})
+        if from_version not in versions or from_version + 1 not in versions:
+            raise EventValidationError(
+                f"cannot register an upcaster of {name} from v{from_version}: declare v"
+                f"{from_version} and v{from_version + 1} first",
+                field="schema_version",
+            )
+        existing = _upcasters.setdefault(name, {}).get(from_version)
+        if existing is not None and existing is not function:
+            raise EventValidationError(f"{name} already has an upcaster from v{from_version}")
+        _upcasters[name][from_version] = function
+        return function
+
+    return register
+
+
+def has_upcasters(name: str) -> bool:
+    return name in _upcasters
+
+
+def upcast(
+    name: str, version: object, payload: Mapping[str, Any], today: dt.date
+) -> tuple[int, dict[str, Any]]:
+    """(version, payload) brought as far up as the upcasters go; raises UpcastError when the
+    stored version is unknown, when the version reached is no longer supported and is not the
+    latest, or when an upcaster fails or returns an invalid payload."""
+    versions = _schemas.get(name, {})
+    steps = _upcasters.get(name, {})
+    if not isinstance(version, int) or isinstance(version, bool) or version not in versions:
+        raise UpcastError(
+            f"{name} v{version} is not declared in this deploy (known: "
+            f"{', '.join(f'v{v}' for v in sorted(versions))}): cannot upcast it"
+        )
+    current: dict[str, Any] = dict(payload)
+    while version in steps:
+        try:
+            current = steps[version](dict(current))
+            if not isinstance(current, dict):
+                raise TypeError(f"returned {type(current).__name__}, not a dict")
+            check_payload(versions[version + 1], current)
+        except Exception as exc:
+            raise UpcastError(
+                f"upcasting {name} v{version} to v{version + 1} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        version += 1
+    latest_version = max(versions)
+    if version != latest_version and not versions[version].is_supported(today):
+        raise UpcastError(
+            f"{name} v{version} was superseded on {versions[version].superseded_on} and its "
+            f"support window is over, and there is no upcaster from v{version} to "
+            f"v{version + 1}: declare one (eventbus.catalog.upcaster)"
+        )
+    return version, current
 
 
 def check_payload(schema: EventSchema, payload: Mapping[str, object]) -> None:

@@ -387,16 +387,19 @@ def replay(
     *,
     consumer: str,
     max_attempts: int,
+    replay_id: uuid.UUID | None = None,
     now: dt.datetime | None = None,
 ) -> list[Moved]:
     """Deliver events to `consumer` again (restored archives, operator replays); returns the
-    deliveries now pending. Deliveries still running are left alone."""
+    deliveries now pending. Deliveries still running are left alone, and so are those already
+    replayed under `replay_id` (an operator replay's id, flagged on the deliveries it resets)."""
     if not event_ids:
         return []
     now = now or timezone.now()
     params: dict[str, Any] = {"ids": list(event_ids), "now": now}
+    replayed = {"consumer": consumer, "max_attempts": max_attempts, "replay_id": replay_id}
     with transaction.atomic():
-        rows = _fetch("replay", {**params, "consumer": consumer, "max_attempts": max_attempts})
+        rows = _fetch("replay", {**params, **replayed})
         _fetch("resummarise", params, rows=False)
     return [Moved(*row) for row in rows]
 

@@ -410,6 +410,7 @@ def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
 
 
 def _call(consumer: Consumer, token: uuid.UUID, event: Event) -> None:
+    event = event.upcast()  # the latest payload version the catalog's upcasters reach
     if not consumer.atomic:
         consumer.handler(event)
         return

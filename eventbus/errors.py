@@ -19,6 +19,12 @@ class PermanentError(Exception):
     """Raised by a consumer for work that can never succeed: dead-letter the delivery at once."""
 
 
+class UpcastError(PermanentError):
+    """A stored payload could not be brought to a version this deploy handles (no upcaster from
+    its version and that version's support is over, an unknown version, or an upcaster that
+    failed or produced an invalid payload): the delivery is dead-lettered with this message."""
+
+
 class ConsumerRegistrationError(ValueError):
     """A consumer declaration is invalid (bad name, bad event type, duplicate name)."""
 

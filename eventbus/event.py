@@ -7,6 +7,10 @@ import json
 import uuid
 from typing import Any
 
+from django.utils import timezone
+
+from eventbus import catalog
+
 _FIELDS = (
     "id",
     "organization_id",
@@ -137,6 +141,28 @@ class Event:
             found = {k: str(meta[k]) for k in keys if meta.get(k) is not None}
             object.__setattr__(self, "_correlation", found)
         return found
+
+    def upcast(self, today: dt.date | None = None) -> Event:
+        """This event as its handler should see it: the payload brought to the latest version
+        the catalog's upcasters reach (itself when its type has none, or nothing changed).
+        `metadata` then says `schema_version` (the new one) and `upcast_from` (the stored one).
+        Raises UpcastError (a permanent failure) when that cannot be done."""
+        if not catalog.has_upcasters(self.event_type):
+            return self
+        stored = self.metadata.get("schema_version", 1)
+        today = today or timezone.localdate()
+        version, payload = catalog.upcast(self.event_type, stored, self.payload, today)
+        if version == stored:
+            return self
+        metadata = {**self.metadata, "schema_version": version, "upcast_from": stored}
+        values = {f: getattr(self, f) for f in _FIELDS if f not in ("payload", "metadata")}
+        return Event(
+            **values,
+            payload=payload,
+            metadata=metadata,
+            correlation=self._correlation,
+            redelivery_reason=self.redelivery_reason,
+        )
 
     def _decoded(self, slot: str) -> dict[str, Any]:
         value: dict[str, Any] | str = getattr(self, slot)

@@ -180,6 +180,9 @@ class Delivery(models.Model):
     # stalled past its lease, disconnected): handlers see it as `event.redelivered`.
     redelivered = models.BooleanField(default=False, db_default=False)
     redelivery_reason = models.TextField(null=True, blank=True)
+    # Set by an operator's replay of this consumer over a time window (eventbus/replays.py): the
+    # run it queued is a replay, and the same replay never queues it twice.
+    replay_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "deliveries"

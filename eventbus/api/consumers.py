@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from core.api.schema import REQUEST_ID_PARAMETER, errors
 from core.api.views import ApiView
 from core.models import SYSTEM_ORGANIZATION_ID
-from eventbus import pauses, services
+from eventbus import pauses, replays, services
 from eventbus.api import scopes
 from eventbus.registry import registry
 
@@ -154,3 +154,105 @@ class ConsumerResumeView(ConsumerView):
     )
     def post(self, request: Any, consumer: str) -> Response:
         return self.act(request, consumer, ResumeSerializer, services.consumer_resume)
+
+
+class ReplaySerializer(serializers.Serializer):
+    since = serializers.DateTimeField(help_text="Start of the window (events emitted at or after).")
+    until = serializers.DateTimeField(
+        required=False, help_text="End of the window, exclusive (default: now)."
+    )
+    event_type = serializers.CharField(
+        required=False, help_text="Only this event type (one the consumer consumes)."
+    )
+    organization_id = serializers.UUIDField(
+        required=False,
+        help_text="System-organization keys only: replay one organization (default: all).",
+    )
+    reason = serializers.CharField(max_length=2000, help_text="Why (kept in the audit trail).")
+    dry_run = serializers.BooleanField(default=False, help_text="Count only; change nothing.")
+    replay_id = serializers.UUIDField(
+        required=False, help_text="Continue an earlier replay (nothing is queued twice)."
+    )
+
+
+class ReplayReportSerializer(serializers.Serializer):
+    replay_id = serializers.UUIDField()
+    consumer = serializers.CharField()
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    organization_id = serializers.UUIDField(allow_null=True)
+    event_types = serializers.ListField(child=serializers.CharField())
+    matched = serializers.IntegerField(help_text="Events in the window.")
+    queued = serializers.IntegerField(help_text="Deliveries queued to run again.")
+    left = serializers.IntegerField(
+        help_text="Events not queued: pending or running already, or replayed under this id."
+    )
+    dry_run = serializers.BooleanField()
+    by_status = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Dry run: the consumer's deliveries of the matched events by status.",
+    )
+
+
+class ConsumerReplayView(ApiView):
+    required_scopes = {"POST": scopes.CONSUMERS_REPLAY}
+
+    @extend_schema(
+        operation_id="consumers_replay",
+        summary="Replay a consumer over a time window (its deliveries run again)",
+        description=(
+            "Runs the consumer again over the events emitted in [`since`, `until`): each of its "
+            "deliveries that is done, dead or discarded gets fresh attempts (a missing one is "
+            "created), flagged with the replay's id; pending or running ones are left alone and "
+            "no other consumer is touched. A key replays its own organization's events only; a "
+            "key of the system organization may name one organization or replay all. Sending "
+            "the same `replay_id` again queues nothing twice. Use `dry_run` to see what would "
+            "run. Audited. Registered consumers only (to re-send webhooks, use event reprocess)."
+        ),
+        request=ReplaySerializer,
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={200: ReplayReportSerializer, **errors(400, 404, 413, 415)},
+    )
+    def post(self, request: Any, consumer: str) -> Response:
+        if registry.find(consumer) is None:
+            raise NotFound("No such consumer.")
+        client = self.client(request)
+        data = self.validated(ReplaySerializer, request.data)
+        organization_id: uuid.UUID | None = client.organization_id
+        if organization_id == SYSTEM_ORGANIZATION_ID:
+            organization_id = data.get("organization_id")
+        elif "organization_id" in data:
+            raise serializers.ValidationError(
+                {"organization_id": ["Only keys of the system organization may name one."]}
+            )
+        try:
+            target = replays.window(
+                consumer=consumer,
+                since=data["since"],
+                until=data.get("until"),
+                organization_id=organization_id,
+                event_type=data.get("event_type"),
+            )
+            report = replays.replay(
+                target,
+                actor=client.actor,
+                reason=data["reason"],
+                replay_id=data.get("replay_id"),
+                dry_run=data["dry_run"],
+            )
+        except replays.ReplayError as exc:
+            raise serializers.ValidationError({"detail": [str(exc)]}) from None
+        body = {
+            "replay_id": report.replay_id,
+            "consumer": consumer,
+            "since": target.since,
+            "until": target.until,
+            "organization_id": target.organization_id,
+            "event_types": report.event_types,
+            "matched": report.matched,
+            "queued": report.queued,
+            "left": report.left,
+            "dry_run": report.dry_run,
+            "by_status": report.by_status,
+        }
+        return Response(ReplayReportSerializer(body).data)

@@ -20,3 +20,8 @@ CONSUMERS_WRITE = declare(
     "Pause and resume consumers (platform keys) or the key's own webhook "
     "subscriptions (POST /api/v1/consumers/<name>/pause|resume).",
 )
+CONSUMERS_REPLAY = declare(
+    "consumers:replay",
+    "Replay a consumer over a time window: its deliveries of the key's organization's events "
+    "run again (POST /api/v1/consumers/<name>/replay).",
+)

@@ -26,6 +26,11 @@ v1_urlpatterns = [
         consumers.ConsumerResumeView.as_view(),
         name="consumer-resume",
     ),
+    path(
+        "consumers/<str:consumer>/replay",
+        consumers.ConsumerReplayView.as_view(),
+        name="consumer-replay",
+    ),
 ]
 
 # Seed 004 names these without a version prefix: /api/outbox, /api/outbox/{id}/reprocess.

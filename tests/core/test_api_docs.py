@@ -34,6 +34,7 @@ def test_schema_is_openapi_3_with_every_endpoint_and_the_error_shape() -> None:
         "/api/v1/consumers/{consumer}",
         "/api/v1/consumers/{consumer}/pause",
         "/api/v1/consumers/{consumer}/resume",
+        "/api/v1/consumers/{consumer}/replay",
         "/api/outbox",
         "/api/outbox/{event_id}/reprocess",
         "/api/v1/webhooks/subscriptions",

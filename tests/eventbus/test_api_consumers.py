@@ -78,3 +78,63 @@ def test_unknown_consumers_and_missing_reasons(platform: Organization) -> None:
     error_of(client.get("/api/v1/consumers/no-such-worker"), 404, "not_found")
     response = client.post(f"{BASE}/pause", "{}", content_type=JSON)
     assert "reason" in error_of(response, 400, "validation_error")["fields"]
+
+
+def test_a_key_replays_a_consumer_over_a_window_dry_run_first(
+    org: Organization, side_effects: None
+) -> None:
+    for n in range(3):
+        eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": n})
+    worker = Worker(WorkerOptions(consumers=["effect-a-worker", "effect-b-worker"], listen=False))
+    while worker.run_once():
+        pass
+    client = api_client(org, "consumers:replay")
+    body = {"since": "2020-01-01T00:00:00Z", "reason": "handler bug fixed", "dry_run": True}
+    dry = client.post(f"{BASE}/replay", body, format="json")
+    assert dry.status_code == 200, dry.content
+    assert (dry.json()["matched"], dry.json()["queued"], dry.json()["by_status"]) == (
+        3,
+        0,
+        {"done": 3},
+    )
+    done = client.post(f"{BASE}/replay", {**body, "dry_run": False}, format="json")
+    assert (done.json()["queued"], done.json()["event_types"]) == (3, ["test.effect"])
+    replay_id = done.json()["replay_id"]
+    assert Delivery.objects.filter(replay_id=replay_id, consumer="effect-a-worker").count() == 3
+    assert not Delivery.objects.filter(consumer="effect-b-worker", status="pending").exists()
+    again = client.post(
+        f"{BASE}/replay", {**body, "dry_run": False, "replay_id": replay_id}, format="json"
+    )
+    assert again.json()["queued"] == 0
+    [entry] = AuditLog.objects.filter(action="consumer.replay")
+    assert entry.organization_id == org.pk and entry.actor.startswith("api_key:")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "message"),
+    [
+        (f"{BASE}/replay", {"reason": "r"}, 400, "since"),
+        (f"{BASE}/replay", {"since": "2020-01-01T00:00:00Z"}, 400, "reason"),
+        (
+            f"{BASE}/replay",
+            {"since": "2020-01-01T00:00:00Z", "reason": "r", "event_type": "lead.created"},
+            400,
+            "does not consume",
+        ),
+        ("/api/v1/consumers/nobody/replay", {"since": "2020-01-01T00:00:00Z"}, 404, "consumer"),
+    ],
+)
+def test_replay_mistakes_get_clear_errors_and_change_nothing(
+    org: Organization, path: str, body: dict[str, str], status: int, message: str
+) -> None:
+    eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    response = api_client(org, "consumers:replay").post(path, body, format="json")
+    assert response.status_code == status, response.content
+    assert message in str(response.json())
+    assert not Delivery.objects.filter(replay_id__isnull=False).exists()
+
+
+def test_replay_needs_its_own_scope(org: Organization) -> None:
+    body = {"since": "2020-01-01T00:00:00Z", "reason": "r"}
+    response = api_client(org, "consumers:write").post(f"{BASE}/replay", body, format="json")
+    assert response.status_code == 403

@@ -74,6 +74,11 @@ OBJECT_ENDPOINTS = [
     ("get", "/api/v1/consumers/{consumer}", None),
     ("post", "/api/v1/consumers/{consumer}/pause", {"reason": "not yours"}),
     ("post", "/api/v1/consumers/{consumer}/resume", None),
+    (
+        "post",
+        "/api/v1/consumers/{consumer}/replay",
+        {"since": "2020-01-01T00:00:00Z", "reason": "not yours"},
+    ),
     ("get", "/api/v1/lgpd/data-requests/{request_id}", None),
     ("get", "/api/v1/lgpd/data-requests/{request_id}/export", None),
 ]
@@ -188,3 +193,23 @@ def test_b_acting_on_its_own_event_leaves_as_dlq_alone(
     assert response.json()["moved"] == 1
     a_delivery = Delivery.objects.get(event_id=a_world["event_id"])
     assert a_delivery.status == "dead"
+
+
+def test_b_replaying_a_shared_consumer_replays_its_own_events_only(
+    a_world: dict[str, str], org_b: Organization
+) -> None:
+    (b_dead,) = [d for d in dead_flaky(org_b) if d.organization_id == org_b.pk]
+    client = api_client(org_b)
+    body = {"since": "2020-01-01T00:00:00Z", "reason": "retry ours"}
+    response = client.post("/api/v1/consumers/flaky-worker/replay", body, format="json")
+    assert response.status_code == 200, response.content
+    assert (response.json()["organization_id"], response.json()["queued"]) == (str(org_b.pk), 1)
+    assert Delivery.objects.get(pk=b_dead.pk).status == "pending"
+    assert Delivery.objects.get(event_id=a_world["event_id"]).status == "dead"
+    named = client.post(
+        "/api/v1/consumers/flaky-worker/replay",
+        {**body, "organization_id": a_world["subscription_id"]},
+        format="json",
+    )
+    assert named.status_code == 400  # the tenant comes from the key, never the body
+    assert "system organization" in str(named.json())

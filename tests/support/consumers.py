@@ -217,3 +217,17 @@ def recovering(event: eventbus.Event) -> None:
     if row and row[0]:
         raise ConnectionRefusedError(f"downstream API down (n={event.payload['n']})")
     record_run(event)
+
+
+# Upcasting (eventbus.catalog.upcaster): the handler of a "v2 deploy" that needs amount_cents.
+catalog.declare("test.versioned", required=["amount"], description="tests: payload versions")
+VERSIONED_SEEN: list[dict[str, object]] = []  # (in-process workers) what the handler was given
+
+
+@eventbus.consumer("versioned-worker", events=["test.versioned"], max_attempts=1)
+def versioned(event: eventbus.Event) -> None:
+    """Expects the v2 payload: a v1 one (no amount_cents) fails with a KeyError."""
+    VERSIONED_SEEN.append(
+        {"payload": dict(event.payload), "version": event.metadata.get("schema_version")}
+    )
+    int(event.payload["amount_cents"])
