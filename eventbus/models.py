@@ -367,7 +367,10 @@ class ConsumerState(models.Model):
 
     class Meta:
         db_table = "eventbus_consumer_state"
-        permissions = [("pause_consumer", "Can pause and resume consumers")]
+        permissions = [
+            ("pause_consumer", "Can pause and resume consumers"),
+            ("replay_consumer", "Can replay a consumer over a time window"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.consumer}: {self.state}"

@@ -1,8 +1,12 @@
-"""Console pages for running the bus: the worker processes, and the consumers with their pause
-and circuit-breaker states (pause / resume, audited, through eventbus.services)."""
+"""Console pages for running the bus: the worker processes, the consumers with their pause and
+circuit-breaker states (pause / resume, audited, through eventbus.services), and the replay of
+one consumer over a time window (eventbus.replays: preview first, then replay, audited)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -11,9 +15,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core import workers
-from eventbus import selectors, services
+from core.models import Organization
+from eventbus import replays, selectors, services
+from eventbus.registry import registry
 
 PAUSE_PERMISSION = "eventbus.pause_consumer"
+REPLAY_PERMISSION = "eventbus.replay_consumer"
 
 
 def workers_view(request: HttpRequest) -> TemplateResponse:
@@ -40,8 +47,90 @@ def consumers_view(request: HttpRequest) -> TemplateResponse:
         "title": "Consumers",
         "lines": selectors.consumer_lines(),
         "can_pause": request.user.has_perm(PAUSE_PERMISSION),
+        "can_replay": request.user.has_perm(REPLAY_PERMISSION),
     }
     return TemplateResponse(request, "admin/eventbus/consumers.html", context)
+
+
+class ReplayForm(forms.Form):
+    since = forms.DateTimeField(
+        help_text="Events emitted at or after this time (your time zone)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    until = forms.DateTimeField(
+        required=False,
+        help_text="... and before this one (empty: now)",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
+    organization = forms.ModelChoiceField(
+        Organization.objects.order_by("name"), required=False, empty_label="every organization"
+    )
+    event_type = forms.ChoiceField(required=False)
+    reason = forms.CharField(
+        max_length=2000,
+        help_text="Why (kept in the audit log)",
+        widget=forms.TextInput(attrs={"size": 60}),
+    )
+
+    def __init__(self, *args: Any, consumer: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        event_type = self.fields["event_type"]
+        assert isinstance(event_type, forms.ChoiceField)
+        events = registry.get(consumer).events
+        event_type.choices = [("", "every type it consumes")] + [(e, e) for e in events]
+
+    def window(self, consumer: str) -> replays.Window:
+        data = self.cleaned_data
+        organization = data.get("organization")
+        return replays.window(
+            consumer=consumer,
+            since=data["since"],
+            until=data.get("until"),
+            organization_id=organization.pk if organization else None,
+            event_type=data.get("event_type") or None,
+        )
+
+
+def consumer_replay_view(request: HttpRequest, consumer: str) -> HttpResponse:
+    """GET the form; POST "preview" (a dry run: counts by status) or "replay" (queues, audits,
+    back to the consumers page with the replay's id and counts)."""
+    _require(request, REPLAY_PERMISSION)
+    if registry.find(consumer) is None:
+        messages.error(request, f"No registered consumer named {consumer!r}")
+        return HttpResponseRedirect(reverse("eventbus_ops:consumers"))
+    form = ReplayForm(request.POST or None, consumer=consumer)
+    preview: replays.ReplayReport | None = None
+    if request.method == "POST" and form.is_valid():
+        dry = "replay" not in request.POST
+        try:
+            report = replays.replay(
+                form.window(consumer),
+                actor=f"admin:{request.user.get_username()}",
+                reason=form.cleaned_data["reason"],
+                dry_run=dry,
+            )
+        except replays.ReplayError as exc:
+            form.add_error(None, str(exc))
+        else:
+            if dry:
+                preview = report
+            else:
+                messages.success(
+                    request,
+                    f"Replay {report.replay_id} of {consumer}: {report.queued} deliveries "
+                    f"queued, {report.left} left (pending, running or replayed already) of "
+                    f"{report.matched} events in the window",
+                )
+                return HttpResponseRedirect(reverse("eventbus_ops:consumers"))
+    context = {
+        **admin.site.each_context(request),
+        "title": f"Replay {consumer}",
+        "consumer": consumer,
+        "form": form,
+        "preview": preview,
+        "preview_rows": sorted(preview.by_status.items()) if preview else [],
+    }
+    return TemplateResponse(request, "admin/eventbus/consumer_replay.html", context)
 
 
 @require_POST

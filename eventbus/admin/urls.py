@@ -19,4 +19,9 @@ urlpatterns = [
         admin.site.admin_view(control.consumer_action_view),
         name="consumer-action",
     ),
+    re_path(
+        r"^consumers/(?P<consumer>[^/]+)/replay/$",
+        admin.site.admin_view(control.consumer_replay_view),
+        name="consumer-replay",
+    ),
 ]

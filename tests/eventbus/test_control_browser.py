@@ -24,7 +24,12 @@ from tests.support.waiting import wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "pw-Console-1"
-OPERATOR = ("core.view_workerprocess", "eventbus.view_consumerstate", "eventbus.pause_consumer")
+OPERATOR = (
+    "core.view_workerprocess",
+    "eventbus.view_consumerstate",
+    "eventbus.pause_consumer",
+    "eventbus.replay_consumer",
+)
 FAST_BEATS = {"HEARTBEAT_SECONDS": 0.3, "STALE_AFTER_BEATS": 3}  # stale after ~1 s of silence
 
 
@@ -208,3 +213,39 @@ def test_circuit_breaker_opens_then_closes_in_the_admin(
         timeout=30,
         what=drain.output,
     )
+
+
+def test_replay_a_consumer_from_the_admin_preview_first(
+    browser: Any, live_server: Any, org: Organization, side_effects: None
+) -> None:
+    for n in range(3):
+        eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": n})
+    worker = Worker(WorkerOptions(consumers=["effect-a-worker", "effect-b-worker"], listen=False))
+    while worker.run_once():
+        pass
+    ui = console(browser, live_server.url)
+    ui.driver.set_window_size(1280, 900)
+    ui.open("/admin/ops/consumers/")
+    ui.click_link("Replay…", within="tr[data-consumer='effect-a-worker']")
+    ui.wait_for_text("no other consumer is touched")
+    since = ui.find("input[name=since]")
+    ui.driver.execute_script("arguments[0].value = '2020-01-01T00:00'", since)
+    ui.find("input[name=reason]").send_keys("effect-a had a bug for two hours")
+    ui.find("button[name=preview]").click()
+    ui.wait_for_text("3 events of test.effect in the window")
+    assert ui.find("tr[data-status='done']").text.split()[:2] == ["done", "3"]
+    assert ui.horizontal_overflow() == 0
+    assert not Delivery.objects.filter(replay_id__isnull=False).exists()  # a preview only
+    ui.shot("control-08-replay-preview", width=1280)
+
+    ui.find("button[name=replay]").click()
+    ui.wait_for_text("3 deliveries queued")
+    ui.shot("control-09-replay-queued", width=1280)
+    replayed = Delivery.objects.filter(replay_id__isnull=False)
+    assert {(d.consumer, d.status) for d in replayed} == {("effect-a-worker", "pending")}
+    assert replayed.count() == 3
+    assert set(
+        Delivery.objects.filter(consumer="effect-b-worker").values_list("status", flat=True)
+    ) == {"done"}
+    [entry] = AuditLog.objects.filter(action="consumer.replay")
+    assert (entry.actor, entry.reason) == ("admin:ops", "effect-a had a bug for two hours")
