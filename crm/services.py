@@ -38,7 +38,8 @@ def order_confirm(
     `phase` to write on the order (an order.pre pipeline's set-status). `fields`: other Order
     fields (customer, shipping, Nuvemshop ids). `also_emit`: more events (`emit` keyword
     arguments: event_type, entity_kind, payload, idempotency_key...), written in the same
-    transaction with `causation_id` = the `order.confirmed` event's id.
+    transaction with `causation_id` = the `order.confirmed` event's id (and, for an
+    `entity_kind` of "order" without an `entity_id`, this order's id).
     """
     if not number or not number.strip():
         raise ValueError("an order number is required")
@@ -70,7 +71,11 @@ def order_confirm(
             idempotency_key=f"order.confirmed:{order.id}",
         )
         for extra in also_emit:
-            eventbus.emit(**{"organization": organization, **extra, "causation_id": confirmed.id})
+            about_order = {"entity_id": order.id} if extra.get("entity_kind") == "order" else {}
+            eventbus.emit(
+                **{"organization": organization, **about_order, **extra},
+                causation_id=confirmed.id,
+            )
     return order
 
 

@@ -23,9 +23,10 @@ def pipeline_get(organization_id: uuid.UUID, pipeline_id: uuid.UUID) -> Pipeline
     return Pipeline.objects.filter(organization_id=organization_id, pk=pipeline_id).first()
 
 
-def execution_list(pipeline: Pipeline, *, limit: int = 50) -> list[Execution]:
-    return list(
-        Execution.objects.filter(pipeline=pipeline, organization_id=pipeline.organization_id)
-        .prefetch_related("steps")
-        .order_by("-started_at", "-id")[:limit]
-    )
+def execution_list(
+    pipeline: Pipeline, *, status: str | None = None, limit: int = 50
+) -> list[Execution]:
+    rows = Execution.objects.filter(pipeline=pipeline, organization_id=pipeline.organization_id)
+    if status:
+        rows = rows.filter(status=status)
+    return list(rows.prefetch_related("steps").order_by("-started_at", "-id")[:limit])

@@ -228,4 +228,3 @@ def _as_event(row: EventLog) -> eventbus.Event:
 
 def problems_of(exc: DefinitionError) -> list[dict[str, Any]]:
     return [p.as_dict() for p in exc.problems]
-
