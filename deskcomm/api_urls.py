@@ -28,8 +28,8 @@ urlpatterns = [
     path("v1/", include(v1_urlpatterns)),
     path("v1/webhooks/", include(webhook_urlpatterns)),
     path("v1/lgpd/", include(lgpd_urlpatterns)),
-    *outbox_urlpatterns,
     path("v1/", include(pipeline_urlpatterns)),
+    *outbox_urlpatterns,
     *pipeline_seed_urlpatterns,
     re_path(r"", api_not_found),
 ]

@@ -216,6 +216,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "EventStatusEnum": "eventbus.models.Status",
         "DeliveryStatusEnum": "eventbus.models.DeliveryStatus",
+        "PipelineRunStatusEnum": "pipelines.models.RunStatus",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

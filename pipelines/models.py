@@ -12,6 +12,14 @@ from django.db import models
 from core.models import Organization
 
 
+class RunStatus(models.TextChoices):
+    """An execution's or a step's status."""
+
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
 class Pipeline(models.Model):
     """A definition (`{"nodes": [...], "edges": [...]}`) run on its trigger: `order.pre`,
     `order.post` or `event.<type>`. At most one enabled pipeline per trigger and organization."""
@@ -76,10 +84,7 @@ class Execution(models.Model):
     # never the customer's identity: the engine's context carries no customer fields.
     PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
 
-    class Status(models.TextChoices):
-        RUNNING = "RUNNING"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED = "FAILED"
+    Status = RunStatus
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(
@@ -117,10 +122,7 @@ class Step(models.Model):
 
     PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
 
-    class Status(models.TextChoices):
-        RUNNING = "RUNNING"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED = "FAILED"
+    Status = RunStatus
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="pipeline_steps"

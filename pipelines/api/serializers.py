@@ -8,6 +8,8 @@ from typing import Any
 from rest_framework import serializers
 
 from eventbus.api.serializers import StrictCharField, StrictSerializer
+from eventbus.errors import EventValidationError
+from eventbus.storable import JsonLimits, check_text, json_text
 from pipelines.models import Execution, Pipeline, Step
 
 MAX_ITEMS = 500
@@ -27,19 +29,37 @@ class PipelineListSerializer(serializers.Serializer):
     results = PipelineSerializer(many=True)
 
 
+DEFINITION_LIMITS = JsonLimits(256 * 1024, "a pipeline definition's size", 32)
+
+
 class DefinitionField(serializers.JSONField):
-    """A JSON object (validated as a definition by the service)."""
+    """A JSON object PostgreSQL can store (validated as a definition by the service)."""
 
     def to_internal_value(self, data: Any) -> Any:
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             raise serializers.ValidationError("Must be an object with `nodes` and `edges`.")
+        try:
+            json_text("definition", value, DEFINITION_LIMITS)
+        except EventValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
         return value
 
 
+class StoredCharField(StrictCharField):
+    """A JSON string a text column can hold (no NUL, no unpaired surrogate)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        try:
+            return check_text(self.field_name or "value", value)
+        except EventValidationError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
 class PipelineInputSerializer(StrictSerializer):
-    name = StrictCharField(max_length=200, min_length=1)
-    trigger = StrictCharField(
+    name = StoredCharField(max_length=200, min_length=1)
+    trigger = StoredCharField(
         max_length=120, help_text="`order.pre`, `order.post` or `event.<type>`."
     )
     enabled = serializers.BooleanField(required=False, default=True)
@@ -47,8 +67,8 @@ class PipelineInputSerializer(StrictSerializer):
 
 
 class PipelineUpdateSerializer(StrictSerializer):
-    name = StrictCharField(max_length=200, min_length=1, required=False)
-    trigger = StrictCharField(max_length=120, required=False)
+    name = StoredCharField(max_length=200, min_length=1, required=False)
+    trigger = StoredCharField(max_length=120, required=False)
     enabled = serializers.BooleanField(required=False)
     definition = DefinitionField(required=False)
 
@@ -117,25 +137,25 @@ class NestedStrictSerializer(serializers.Serializer):
 
 
 class OrderItemSerializer(NestedStrictSerializer):
-    sku = StrictCharField(max_length=64, required=False, allow_blank=True, default="")
-    name = StrictCharField(max_length=200)
+    sku = StoredCharField(max_length=64, required=False, allow_blank=True, default="")
+    name = StoredCharField(max_length=200)
     qty = serializers.IntegerField(min_value=1, max_value=1_000_000)
     unit_cents = serializers.IntegerField(min_value=0, max_value=MAX_TOTAL_CENTS)
 
 
 class CustomerSerializer(NestedStrictSerializer):
-    name = StrictCharField(max_length=200, required=False, allow_blank=True, default="")
+    name = StoredCharField(max_length=200, required=False, allow_blank=True, default="")
     email = serializers.EmailField(max_length=254, required=False, allow_blank=True, default="")
-    phone = StrictCharField(max_length=32, required=False, allow_blank=True, default="")
+    phone = StoredCharField(max_length=32, required=False, allow_blank=True, default="")
 
 
 class OrderCreateSerializer(StrictSerializer):
-    number = StrictCharField(max_length=64, min_length=1, help_text="Your order number.")
+    number = StoredCharField(max_length=64, min_length=1, help_text="Your order number.")
     total_cents = serializers.IntegerField(min_value=0, max_value=MAX_TOTAL_CENTS)
     currency = serializers.RegexField(r"^[A-Z]{3}$", required=False, default="BRL")
     items = OrderItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
     customer = CustomerSerializer(required=False)
-    shipping_address = StrictCharField(max_length=2000, required=False, allow_blank=True)
+    shipping_address = StoredCharField(max_length=2000, required=False, allow_blank=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)

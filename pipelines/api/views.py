@@ -175,7 +175,8 @@ class PipelineDetailView(PipelineView):
     @operation(
         name="retrieve",
         summary="Get a pipeline",
-        description="One pipeline with its definition.",
+        description="One pipeline: its trigger, whether it is enabled, and its definition "
+        "(nodes and edges).",
         scope=PIPELINES_READ,
         responses={200: PipelineSerializer, **errors(403, 404)},
     )
@@ -222,9 +223,9 @@ class PipelineExecutionsView(PipelineView):
 class SeedPipelineExecutionsView(PipelineExecutionsView):
     @operation(
         name="executions_list_seed",
-        summary="List a pipeline's executions (seed 004's path)",
-        description="The same as `GET /api/v1/pipelines/{pipeline_id}/executions`, at the path "
-        "seed 004 documents.",
+        summary="List a pipeline's executions (unversioned path)",
+        description="The same as `GET /api/v1/pipelines/{pipeline_id}/executions`, at the "
+        "unversioned path that integrations written against the outbox API use.",
         scope=PIPELINES_READ,
         parameters=[ExecutionFilterSerializer],
         responses={200: ExecutionListSerializer, **errors(400, 403, 404)},
