@@ -57,19 +57,37 @@ class StoredCharField(StrictCharField):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """JSON true/false only: DRF's BooleanField would take 0, 1, "yes" or "off"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """JSON integers only: DRF's IntegerField would take "12" or 12.0."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
 class PipelineInputSerializer(StrictSerializer):
     name = StoredCharField(max_length=200, min_length=1)
     trigger = StoredCharField(
         max_length=120, help_text="`order.pre`, `order.post` or `event.<type>`."
     )
-    enabled = serializers.BooleanField(required=False, default=True)
+    enabled = StrictBooleanField(required=False, default=True)
     definition = DefinitionField(help_text="`{nodes, edges}`; validated, errors by node.")
 
 
 class PipelineUpdateSerializer(StrictSerializer):
     name = StoredCharField(max_length=200, min_length=1, required=False)
     trigger = StoredCharField(max_length=120, required=False)
-    enabled = serializers.BooleanField(required=False)
+    enabled = StrictBooleanField(required=False)
     definition = DefinitionField(required=False)
 
 
@@ -139,8 +157,8 @@ class NestedStrictSerializer(serializers.Serializer):
 class OrderItemSerializer(NestedStrictSerializer):
     sku = StoredCharField(max_length=64, required=False, allow_blank=True, default="")
     name = StoredCharField(max_length=200)
-    qty = serializers.IntegerField(min_value=1, max_value=1_000_000)
-    unit_cents = serializers.IntegerField(min_value=0, max_value=MAX_TOTAL_CENTS)
+    qty = StrictIntegerField(min_value=1, max_value=1_000_000)
+    unit_cents = StrictIntegerField(min_value=0, max_value=MAX_TOTAL_CENTS)
 
 
 class CustomerSerializer(NestedStrictSerializer):
@@ -151,7 +169,7 @@ class CustomerSerializer(NestedStrictSerializer):
 
 class OrderCreateSerializer(StrictSerializer):
     number = StoredCharField(max_length=64, min_length=1, help_text="Your order number.")
-    total_cents = serializers.IntegerField(min_value=0, max_value=MAX_TOTAL_CENTS)
+    total_cents = StrictIntegerField(min_value=0, max_value=MAX_TOTAL_CENTS)
     currency = serializers.RegexField(r"^[A-Z]{3}$", required=False, default="BRL")
     items = OrderItemSerializer(many=True, required=False, max_length=MAX_ITEMS)
     customer = CustomerSerializer(required=False)
