@@ -123,7 +123,7 @@ class StepInline(admin.TabularInline):
     model = Step
     extra = 0
     can_delete = False
-    fields = ["node_id", "node_type", "status", "attempts", "duration", "error", "io"]
+    fields = ("node_id", "node_type", "status", "attempts", "duration", "error", "io")
     readonly_fields = fields
     ordering = ["position"]
 
@@ -151,7 +151,7 @@ class ExecutionAdmin(admin.ModelAdmin):
     search_fields = ["=id", "=event_id", "=order_id"]
     inlines = [StepInline]
     actions = ["rerun"]
-    fields = [
+    fields = (
         "pipeline",
         "trigger",
         "status",
@@ -163,7 +163,7 @@ class ExecutionAdmin(admin.ModelAdmin):
         "started_at",
         "finished_at",
         "graph",
-    ]
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -42,6 +42,8 @@ from pipelines.models import AllowedHost, Execution, Pipeline, Step
 RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
 # Nodes whose effects on the database belong in the step's own transaction.
 TRANSACTIONAL_NODES = ("set-status", "emit-event")
+# The Order columns set-status writes, and their lengths (crm.models.Order).
+STATUS_LIMITS = {"status_tag": 64, "status_name": 200, "phase": 64}
 SENSITIVE_HEADER_WORDS = ("auth", "token", "key", "secret", "cookie", "signature")
 
 
@@ -305,7 +307,7 @@ def _set_status(state: _Run, node: Node, inputs: dict[str, Any]) -> dict[str, st
     }
     inputs.update(values)
     for name, value in values.items():
-        limit = Order._meta.get_field(name).max_length or 0
+        limit = STATUS_LIMITS[name]
         if len(value) > limit:
             raise NodeFailure(f"{name} is longer than {limit} characters")
     if state.collect:

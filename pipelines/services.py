@@ -183,6 +183,8 @@ def execution_rerun(execution: Execution, *, actor: str) -> Execution:
     post-processed. Raises ValueError for an execution that is not FAILED or has no event."""
     if execution.status != Execution.Status.FAILED:
         raise ValueError(f"only a FAILED execution can be re-run; this one is {execution.status}")
+    if execution.event_id is None:
+        raise ValueError("this execution has no trigger event to run over (order.pre runs once)")
     event = EventLog.objects.filter(
         pk=execution.event_id, organization_id=execution.organization_id
     ).first()

@@ -282,3 +282,19 @@ def test_subdomain_wildcards_in_the_allowlist(org: Organization) -> None:
     assert engine.host_allowed(org.pk, "api.erp.example.com")
     assert not engine.host_allowed(org.pk, "erp.example.com")
     assert not engine.host_allowed(org.pk, "evil-erp.example.com")
+
+
+def test_set_status_refuses_values_longer_than_the_order_columns(org: Organization) -> None:
+    from crm.models import Order as OrderModel
+
+    for name, limit in engine.STATUS_LIMITS.items():
+        assert OrderModel._meta.get_field(name).max_length == limit  # type: ignore[union-attr]
+    definition = {
+        "nodes": [
+            {"id": "start", "type": "start"},
+            {"id": "s", "type": "set-status", "config": {"statusTag": "x" * 65}},
+        ],
+        "edges": [{"from": "start", "to": "s"}],
+    }
+    outcome = run(make(org, definition), confirmed(org))
+    assert "status_tag is longer than 64" in outcome.execution.steps.get().error
