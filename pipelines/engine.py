@@ -20,6 +20,7 @@ edges, and `onError: abort` (the default) stops the run: the execution is FAILED
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -34,11 +35,12 @@ import eventbus
 from core.http import UnsendableURL, guarded_client, parse_url
 from crm.models import Order
 from eventbus import catalog
-from pipelines import templating
+from pipelines import metrics, templating
 from pipelines.conf import ALLOW_PRIVATE_SETTING, pipeline_settings
 from pipelines.definition import DefinitionError, Graph, Node, parse
 from pipelines.models import AllowedHost, Execution, Pipeline, Step
 
+logger = logging.getLogger(__name__)
 RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
 # Nodes whose effects on the database belong in the step's own transaction.
 TRANSACTIONAL_NODES = ("set-status", "emit-event")
@@ -220,6 +222,7 @@ def _finish_step(
     step.output_excerpt = excerpt(result.output) if result.output is not None else ""
     step.output = bounded(result.output)
     step.error = result.error[: pipeline_settings.EXCERPT_CHARS]
+    metrics.STEP_SECONDS.labels(step.node_type, step.status).observe(time.monotonic() - started)
     if save:
         step.save()
 
@@ -368,6 +371,21 @@ def _finish(state: _Run, status: str, node_id: str, error: str) -> Outcome:
     execution.finished_at = timezone.now()
     if not state.collect:
         execution.save(update_fields=["status", "failed_node", "error", "finished_at"])
+    metrics.EXECUTIONS.labels(metrics.trigger_kind(execution.trigger), status).inc()
+    if status == FAILED:
+        logger.warning(
+            "pipeline execution %s failed at %s: %s",
+            execution.id,
+            node_id or "-",
+            error,
+            extra={
+                "execution_id": str(execution.id),
+                "pipeline_id": str(state.pipeline.pk),
+                "organization_id": str(state.pipeline.organization_id),
+                "event_id": str(state.event_id) if state.event_id else None,
+                "attempt": execution.attempts,
+            },
+        )
     return state.outcome
 
 

@@ -298,3 +298,29 @@ def test_set_status_refuses_values_longer_than_the_order_columns(org: Organizati
     }
     outcome = run(make(org, definition), confirmed(org))
     assert "status_tag is longer than 64" in outcome.execution.steps.get().error
+
+
+def test_runs_and_steps_are_counted(org: Organization, erp: Receiver) -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    failed = sample("deskcomm_pipelines_executions_total", trigger="order.post", status="FAILED")
+    steps = sample(
+        "deskcomm_pipelines_step_duration_seconds_count", node_type="http-request", status="FAILED"
+    )
+    erp.replies["/orders"] = Reply(status=500)
+    run(make(org, seed_example(erp.url("/orders"))), confirmed(org))
+    assert (
+        sample("deskcomm_pipelines_executions_total", trigger="order.post", status="FAILED")
+        == failed + 1
+    )
+    assert (
+        sample(
+            "deskcomm_pipelines_step_duration_seconds_count",
+            node_type="http-request",
+            status="FAILED",
+        )
+        == steps + 1
+    )
