@@ -105,40 +105,9 @@ def run(
 ) -> Outcome:
     """Run `pipeline` over `context`; see the module docstring. Never raises for a node's
     failure: the outcome's execution says FAILED, with the node and the error."""
-    now = timezone.now()
-    previous: dict[str, Step] = {}
-    if collect or event_id is None:
-        execution = Execution(
-            organization_id=pipeline.organization_id,
-            pipeline=pipeline,
-            trigger=pipeline.trigger,
-            event_id=event_id,
-            order_id=order_id,
-            started_at=now,
-        )
-        if not collect:
-            execution.save(force_insert=True)
-    else:
-        execution, created = Execution.objects.get_or_create(
-            pipeline=pipeline,
-            event_id=event_id,
-            defaults={
-                "organization_id": pipeline.organization_id,
-                "trigger": pipeline.trigger,
-                "order_id": order_id,
-                "started_at": now,
-            },
-        )
-        if not created:
-            previous = {s.node_id: s for s in execution.steps.all()}
-            if execution.status == SUCCEEDED:
-                return Outcome(execution, list(previous.values()), already_succeeded=True)
-            execution.attempts += 1
-            execution.status, execution.error, execution.failed_node = RUNNING, "", ""
-            execution.finished_at = None
-            execution.save(
-                update_fields=["attempts", "status", "error", "failed_node", "finished_at"]
-            )
+    execution, previous = _begin(pipeline, event_id, order_id, collect=collect)
+    if execution.status == SUCCEEDED:  # a redelivery of an event already handled
+        return Outcome(execution, list(previous.values()), already_succeeded=True)
     outcome = Outcome(execution, [])
     state = _Run(pipeline, execution, {**context, "steps": {}}, collect, event_id, outcome)
     try:
@@ -146,6 +115,39 @@ def run(
     except DefinitionError as exc:
         return _finish(state, FAILED, "", f"the definition does not validate: {exc}")
     return _walk(state, graph, previous)
+
+
+def _begin(
+    pipeline: Pipeline,
+    event_id: uuid.UUID | None,
+    order_id: uuid.UUID | str | None,
+    *,
+    collect: bool,
+) -> tuple[Execution, dict[str, Step]]:
+    """A new execution, or the event's earlier one (RUNNING again) with its steps by node."""
+    fields = {
+        "organization_id": pipeline.organization_id,
+        "trigger": pipeline.trigger,
+        "order_id": order_id,
+        "started_at": timezone.now(),
+    }
+    if collect or event_id is None:
+        execution = Execution(pipeline=pipeline, event_id=event_id, **fields)
+        if not collect:
+            execution.save(force_insert=True)
+        return execution, {}
+    execution, created = Execution.objects.get_or_create(
+        pipeline=pipeline, event_id=event_id, defaults=fields
+    )
+    if created:
+        return execution, {}
+    previous = {s.node_id: s for s in execution.steps.all()}
+    if execution.status != SUCCEEDED:
+        execution.attempts += 1
+        execution.status, execution.error, execution.failed_node = RUNNING, "", ""
+        execution.finished_at = None
+        execution.save(update_fields=["attempts", "status", "error", "failed_node", "finished_at"])
+    return execution, previous
 
 
 def _walk(state: _Run, graph: Graph, previous: dict[str, Step]) -> Outcome:
@@ -237,6 +239,8 @@ def _execute(state: _Run, node: Node, inputs: dict[str, Any]) -> NodeResult:
         return NodeResult(True, NODE_RUNNERS[node.type](state, node, inputs))
     except (templating.TemplateFailure, NodeFailure) as exc:
         return NodeResult(False, error=str(exc))
+    except (TypeError, ValueError) as exc:  # what a rendered value made unusable
+        return NodeResult(False, error=f"{type(exc).__name__}: {exc}")
 
 
 def _http_request(state: _Run, node: Node, inputs: dict[str, Any]) -> dict[str, Any]:

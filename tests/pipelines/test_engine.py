@@ -324,3 +324,13 @@ def test_runs_and_steps_are_counted(org: Organization, erp: Receiver) -> None:
         )
         == steps + 1
     )
+
+
+def test_a_header_the_client_cannot_send_is_a_step_error(org: Organization, erp: Receiver) -> None:
+    definition = seed_example(erp.url("/orders"))
+    definition["nodes"][1]["config"]["headers"] = {"X-Order": "{{ orderNumber }}\r\nX-Evil: 1"}
+    outcome = run(make(org, definition), confirmed(org))
+    assert outcome.failed
+    step = outcome.execution.steps.get(node_id="notify")
+    assert step.status == "FAILED" and step.error
+    assert erp.requests == []
