@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import eventbus
@@ -37,6 +37,8 @@ from pipelines.definition import (
 from pipelines.models import Execution, Pipeline
 
 EVENT_WORKER = "pipeline-event-worker"
+# Serialises order_create per (organization, number) until the transaction ends.
+ORDER_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('pipelines.order'), hashtext(%s))"
 
 
 class PipelineConflict(ValueError):
@@ -144,10 +146,7 @@ def order_create(
 ) -> tuple[Order, Execution | None]:
     """Seed 004's `POST /orders`: order.pre in the request, then one transaction (see module)."""
     number = number.strip()
-    if Order.objects.filter(
-        organization=organization, number=number, status=Order.Status.CONFIRMED
-    ).exists():
-        raise OrderExists(f"order {number!r} is already confirmed")
+    _refuse_confirmed(organization, number)
     pipeline = selectors.enabled_pipeline(organization.pk, TRIGGER_ORDER_PRE)
     outcome = None
     if pipeline is not None:
@@ -162,6 +161,10 @@ def order_create(
         if outcome.failed:
             raise PreFailed(outcome.execution)
     with transaction.atomic():
+        # Two requests for one number: the second waits here, then sees the first's order.
+        with connection.cursor() as cursor:
+            cursor.execute(ORDER_LOCK_SQL, [f"{organization.pk}:{number}"])
+        _refuse_confirmed(organization, number)
         order = order_confirm(
             organization=organization,
             number=number,
@@ -175,6 +178,13 @@ def order_create(
         if outcome is not None:
             outcome.save(order_id=order.pk)
     return order, outcome.execution if outcome else None
+
+
+def _refuse_confirmed(organization: Organization, number: str) -> None:
+    if Order.objects.filter(
+        organization=organization, number=number, status=Order.Status.CONFIRMED
+    ).exists():
+        raise OrderExists(f"order {number!r} is already confirmed")
 
 
 def execution_rerun(execution: Execution, *, actor: str) -> Execution:

@@ -251,3 +251,34 @@ def test_executions_with_their_steps_at_both_paths(org: Organization, receiver: 
     error_of(
         client.get(f"/api/v1/pipelines/{pipeline.pk}/executions?limit=0"), 400, "validation_error"
     )
+
+
+def test_an_order_confirmed_while_order_pre_ran_is_a_409(
+    org: Organization, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another request confirmed the same number while this one's order.pre ran: 409, and
+    this request's order.pre events are not written."""
+    from crm.services import order_confirm
+
+    pre_pipeline(
+        org,
+        [
+            {
+                "id": "e",
+                "type": "emit-event",
+                "config": {"eventType": "test.job", "payload": {"n": 1}},
+            }
+        ],
+    )
+    real_run = engine.run
+
+    def run_then_lose_the_race(*args: Any, **kwargs: Any) -> engine.Outcome:
+        outcome = real_run(*args, **kwargs)
+        order_confirm(organization=org, number=ORDER["number"], total_cents=2500)
+        return outcome
+
+    monkeypatch.setattr(engine, "run", run_then_lose_the_race)
+    error_of(api_client(org).post("/api/v1/orders", ORDER, format="json"), 409, "invalid_state")
+    assert EventLog.objects.filter(event_type="order.confirmed").count() == 1
+    assert not EventLog.objects.filter(event_type="test.job").exists()
+    assert not Execution.objects.exists()
