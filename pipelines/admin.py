@@ -4,6 +4,7 @@ action for failed ones. Writes go through pipelines.services (validated, audited
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -19,8 +20,17 @@ from pipelines.definition import DefinitionError, parse
 from pipelines.models import AllowedHost, Execution, Pipeline, Step
 
 
+class DefinitionField(forms.JSONField):
+    """The definition as indented JSON, one node per few lines, easy to edit."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict | list):
+            return json.dumps(value, indent=2, ensure_ascii=False)
+        return super().prepare_value(value)
+
+
 class PipelineForm(forms.ModelForm):
-    definition = forms.JSONField(
+    definition = DefinitionField(
         widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "style": "font-family:monospace"}),
         help_text='{"nodes": [...], "edges": [...]} (seed 004\'s shape). Node types: start, '
         "http-request, set-status, emit-event, condition.",
@@ -170,6 +180,19 @@ class ExecutionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        """Read-only: no save buttons (the change permission only gates the re-run action)."""
+        read_only = {"show_save": False, "show_save_and_continue": False}
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), **read_only}
+        )
 
     @admin.display(description="graph (step status)")
     def graph(self, obj: Execution) -> SafeString:

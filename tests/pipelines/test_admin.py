@@ -71,6 +71,7 @@ def test_a_valid_definition_is_saved_through_the_service_and_drawn(
         assert f'data-node="{node}"' in page
     assert 'data-from="notify" data-to="ok"' in page
     assert ">success</text>" in page
+    assert '\n  &quot;nodes&quot;: [\n' in page  # the definition as indented JSON
 
     second = admin_client.post(ADD, form(org, seed_example("https://erp.example.com/x")))
     assert second.status_code == 200
@@ -120,6 +121,7 @@ def test_a_failed_execution_shows_its_steps_and_is_re_run(
     page = admin_client.get(f"/admin/pipelines/execution/{execution.pk}/change/").content.decode()
     assert "FAILED" in page and "HTTP 500" in page and " ms" in page
     assert 'data-node="notify"' in page and "#c62828" in page  # the failed node, in red
+    assert 'name="_save"' not in page  # read-only: no save button
 
     receiver.replies["/orders"] = Reply(status=200)
     response = admin_client.post(
