@@ -71,7 +71,7 @@ def test_a_valid_definition_is_saved_through_the_service_and_drawn(
         assert f'data-node="{node}"' in page
     assert 'data-from="notify" data-to="ok"' in page
     assert ">success</text>" in page
-    assert '\n  &quot;nodes&quot;: [\n' in page  # the definition as indented JSON
+    assert "\n  &quot;nodes&quot;: [\n" in page  # the definition as indented JSON
 
     second = admin_client.post(ADD, form(org, seed_example("https://erp.example.com/x")))
     assert second.status_code == 200
