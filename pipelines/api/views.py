@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from core.api import idempotency
 from core.api.errors import InvalidState, error_body
 from core.api.permissions import HasRequiredScope
 from core.api.schema import REQUEST_ID_PARAMETER, ErrorSerializer, errors
@@ -68,6 +69,28 @@ SEED_EXAMPLE = OpenApiExample(
             ],
         },
     },
+)
+IDEMPOTENCY_SCOPE = "orders.create"
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    idempotency.HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Retry safely: the same key and body within 24 h replays the first response "
+    "(with `Idempotent-Replayed: true`); the same key with another body is a 409. A 422 or "
+    "409 is not stored: a corrected retry with the same key runs.",
+)
+ORDER_FIELDS = (
+    "id",
+    "number",
+    "status",
+    "total_cents",
+    "currency",
+    "items",
+    "status_tag",
+    "status_name",
+    "phase",
+    "confirmed_at",
 )
 PRE_FAILED = OpenApiResponse(
     ErrorSerializer,
@@ -246,9 +269,11 @@ class OrdersView(ApiView):
         "`order.confirmed` event (a fat event: totals, external codes, items) and the events "
         "order.pre's `emit-event` nodes produced (each with `causation_id` = the "
         "order.confirmed event) in one transaction. A failing order.pre is a 422 naming the "
-        "step, and nothing is written. A number already confirmed is a 409.",
+        "step, and nothing is written. A number already confirmed is a 409. Send an "
+        "`Idempotency-Key` to retry safely.",
         scope=ORDERS_WRITE,
         request=OrderCreateSerializer,
+        parameters=[IDEMPOTENCY_PARAMETER],
         responses={
             201: OrderSerializer,
             422: PRE_FAILED,
@@ -257,27 +282,46 @@ class OrdersView(ApiView):
     )
     def post(self, request: Any) -> Response:
         data = self.validated(OrderCreateSerializer, request.data)
-        customer = data.pop("customer", None) or {}
-        fields = {
-            "customer_name": customer.get("name", ""),
-            "customer_email": customer.get("email", ""),
-            "customer_phone": customer.get("phone", ""),
-            "shipping_address": data.pop("shipping_address", ""),
-        }
+        key = idempotency.key_from(request)
         try:
-            order, execution = services.order_create(
-                organization=request.auth.organization,  # the key's, never the body's
-                fields=fields,
-                **data,
+            if key is None:
+                return Response(_create_order(request, data), status=status.HTTP_201_CREATED)
+            outcome = idempotency.run_once(
+                organization_id=self.client(request).organization_id,
+                scope=IDEMPOTENCY_SCOPE,
+                key=key,
+                request_hash=idempotency.body_hash(request.data),
+                work=lambda: (status.HTTP_201_CREATED, _create_order(request, data)),
             )
         except services.OrderExists as exc:
             raise InvalidState(str(exc)) from None
-        except services.PreFailed as exc:
+        except services.PreFailed as exc:  # raised inside the work: the key is rolled back too
             message = f"The order.pre pipeline failed at step {exc.node!r}; nothing was written."
             body = error_body("pipeline_failed", message, {f"pipeline.{exc.node}": [str(exc)]})
             return Response(body, status=422)
-        result = {
-            **{f: getattr(order, f) for f in OrderSerializer().fields if hasattr(order, f)},
-            "pre_execution_id": execution.id if execution else None,
-        }
-        return Response(OrderSerializer(result).data, status=status.HTTP_201_CREATED)
+        response = Response(outcome.body, status=outcome.status)
+        if outcome.replayed:
+            response[idempotency.REPLAYED_HEADER] = "true"
+        return response
+
+
+def _create_order(request: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """Create the order from validated input; its API representation."""
+    data = dict(data)
+    customer = data.pop("customer", None) or {}
+    fields = {
+        "customer_name": customer.get("name", ""),
+        "customer_email": customer.get("email", ""),
+        "customer_phone": customer.get("phone", ""),
+        "shipping_address": data.pop("shipping_address", ""),
+    }
+    order, execution = services.order_create(
+        organization=request.auth.organization,  # the key's, never the body's
+        fields=fields,
+        **data,
+    )
+    result = {
+        **{name: getattr(order, name) for name in ORDER_FIELDS},
+        "pre_execution_id": execution.id if execution else None,
+    }
+    return dict(OrderSerializer(result).data)

@@ -282,3 +282,28 @@ def test_an_order_confirmed_while_order_pre_ran_is_a_409(
     assert EventLog.objects.filter(event_type="order.confirmed").count() == 1
     assert not EventLog.objects.filter(event_type="test.job").exists()
     assert not Execution.objects.exists()
+
+
+@pytest.mark.usefixtures("loopback_allowed")
+def test_an_idempotency_key_replays_success_but_not_a_failed_order_pre(
+    org: Organization, receiver: Receiver
+) -> None:
+    from tests.support.api import client_for, issue_key
+
+    receiver.replies["/check"] = Reply(status=503)
+    pre_pipeline(
+        org, [{"id": "stock", "type": "http-request", "config": {"url": receiver.url("/check")}}]
+    )
+    client = client_for(issue_key(org, "orders:write"), HTTP_IDEMPOTENCY_KEY="order-P-100")
+    error_of(client.post("/api/v1/orders", ORDER, format="json"), 422, "pipeline_failed")
+
+    receiver.replies["/check"] = Reply(status=200)
+    first = client.post("/api/v1/orders", ORDER, format="json")  # the same key runs again
+    assert first.status_code == 201, first.content
+    again = client.post("/api/v1/orders", ORDER, format="json")
+    assert again.status_code == 201 and again["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    assert Order.objects.count() == 1
+    assert len(receiver.on("/check")) == 2
+    other = client.post("/api/v1/orders", {**ORDER, "number": "P-101"}, format="json")
+    error_of(other, 409, "idempotency_conflict")
