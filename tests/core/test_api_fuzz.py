@@ -27,9 +27,9 @@ from schemathesis.generation.modes import GenerationMode
 import eventbus
 from core.models import Organization
 from pipelines import services as pipeline_services
-from tests.pipelines.conftest import seed_example
 from tests.support.api import issue_key, snapshot
 from tests.support.network import OffLoopback, loopback_only
+from tests.support.pipelines import seed_example
 from tests.webhooks.conftest import settle_as_sent
 from webhooks import services as webhook_services
 from webhooks.models import Attempt

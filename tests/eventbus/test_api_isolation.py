@@ -20,8 +20,8 @@ from lgpd import services as lgpd_services
 from pipelines import services as pipeline_services
 from pipelines.models import Execution
 from tests.eventbus.test_services import dead_flaky
-from tests.pipelines.conftest import seed_example
 from tests.support.api import api_client, client_for, issue_key, lead_stage_changed, snapshot
+from tests.support.pipelines import seed_example
 from tests.webhooks.conftest import settle_as_sent
 from webhooks import services as webhook_services
 

@@ -1,4 +1,4 @@
-"""Pipeline test helpers: the seed's example definition, a loopback receiver allowed as a host."""
+"""Pipeline fixtures: a loopback receiver the organization may call."""
 
 from __future__ import annotations
 
@@ -9,39 +9,6 @@ import pytest
 from core.models import Organization
 from pipelines.models import AllowedHost
 from tests.support.receiver import Receiver
-
-
-def seed_example(url: str, **notify: Any) -> dict[str, Any]:
-    """Seed 004's order.post example: notify an ERP, then set-status."""
-    return {
-        "nodes": [
-            {"id": "start", "type": "start"},
-            {
-                "id": "notify",
-                "type": "http-request",
-                "config": {
-                    "method": "POST",
-                    "url": url,
-                    "body": {"number": "{{orderNumber}}", "total": "{{order.totalAmount}}"},
-                },
-                "onError": "abort",
-                **notify,
-            },
-            {
-                "id": "ok",
-                "type": "set-status",
-                "config": {
-                    "statusTag": "success",
-                    "name": "Integrado ao ERP",
-                    "phase": "order.post",
-                },
-            },
-        ],
-        "edges": [
-            {"from": "start", "to": "notify"},
-            {"from": "notify", "to": "ok", "branch": "success"},
-        ],
-    }
 
 
 @pytest.fixture

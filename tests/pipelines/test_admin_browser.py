@@ -13,8 +13,8 @@ from eventbus.models import EventLog
 from pipelines import engine, services
 from pipelines.context import order_context
 from pipelines.models import Execution
-from tests.pipelines.conftest import seed_example
 from tests.support.browser import Console, open_add_form
+from tests.support.pipelines import seed_example
 
 
 def test_editor_graph_and_execution_read_well_at_1280_px(

@@ -13,8 +13,8 @@ from eventbus.models import EventLog
 from pipelines import engine, services
 from pipelines.context import order_context
 from pipelines.models import Execution, Pipeline
-from tests.pipelines.conftest import seed_example
 from tests.support.api import api_client, error_of
+from tests.support.pipelines import seed_example
 from tests.support.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db

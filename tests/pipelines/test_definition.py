@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pipelines.definition import DefinitionError, parse, validate_trigger
-from tests.pipelines.conftest import seed_example
+from tests.support.pipelines import seed_example
 
 START = {"id": "start", "type": "start"}
 

@@ -16,7 +16,7 @@ from eventbus.models import EventLog
 from pipelines import engine, services
 from pipelines.context import order_context
 from pipelines.models import AllowedHost, Execution, Pipeline
-from tests.pipelines.conftest import seed_example
+from tests.support.pipelines import seed_example
 from tests.support.receiver import Receiver, Reply
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_allowed")]

@@ -18,8 +18,8 @@ from eventbus.models import Delivery
 from pipelines import services
 from pipelines.models import AllowedHost, Execution
 from tests.eventbus.test_broker_processes import FAST_RELAY, Backend, postgres_port
-from tests.pipelines.conftest import seed_example
 from tests.support.api import api_client
+from tests.support.pipelines import seed_example
 from tests.support.processes import Managed, start_jobs
 from tests.support.receiver import Receiver, Reply
 from tests.support.waiting import wait_for

@@ -17,8 +17,8 @@ from eventbus.models import Delivery
 from eventbus.relay import Relay, run_published
 from pipelines import services
 from pipelines.models import Execution
-from tests.pipelines.conftest import seed_example
 from tests.support.api import api_client
+from tests.support.pipelines import seed_example
 from tests.support.receiver import Receiver, Reply
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_allowed")]

@@ -15,7 +15,7 @@ from pipelines.context import event_context
 from pipelines.definition import DefinitionError
 from pipelines.handlers import run_event_pipeline
 from pipelines.models import Execution, Pipeline
-from tests.pipelines.conftest import seed_example
+from tests.support.pipelines import seed_example
 
 pytestmark = pytest.mark.django_db
 
