@@ -1,5 +1,6 @@
 """The CRM app: the records the bus talks about (contact, conversation, message, consent, lead,
-order), the lead trigger, `order_confirm` and the `order-post-worker` consumer."""
+order), the lead trigger and `order_confirm` (its `order-post-worker` consumer lives in
+pipelines.handlers: it runs the order.post pipeline)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,12 +19,27 @@ from crm.models import Conversation, Message, Order
 
 
 def order_confirm(
-    *, organization: Organization, number: str, total_cents: int, currency: str = "BRL"
+    *,
+    organization: Organization,
+    number: str,
+    total_cents: int,
+    currency: str = "BRL",
+    items: Sequence[Mapping[str, Any]] = (),
+    status: Mapping[str, str] | None = None,
+    also_emit: Sequence[Mapping[str, Any]] = (),
+    fields: Mapping[str, Any] | None = None,
 ) -> Order:
     """Confirm order `number` and emit `order.confirmed` in the same transaction (seed 004).
 
-    Either the order and its event commit together or neither does. Confirming an order that is
-    already confirmed returns it unchanged (no second event).
+    Either the order and its events commit together or neither does. Confirming an order that is
+    already confirmed returns it unchanged (no second event). `order.confirmed` is a fat event:
+    totals, external codes and items, so a consumer need not read the order back.
+    `items`: `[{"sku", "name", "qty", "unit_cents"}]`. `status`: `status_tag`, `status_name`,
+    `phase` to write on the order (an order.pre pipeline's set-status). `fields`: other Order
+    fields (customer, shipping, Nuvemshop ids). `also_emit`: more events (`emit` keyword
+    arguments: event_type, entity_kind, payload, idempotency_key...), written in the same
+    transaction with `causation_id` = the `order.confirmed` event's id (and, for an
+    `entity_kind` of "order" without an `entity_id`, this order's id).
     """
     if not number or not number.strip():
         raise ValueError("an order number is required")
@@ -33,28 +49,50 @@ def order_confirm(
         order, _ = Order.objects.select_for_update().get_or_create(
             organization=organization,
             number=number.strip(),
-            defaults={"total_cents": total_cents, "currency": currency},
+            defaults={
+                "total_cents": total_cents,
+                "currency": currency,
+                "items": [dict(item) for item in items],
+                **dict(status or {}),
+                **dict(fields or {}),
+            },
         )
         if order.status == Order.Status.CONFIRMED:
             return order
         order.status = Order.Status.CONFIRMED
         order.confirmed_at = timezone.now()
         order.save(update_fields=["status", "confirmed_at"])
-        eventbus.emit(
+        confirmed = eventbus.emit(
             "order.confirmed",
             organization=organization,
             entity_kind="order",
             entity_id=order.id,
-            payload={
-                "order_id": str(order.id),
-                "number": order.number,
-                "total_cents": order.total_cents,
-                "currency": order.currency,
-                "confirmed_at": order.confirmed_at.isoformat(),
-            },
+            payload=order_summary(order),
             idempotency_key=f"order.confirmed:{order.id}",
         )
+        for extra in also_emit:
+            about_order = {"entity_id": order.id} if extra.get("entity_kind") == "order" else {}
+            eventbus.emit(
+                **{"organization": organization, **about_order, **extra},
+                causation_id=confirmed.id,
+            )
     return order
+
+
+def order_summary(order: Order) -> dict[str, Any]:
+    """`order.confirmed`'s payload: ids, totals, external codes and items (no customer data)."""
+    return {
+        "order_id": str(order.id),
+        "number": order.number,
+        "total_cents": order.total_cents,
+        "total_amount": f"{order.total_cents // 100}.{order.total_cents % 100:02d}",
+        "currency": order.currency,
+        "items": list(order.items),
+        "ns_store_id": order.ns_store_id,
+        "ns_order_id": order.ns_order_id,
+        "status_tag": order.status_tag,
+        "confirmed_at": order.confirmed_at.isoformat() if order.confirmed_at else None,
+    }
 
 
 def send_message(

@@ -15,6 +15,8 @@ from core.api.views import ping
 from core.health.views import health_view
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
 from lgpd.urls import api_urlpatterns as lgpd_urlpatterns
+from pipelines.api.urls import seed_urlpatterns as pipeline_seed_urlpatterns
+from pipelines.api.urls import v1_urlpatterns as pipeline_urlpatterns
 from webhooks.api.urls import webhook_urlpatterns
 
 urlpatterns = [
@@ -26,6 +28,8 @@ urlpatterns = [
     path("v1/", include(v1_urlpatterns)),
     path("v1/webhooks/", include(webhook_urlpatterns)),
     path("v1/lgpd/", include(lgpd_urlpatterns)),
+    path("v1/", include(pipeline_urlpatterns)),
     *outbox_urlpatterns,
+    *pipeline_seed_urlpatterns,
     re_path(r"", api_not_found),
 ]

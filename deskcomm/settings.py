@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "crm",
     "webhooks",
     "lgpd",
+    "pipelines",
 ]
 
 MIDDLEWARE = [
@@ -215,6 +216,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "EventStatusEnum": "eventbus.models.Status",
         "DeliveryStatusEnum": "eventbus.models.DeliveryStatus",
+        "PipelineRunStatusEnum": "pipelines.models.RunStatus",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -540,5 +542,18 @@ LGPD = given(
         "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=unset),
         # Public base URL of this service, for download links built outside a request.
         "PUBLIC_BASE_URL": env.str("PUBLIC_BASE_URL", default=unset),
+    }
+)
+
+# Pipelines (pipelines app, seed 004), read at call time through `pipelines.conf.pipeline_settings`.
+PIPELINES = given(
+    {
+        # Event types whose `event.<Type>` pipelines pipeline-event-worker runs (it subscribes to
+        # exactly these at start-up, so other types never pay for an extra delivery).
+        "EVENT_TYPES": env.list("PIPELINES_EVENT_TYPES", default=unset),
+        # Seconds an http-request node waits for its target (connect at most 3 s).
+        "HTTP_TIMEOUT": env.float("PIPELINES_HTTP_TIMEOUT", default=unset),
+        # Development only: let http-request reach loopback/private addresses.
+        "ALLOW_PRIVATE_TARGETS": env.bool("PIPELINES_ALLOW_PRIVATE_TARGETS", default=unset),
     }
 )

@@ -2,7 +2,7 @@
 
 Public API (pinned):
     eventbus.emit(event_type, *, organization, entity_kind, entity_id=None, payload=None,
-                  metadata=None, idempotency_key=None) -> EventLog
+                  metadata=None, idempotency_key=None, causation_id=None) -> EventLog
     eventbus.emit_many(items, *, organization) -> list[uuid.UUID]
     @eventbus.consumer("name-worker", events=[...], max_attempts=8, delay=None, atomic=False,
                        runs_on="drain")  # or "broker": run by the jobs process (rundramatiq)

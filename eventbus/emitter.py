@@ -61,12 +61,20 @@ def emit(
     payload: Mapping[str, Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
+    causation_id: uuid.UUID | str | None = None,
 ) -> EventLog:
     """Write one event and its deliveries inside the caller's transaction; return the event.
 
     The same `idempotency_key` within an organization returns the existing event unchanged.
+    `causation_id`: the id of the event that caused this one (seed 004's envelope), stored as
+    the metadata key `causation_id` next to the correlation ids.
     Raises `EventValidationError` (and writes nothing) for a bad type, payload or organization.
     """
+    if causation_id is not None:
+        metadata = {
+            **_validate_mapping("metadata", metadata),
+            "causation_id": _causation(causation_id),
+        }
     org_id = resolve_organization(organization)
     now = timezone.now()
     prepared = Preparer(now).prepare(
@@ -412,6 +420,15 @@ def _validate_mapping(field: str, value: object) -> dict[str, Any]:
             f"{field} must be a JSON object, got {type(value).__name__}", field=field
         )
     return dict(value)
+
+
+def _causation(value: object) -> str:
+    try:
+        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+    except ValueError:
+        raise EventValidationError(
+            f"causation_id {value!r} is not an event id (a UUID)", field="causation_id"
+        ) from None
 
 
 def _validate_idempotency_key(value: object) -> str | None:

@@ -59,6 +59,7 @@ class OutboxRowSerializer(serializers.Serializer):
     aggregate_type = serializers.CharField(source="entity_kind")
     aggregate_id = serializers.UUIDField(source="entity_id", allow_null=True)
     correlation_id = serializers.SerializerMethodField()
+    causation_id = serializers.SerializerMethodField()
     payload = serializers.DictField()
     status = serializers.SerializerMethodField()
     attempts = serializers.IntegerField(help_text="Failed attempts, all consumers together.")
@@ -76,6 +77,11 @@ class OutboxRowSerializer(serializers.Serializer):
     def get_correlation_id(self, event: EventLog) -> Any:
         """The trace id when the producer set one, else the request id."""
         return event.metadata.get("trace_id") or event.metadata.get("request_id")
+
+    @extend_schema_field({"type": "string", "format": "uuid", "nullable": True})
+    def get_causation_id(self, event: EventLog) -> Any:
+        """The event that caused this one (a pipeline's trigger event), when there is one."""
+        return event.metadata.get("causation_id")
 
     @extend_schema_field({"type": "string", "enum": list(OUTBOX_STATUSES)})
     def get_status(self, event: EventLog) -> str:

@@ -49,6 +49,11 @@ def test_schema_is_openapi_3_with_every_endpoint_and_the_error_shape() -> None:
         "/api/v1/lgpd/data-requests",
         "/api/v1/lgpd/data-requests/{request_id}",
         "/api/v1/lgpd/data-requests/{request_id}/export",
+        "/api/v1/pipelines",
+        "/api/v1/pipelines/{pipeline_id}",
+        "/api/v1/pipelines/{pipeline_id}/executions",
+        "/api/pipelines/{pipeline_id}/executions",
+        "/api/v1/orders",
     }
     assert schema["components"]["securitySchemes"]["ApiKey"]["scheme"] == "bearer"
     emit = schema["paths"]["/api/v1/events"]["post"]

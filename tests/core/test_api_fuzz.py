@@ -26,8 +26,10 @@ from schemathesis.generation.modes import GenerationMode
 
 import eventbus
 from core.models import Organization
+from pipelines import services as pipeline_services
 from tests.support.api import issue_key, snapshot
 from tests.support.network import OffLoopback, loopback_only
+from tests.support.pipelines import seed_example
 from tests.webhooks.conftest import settle_as_sent
 from webhooks import services as webhook_services
 from webhooks.models import Attempt
@@ -55,10 +57,18 @@ def world(transactional_db: None, settings: Any) -> World:
         organization=org,
     )
     delivery_ids = settle_as_sent()  # done without sending: resend has something to resend
+    pipeline = pipeline_services.pipeline_create(
+        organization=org,
+        name="Fuzz ERP",
+        trigger="order.post",
+        definition=seed_example("https://erp.example.com/orders"),
+        actor="fuzz",
+    )
     ids = {
         "event_id": events[0],
         "subscription_id": subscription.id,
         "delivery_id": delivery_ids[0],
+        "pipeline_id": pipeline.id,
     }
     return World(issue_key(org), {name: str(value) for name, value in ids.items()})
 

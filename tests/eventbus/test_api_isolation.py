@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
 import eventbus
@@ -16,8 +17,11 @@ from core.models import Organization
 from crm.models import Contact
 from eventbus.models import Delivery, EventLog
 from lgpd import services as lgpd_services
+from pipelines import services as pipeline_services
+from pipelines.models import Execution
 from tests.eventbus.test_services import dead_flaky
 from tests.support.api import api_client, client_for, issue_key, lead_stage_changed, snapshot
+from tests.support.pipelines import seed_example
 from tests.webhooks.conftest import settle_as_sent
 from webhooks import services as webhook_services
 
@@ -43,6 +47,16 @@ def a_world(org: Organization) -> dict[str, str]:
     request = lgpd_services.data_request_create(
         organization_id=org.pk, contact_id=contact.pk, kind="access", channel="api", actor="t"
     )
+    pipeline = pipeline_services.pipeline_create(
+        organization=org,
+        name="A's ERP",
+        trigger="order.post",
+        definition=seed_example("https://erp.a.example/orders"),
+        actor="test",
+    )
+    Execution.objects.create(
+        organization=org, pipeline=pipeline, trigger="order.post", started_at=timezone.now()
+    )
     return {
         "event_id": str(dead.event_id),
         "cursor": page["next_cursor"],
@@ -51,6 +65,7 @@ def a_world(org: Organization) -> dict[str, str]:
         "delivery_id": str(sent),
         "contact": str(contact.pk),
         "request_id": str(request.pk),
+        "pipeline_id": str(pipeline.pk),
     }
 
 
@@ -81,6 +96,11 @@ OBJECT_ENDPOINTS = [
     ),
     ("get", "/api/v1/lgpd/data-requests/{request_id}", None),
     ("get", "/api/v1/lgpd/data-requests/{request_id}/export", None),
+    ("get", "/api/v1/pipelines/{pipeline_id}", None),
+    ("patch", "/api/v1/pipelines/{pipeline_id}", {"enabled": False}),
+    ("patch", "/api/v1/pipelines/{pipeline_id}", {"name": "B's now"}),
+    ("get", "/api/v1/pipelines/{pipeline_id}/executions", None),
+    ("get", "/api/pipelines/{pipeline_id}/executions", None),
 ]
 # Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
@@ -99,12 +119,15 @@ LIST_ENDPOINTS = [
     f"{WEBHOOKS}/deliveries?before=9223372036854775807",
     "/api/v1/lgpd/data-requests",
     "/api/v1/lgpd/data-requests?contact_id={contact}",
+    "/api/v1/pipelines",
 ]
 # Operations that name no existing object: they act in the key's own organization.
 OWN_ORGANIZATION_ONLY = {
     ("post", "/api/v1/events"),  # see test_idempotency_keys_are_per_organization
     ("post", f"{WEBHOOKS}/subscriptions"),  # see tests/webhooks/test_api.py (tenant from key)
     ("post", "/api/v1/lgpd/data-requests"),  # see tests/lgpd/test_api.py (another's contact)
+    ("post", "/api/v1/pipelines"),  # see tests/pipelines/test_api.py (tenant from the key)
+    ("post", "/api/v1/orders"),  # see test_orders_are_written_in_the_keys_organization
 }
 
 
@@ -213,3 +236,18 @@ def test_b_replaying_a_shared_consumer_replays_its_own_events_only(
     )
     assert named.status_code == 400  # the tenant comes from the key, never the body
     assert "system organization" in str(named.json())
+
+
+def test_orders_are_written_in_the_keys_organization(
+    a_world: dict[str, str], org: Organization, org_b: Organization
+) -> None:
+    """B's order lands in B, whatever the body says, and A's order.pre never runs for it."""
+    from crm.models import Order
+
+    body = {"number": "X-1", "total_cents": 100}
+    response = api_client(org_b).post("/api/v1/orders", body, format="json")
+    assert response.status_code == 201, response.content
+    assert Order.objects.get(pk=response.json()["id"]).organization_id == org_b.pk
+    smuggled = {**body, "number": "X-2", "organization": str(org.pk)}
+    assert api_client(org_b).post("/api/v1/orders", smuggled, format="json").status_code == 400
+    assert not Order.objects.filter(organization=org).exists()

@@ -56,6 +56,7 @@ def test_row_carries_the_seed_envelope(org: Organization) -> None:
         "aggregate_type": "lead",
         "aggregate_id": "00000000-0000-0000-0000-000000000009",
         "correlation_id": "trace-1",
+        "causation_id": None,
         "payload": {"value": 1, "won_at": 1},
         "status": "PUBLISHED",
         "attempts": 0,

@@ -587,3 +587,42 @@ def test_deleting_an_organization_takes_its_events_and_deliveries(
     assert set(Delivery.objects.values_list("organization_id", flat=True)) == {org_b.pk}
     EventLog.objects.filter(organization=org_b).first().delete()  # type: ignore[union-attr]
     assert counts() == (1, 3)
+
+
+def test_causation_id_sits_in_the_metadata_next_to_the_ambient_ids(org: Organization) -> None:
+    cause = eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    with context.bind(request_id="req-cause"):
+        effect = eventbus.emit(
+            "test.job",
+            organization=org,
+            entity_kind="t",
+            payload={"n": 2},
+            metadata={"source": "pipeline"},
+            causation_id=cause.id,
+        )
+    stored = EventLog.objects.get(pk=effect.pk).metadata
+    assert stored["causation_id"] == str(cause.id)
+    assert (stored["request_id"], stored["source"]) == ("req-cause", "pipeline")
+    assert "causation_id" not in EventLog.objects.get(pk=cause.pk).metadata
+    again = eventbus.emit(
+        "test.job",
+        organization=org,
+        entity_kind="t",
+        payload={"n": 2},
+        causation_id=str(cause.id),  # a string id works too
+    )
+    assert EventLog.objects.get(pk=again.pk).metadata["causation_id"] == str(cause.id)
+
+
+def test_a_causation_id_that_is_not_an_event_id_writes_nothing(org: Organization) -> None:
+    before = counts()
+    with pytest.raises(eventbus.EventValidationError, match="causation_id") as raised:
+        eventbus.emit(
+            "test.effect",
+            organization=org,
+            entity_kind="t",
+            payload={"n": 1},
+            causation_id="not-a-uuid",
+        )
+    assert raised.value.field == "causation_id"
+    assert counts() == before

@@ -25,6 +25,10 @@ SNAPSHOT_SQL = {
     "attempts": "SELECT id FROM webhooks_attempt ORDER BY id",
     "data_requests": "SELECT id, status FROM lgpd_datarequest ORDER BY id",
     "consumer_states": "SELECT consumer, state, reason FROM eventbus_consumer_state ORDER BY 1",
+    "pipelines": "SELECT id, name, trigger, enabled, definition::text, updated_at "
+    "FROM pipelines_pipeline ORDER BY id",
+    "executions": "SELECT id, status, attempts FROM pipeline_execution ORDER BY id",
+    "orders": "SELECT id, status, status_tag FROM deskcomm_order ORDER BY id",
 }
 
 

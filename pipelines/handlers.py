@@ -1,0 +1,78 @@
+"""The broker-run consumers that run pipelines (discovered at start-up).
+
+- `order-post-worker` (seed 004 §3): `order.confirmed` runs the organization's enabled
+  `order.post` pipeline; with none, it only stamps the order post-processed. A FAILED pipeline
+  raises, so the bus retries with backoff up to ORDER_POST_ATTEMPTS and then dead-letters the
+  delivery (DLQ, `/api/outbox` FAILED, reprocessable). Post-processing never undoes the order.
+- `pipeline-event-worker`: `event.<Type>` pipelines for the event types listed in
+  PIPELINES_EVENT_TYPES. It subscribes to exactly those types at start-up: an event type nobody
+  built a pipeline for never gets a delivery for it, so the drain pays nothing for the
+  convention. (A wildcard subscription would add a delivery to every event of every type.)
+
+Neither is `atomic`: the execution and its steps must outlive a failed attempt (they are the
+tracking the retries resume from), so each step commits on its own and the engine is idempotent
+per (pipeline, event) instead.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+import eventbus
+from crm.models import Order
+from pipelines import engine, selectors
+from pipelines.conf import pipeline_settings
+from pipelines.context import event_context, order_context
+from pipelines.definition import EVENT_PREFIX, TRIGGER_ORDER_POST
+
+
+class PipelineFailed(Exception):
+    """A pipeline run ended FAILED: transient for the bus (retried, then dead-lettered)."""
+
+
+@eventbus.consumer(
+    "order-post-worker",
+    events=["order.confirmed"],
+    runs_on="broker",  # seed 004: published by the outbox relay, run by the jobs process
+)
+def order_post(event: eventbus.Event) -> None:
+    """The `order.post` phase: run the order.post pipeline once per event, then mark the order
+    post-processed (idempotently: a retried delivery changes nothing twice).
+
+    Attempts: ORDER_POST_ATTEMPTS (default 5); concurrency per jobs process: ORDER_POST_CONCURRENCY.
+    """
+    pipeline = selectors.enabled_pipeline(event.organization_id, TRIGGER_ORDER_POST)
+    if pipeline is not None:
+        outcome = engine.run(
+            pipeline,
+            context=order_context(event.payload),
+            event_id=event.id,
+            order_id=event.payload.get("order_id"),
+        )
+        if outcome.failed:
+            raise PipelineFailed(outcome.execution.error)
+    Order.objects.filter(
+        pk=event.payload["order_id"],
+        organization_id=event.organization_id,
+        post_processed_at__isnull=True,
+    ).update(post_processed_at=timezone.now())
+
+
+def run_event_pipeline(event: eventbus.Event) -> None:
+    """Run the organization's enabled `event.<type>` pipeline for `event`, if it has one."""
+    pipeline = selectors.enabled_pipeline(event.organization_id, EVENT_PREFIX + event.event_type)
+    if pipeline is None:
+        return
+    order_id = event.entity_id if event.entity_kind == "order" else None
+    outcome = engine.run(
+        pipeline, context=event_context(event), event_id=event.id, order_id=order_id
+    )
+    if outcome.failed:
+        raise PipelineFailed(outcome.execution.error)
+
+
+EVENT_PIPELINE_TYPES = tuple(t for t in pipeline_settings.EVENT_TYPES if t != "order.confirmed")
+if EVENT_PIPELINE_TYPES:
+    eventbus.consumer("pipeline-event-worker", events=EVENT_PIPELINE_TYPES, runs_on="broker")(
+        run_event_pipeline
+    )

@@ -1,0 +1,242 @@
+"""Pipeline writes (validated, audited) and seed 004's order flow.
+
+- `pipeline_create` / `pipeline_update`: the definition is validated on save
+  (`DefinitionError` names the node of each problem); one enabled pipeline per trigger.
+- `order_create`: runs the organization's enabled `order.pre` pipeline in the request, then
+  writes the order, its fat `order.confirmed` and every event order.pre's emit-event nodes
+  collected (each with `causation_id` = the order.confirmed id), plus the order.pre execution,
+  in one transaction. A failed order.pre raises `PreFailed` and writes nothing.
+- `execution_rerun`: run a FAILED execution's pipeline again over its trigger event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+import eventbus
+from core import audit
+from core.models import Organization
+from crm.models import Order
+from crm.services import order_confirm
+from eventbus.models import EventLog
+from pipelines import engine, selectors
+from pipelines.context import amount, event_context, order_context
+from pipelines.definition import (
+    EVENT_PREFIX,
+    TRIGGER_ORDER_POST,
+    TRIGGER_ORDER_PRE,
+    DefinitionError,
+    parse,
+    validate_trigger,
+)
+from pipelines.models import Execution, Pipeline
+
+EVENT_WORKER = "pipeline-event-worker"
+# Serialises order_create per (organization, number) until the transaction ends.
+ORDER_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('pipelines.order'), hashtext(%s))"
+
+
+class PipelineConflict(ValueError):
+    """Another pipeline of the organization is enabled on the same trigger."""
+
+
+class OrderExists(ValueError):
+    """An order with this number is already confirmed."""
+
+
+class PreFailed(Exception):
+    """The order.pre pipeline failed: nothing was written."""
+
+    def __init__(self, execution: Execution) -> None:
+        self.execution = execution
+        self.node = execution.failed_node
+        super().__init__(execution.error)
+
+
+def check_trigger(trigger: object) -> str:
+    """`validate_trigger`, plus: an event.<type> trigger needs pipeline-event-worker subscribed."""
+    found = validate_trigger(trigger)
+    if found.startswith(EVENT_PREFIX):
+        event_type = found[len(EVENT_PREFIX) :]
+        if EVENT_WORKER not in {c.name for c in eventbus.registry.for_event(event_type)}:
+            raise ValueError(
+                f"{EVENT_WORKER} does not consume {event_type}: add it to PIPELINES_EVENT_TYPES "
+                "(and restart the workers) so its pipelines run"
+            )
+    return found
+
+
+def pipeline_create(
+    *,
+    organization: Organization | uuid.UUID,
+    name: str,
+    trigger: str,
+    definition: Mapping[str, Any],
+    enabled: bool = True,
+    actor: str,
+) -> Pipeline:
+    org_id = organization.pk if isinstance(organization, Organization) else organization
+    trigger = check_trigger(trigger)
+    parse(definition)
+    pipeline = Pipeline(
+        organization_id=org_id,
+        name=name,
+        trigger=trigger,
+        definition=dict(definition),
+        enabled=enabled,
+    )
+    _save(pipeline, force_insert=True)
+    _audit(pipeline, actor, "pipeline.create")
+    return pipeline
+
+
+def pipeline_update(pipeline: Pipeline, *, actor: str, **changes: Any) -> Pipeline:
+    """Change name, trigger, definition and/or enabled; the result is validated as a whole."""
+    unknown = set(changes) - {"name", "trigger", "definition", "enabled"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}")
+    if "trigger" in changes:
+        changes["trigger"] = check_trigger(changes["trigger"])
+    if "definition" in changes:
+        parse(changes["definition"])
+    for name, value in changes.items():
+        setattr(pipeline, name, value)
+    _save(pipeline)
+    _audit(pipeline, actor, "pipeline.update", details={"changed": sorted(changes)})
+    return pipeline
+
+
+def _save(pipeline: Pipeline, **kwargs: Any) -> None:
+    try:
+        with transaction.atomic():
+            pipeline.save(**kwargs)
+    except IntegrityError:
+        raise PipelineConflict(
+            f"another enabled pipeline of this organization runs on {pipeline.trigger}: "
+            "disable it first"
+        ) from None
+
+
+def _audit(
+    pipeline: Pipeline, actor: str, action: str, details: dict[str, Any] | None = None
+) -> None:
+    audit.record(
+        actor=actor,
+        action=action,
+        target_type="pipelines.pipeline",
+        target_id=pipeline.pk,
+        organization_id=pipeline.organization_id,
+        details={"trigger": pipeline.trigger, "enabled": pipeline.enabled, **(details or {})},
+    )
+
+
+def order_create(
+    *,
+    organization: Organization,
+    number: str,
+    total_cents: int,
+    currency: str = "BRL",
+    items: Sequence[Mapping[str, Any]] = (),
+    fields: Mapping[str, Any] | None = None,
+) -> tuple[Order, Execution | None]:
+    """Seed 004's `POST /orders`: order.pre in the request, then one transaction (see module)."""
+    number = number.strip()
+    _refuse_confirmed(organization, number)
+    pipeline = selectors.enabled_pipeline(organization.pk, TRIGGER_ORDER_PRE)
+    outcome = None
+    if pipeline is not None:
+        summary = {
+            "number": number,
+            "total_cents": total_cents,
+            "total_amount": amount(total_cents),
+            "currency": currency,
+            "items": [dict(i) for i in items],
+        }
+        outcome = engine.run(pipeline, context=order_context(summary), collect=True)
+        if outcome.failed:
+            raise PreFailed(outcome.execution)
+    with transaction.atomic():
+        # Two requests for one number: the second waits here, then sees the first's order.
+        with connection.cursor() as cursor:
+            cursor.execute(ORDER_LOCK_SQL, [f"{organization.pk}:{number}"])
+        _refuse_confirmed(organization, number)
+        order = order_confirm(
+            organization=organization,
+            number=number,
+            total_cents=total_cents,
+            currency=currency,
+            items=items,
+            status=outcome.status_fields if outcome else None,
+            also_emit=outcome.emitted if outcome else (),
+            fields=fields,
+        )
+        if outcome is not None:
+            outcome.save(order_id=order.pk)
+    return order, outcome.execution if outcome else None
+
+
+def _refuse_confirmed(organization: Organization, number: str) -> None:
+    if Order.objects.filter(
+        organization=organization, number=number, status=Order.Status.CONFIRMED
+    ).exists():
+        raise OrderExists(f"order {number!r} is already confirmed")
+
+
+def execution_rerun(execution: Execution, *, actor: str) -> Execution:
+    """Run a FAILED execution's pipeline again over its trigger event (resuming it: steps that
+    are not safe to repeat and succeeded are kept). order.post: a success also stamps the order
+    post-processed. Raises ValueError for an execution that is not FAILED or has no event."""
+    if execution.status != Execution.Status.FAILED:
+        raise ValueError(f"only a FAILED execution can be re-run; this one is {execution.status}")
+    if execution.event_id is None:
+        raise ValueError("this execution has no trigger event to run over (order.pre runs once)")
+    event = EventLog.objects.filter(
+        pk=execution.event_id, organization_id=execution.organization_id
+    ).first()
+    if event is None:
+        raise ValueError("this execution has no trigger event to run over (order.pre runs once)")
+    pipeline = execution.pipeline
+    if pipeline.trigger == TRIGGER_ORDER_POST:
+        context = order_context(event.payload)
+    else:
+        context = event_context(_as_event(event))
+    outcome = engine.run(pipeline, context=context, event_id=event.id, order_id=execution.order_id)
+    if not outcome.failed and pipeline.trigger == TRIGGER_ORDER_POST and execution.order_id:
+        Order.objects.filter(
+            pk=execution.order_id, organization_id=execution.organization_id, post_processed_at=None
+        ).update(post_processed_at=timezone.now())
+    audit.record(
+        actor=actor,
+        action="pipeline.execution_rerun",
+        target_type="pipelines.execution",
+        target_id=execution.pk,
+        organization_id=execution.organization_id,
+        details={"status": outcome.execution.status},
+    )
+    return outcome.execution
+
+
+def _as_event(row: EventLog) -> eventbus.Event:
+    return eventbus.Event(
+        id=row.id,
+        organization_id=row.organization_id,
+        event_type=row.event_type,
+        entity_kind=row.entity_kind,
+        entity_id=row.entity_id,
+        payload=row.payload,
+        metadata=row.metadata,
+        created_at=row.created_at,
+        consumer="admin-rerun",
+        delivery_id=0,
+        attempt=1,
+        max_attempts=1,
+    )
+
+
+def problems_of(exc: DefinitionError) -> list[dict[str, Any]]:
+    return [p.as_dict() for p in exc.problems]

@@ -1,0 +1,161 @@
+"""The pipelines admin: definition as JSON with errors by node, the SVG graph, executions with
+their steps, and re-running a failed execution."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from core.models import AuditLog, Organization
+from crm.models import Order
+from crm.services import order_confirm
+from eventbus.models import EventLog
+from pipelines import engine, graph, services
+from pipelines.context import order_context
+from pipelines.models import Execution, Pipeline
+from tests.support.pipelines import seed_example
+from tests.support.receiver import Receiver, Reply
+
+pytestmark = pytest.mark.django_db
+
+ADD = "/admin/pipelines/pipeline/add/"
+
+
+@pytest.fixture
+def admin_client(db: None) -> Client:
+    user = User.objects.create_superuser("ops", "ops@example.com", "pw-not-used")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def form(org: Organization, definition: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "organization": str(org.pk),
+        "name": "ERP",
+        "trigger": "order.post",
+        "enabled": "on",
+        "definition": json.dumps(definition),
+        **extra,
+    }
+
+
+def test_an_invalid_definition_is_shown_with_its_errors_by_node(
+    admin_client: Client, org: Organization
+) -> None:
+    bad = seed_example("https://erp.example.com/orders")
+    bad["nodes"][1]["config"]["url"] = "ftp://erp.example.com"
+    bad["edges"].append({"from": "ok", "to": "notify"})
+    response = admin_client.post(ADD, form(org, bad))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "node &#x27;notify&#x27;: config.url must start with http:// or https://" in page
+    assert "is part of a cycle" in page
+    assert not Pipeline.objects.exists()
+
+
+def test_a_valid_definition_is_saved_through_the_service_and_drawn(
+    admin_client: Client, org: Organization
+) -> None:
+    response = admin_client.post(ADD, form(org, seed_example("https://erp.example.com/orders")))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    pipeline = Pipeline.objects.get()
+    assert AuditLog.objects.filter(action="pipeline.create", target_id=str(pipeline.pk)).exists()
+    page = admin_client.get(f"/admin/pipelines/pipeline/{pipeline.pk}/change/").content.decode()
+    assert "<svg" in page
+    for node in ("start", "notify", "ok"):
+        assert f'data-node="{node}"' in page
+    assert 'data-from="notify" data-to="ok"' in page
+    assert ">success</text>" in page
+    assert "\n  &quot;nodes&quot;: [\n" in page  # the definition as indented JSON
+
+    second = admin_client.post(ADD, form(org, seed_example("https://erp.example.com/x")))
+    assert second.status_code == 200
+    assert "another enabled pipeline runs on order.post" in second.content.decode()
+
+
+def test_the_layout_puts_each_node_after_its_predecessors() -> None:
+    definition = {
+        "nodes": [
+            {"id": "start", "type": "start"},
+            {"id": "c", "type": "condition"},
+            {"id": "a", "type": "set-status"},
+            {"id": "b", "type": "set-status"},
+            {"id": "z", "type": "set-status"},
+        ],
+        "edges": [
+            {"from": "start", "to": "c"},
+            {"from": "c", "to": "a", "branch": "true"},
+            {"from": "c", "to": "b", "branch": "false"},
+            {"from": "a", "to": "z"},
+            {"from": "start", "to": "z"},
+        ],
+    }
+    placed = graph.layout(definition)
+    assert placed == {"start": (0, 0), "c": (1, 0), "a": (2, 0), "b": (2, 1), "z": (3, 0)}
+    svg = graph.render_svg({"nodes": [{"id": "x<script>", "type": "start"}], "edges": []})
+    assert "<script>" not in svg and "x&lt;script&gt;" in svg
+
+
+@pytest.mark.usefixtures("loopback_allowed")
+def test_a_failed_execution_shows_its_steps_and_is_re_run(
+    admin_client: Client, org: Organization, receiver: Receiver
+) -> None:
+    pipeline = services.pipeline_create(
+        organization=org,
+        name="ERP",
+        trigger="order.post",
+        definition=seed_example(receiver.url("/orders")),
+        actor="test",
+    )
+    order = order_confirm(organization=org, number="R-1", total_cents=700)
+    event = EventLog.objects.get(event_type="order.confirmed")
+    receiver.replies["/orders"] = Reply(status=500, body=b"nope")
+    engine.run(pipeline, context=order_context(event.payload), event_id=event.id, order_id=order.pk)
+    execution = Execution.objects.get()
+
+    page = admin_client.get(f"/admin/pipelines/execution/{execution.pk}/change/").content.decode()
+    assert "FAILED" in page and "HTTP 500" in page and " ms" in page
+    assert 'data-node="notify"' in page and "#c62828" in page  # the failed node, in red
+    assert 'name="_save"' not in page  # read-only: no save button
+
+    receiver.replies["/orders"] = Reply(status=200)
+    response = admin_client.post(
+        "/admin/pipelines/execution/",
+        {"action": "rerun", "_selected_action": [str(execution.pk)]},
+        follow=True,
+    )
+    assert "re-run: SUCCEEDED" in response.content.decode()
+    execution.refresh_from_db()
+    assert (execution.status, execution.attempts) == ("SUCCEEDED", 2)
+    order.refresh_from_db()
+    assert order.status_tag == "success" and order.post_processed_at is not None
+    again = admin_client.post(
+        "/admin/pipelines/execution/",
+        {"action": "rerun", "_selected_action": [str(execution.pk)]},
+        follow=True,
+    )
+    assert "only a FAILED execution can be re-run" in again.content.decode()
+    assert len(receiver.on("/orders")) == 2
+
+
+def test_the_admin_lists_read_well(admin_client: Client, org: Organization) -> None:
+    services.pipeline_create(
+        organization=org,
+        name="ERP",
+        trigger="order.post",
+        definition=seed_example("https://erp.example.com/orders"),
+        actor="test",
+    )
+    for path in (
+        "/admin/pipelines/pipeline/",
+        "/admin/pipelines/execution/",
+        "/admin/pipelines/allowedhost/",
+        "/admin/pipelines/allowedhost/add/",
+    ):
+        assert admin_client.get(path).status_code == 200, path
+    assert Order.objects.count() == 0

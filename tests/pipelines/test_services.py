@@ -1,0 +1,129 @@
+"""Pipeline services: triggers need their consumer, updates validate as a whole, re-runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import eventbus
+from core.models import AuditLog, Organization
+from eventbus.models import EventLog
+from eventbus.registry import make_consumer, registry
+from pipelines import engine, services
+from pipelines.context import event_context
+from pipelines.definition import DefinitionError
+from pipelines.handlers import run_event_pipeline
+from pipelines.models import Execution, Pipeline
+from tests.support.pipelines import seed_example
+
+pytestmark = pytest.mark.django_db
+
+EMIT_JOB = {
+    "nodes": [
+        {"id": "start", "type": "start"},
+        {"id": "c", "type": "condition", "config": {"expression": "payload.n > 5"}},
+        {
+            "id": "job",
+            "type": "emit-event",
+            "config": {"eventType": "test.job", "payload": {"n": "{{ payload.n }}"}},
+        },
+    ],
+    "edges": [{"from": "start", "to": "c"}, {"from": "c", "to": "job", "branch": "true"}],
+}
+
+
+@pytest.fixture
+def event_worker() -> Iterator[None]:
+    worker = make_consumer(
+        "pipeline-event-worker", run_event_pipeline, events=["test.effect"], runs_on="broker"
+    )
+    with registry.temporarily(worker):
+        yield
+
+
+def test_an_event_trigger_needs_pipeline_event_worker_to_consume_the_type(
+    org: Organization,
+) -> None:
+    with pytest.raises(ValueError, match="PIPELINES_EVENT_TYPES"):
+        services.pipeline_create(
+            organization=org, name="x", trigger="event.test.effect", definition=EMIT_JOB, actor="t"
+        )
+    assert not Pipeline.objects.exists()
+
+
+@pytest.mark.usefixtures("event_worker")
+def test_event_pipelines_run_their_condition_and_re_run_after_a_failure(
+    org: Organization,
+) -> None:
+    pipeline = services.pipeline_create(
+        organization=org, name="x", trigger="event.test.effect", definition=EMIT_JOB, actor="t"
+    )
+    small = eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+    big = eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 9})
+    for event in (small, big):
+        stored = EventLog.objects.get(pk=event.pk)
+        engine.run(pipeline, context=event_context(services._as_event(stored)), event_id=event.id)
+    (job,) = EventLog.objects.filter(event_type="test.job")
+    assert job.metadata["causation_id"] == str(big.id)
+
+    Pipeline.objects.filter(pk=pipeline.pk).update(
+        definition={
+            **EMIT_JOB,
+            "nodes": [
+                *EMIT_JOB["nodes"][:1],
+                {**EMIT_JOB["nodes"][1], "config": {"expression": "payload.missing > 5"}},
+                EMIT_JOB["nodes"][2],
+            ],
+        }
+    )
+    pipeline.refresh_from_db()
+    third = eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 7})
+    stored = EventLog.objects.get(pk=third.pk)
+    failed = engine.run(
+        pipeline, context=event_context(services._as_event(stored)), event_id=third.id
+    )
+    assert failed.failed and failed.execution.failed_node == "c"
+
+    services.pipeline_update(pipeline, definition=EMIT_JOB, actor="ops")
+    rerun = services.execution_rerun(failed.execution, actor="ops")
+    assert (rerun.status, rerun.attempts) == ("SUCCEEDED", 2)
+    assert EventLog.objects.filter(event_type="test.job").count() == 2
+    assert AuditLog.objects.filter(action="pipeline.execution_rerun").count() == 1
+    with pytest.raises(ValueError, match="only a FAILED execution"):
+        services.execution_rerun(rerun, actor="ops")
+
+
+def test_an_order_pre_execution_cannot_be_re_run(org: Organization) -> None:
+    pipeline = services.pipeline_create(
+        organization=org, name="pre", trigger="order.pre", definition=EMIT_JOB, actor="t"
+    )
+    execution = Execution.objects.create(
+        organization=org,
+        pipeline=pipeline,
+        trigger="order.pre",
+        status="FAILED",
+        started_at=pipeline.created_at,
+    )
+    with pytest.raises(ValueError, match="no trigger event"):
+        services.execution_rerun(execution, actor="ops")
+
+
+def test_updates_are_validated_and_audited(org: Organization) -> None:
+    pipeline = services.pipeline_create(
+        organization=org,
+        name="ERP",
+        trigger="order.post",
+        definition=seed_example("https://erp.example.com/orders"),
+        actor="t",
+    )
+    with pytest.raises(DefinitionError):
+        services.pipeline_update(pipeline, definition={"nodes": []}, actor="ops")
+    with pytest.raises(ValueError, match="unknown field"):
+        services.pipeline_update(pipeline, organization_id=org.pk, actor="ops")
+    pipeline.refresh_from_db()
+    assert pipeline.definition["nodes"][0]["id"] == "start"
+    services.pipeline_update(pipeline, enabled=False, actor="ops")
+    assert list(
+        AuditLog.objects.filter(target_id=str(pipeline.pk)).values_list("action", flat=True)
+    ) == ["pipeline.create", "pipeline.update"]
