@@ -1,7 +1,9 @@
-"""Ambient correlation context (request_id, trace_id, actor_id, source) for the current task.
+"""Ambient correlation context (request_id, trace_id, actor_id, source, causation_id) for the
+current task.
 
 Request middleware, workers and commands bind it; `eventbus.emit` copies it into event metadata so
-one request can be followed through emit -> handler -> webhook -> logs.
+one request can be followed through emit -> handler -> webhook -> logs. A handler run binds
+`causation_id` to the event it handles, so whatever it emits names its cause.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-CORRELATION_KEYS = ("request_id", "trace_id", "actor_id", "source")
+CORRELATION_KEYS = ("request_id", "trace_id", "actor_id", "source", "causation_id")
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "deskcomm_correlation", default=None

@@ -470,7 +470,13 @@ _EMIT_ORDER = attrgetter("delivery_id")
 
 
 def _correlation(event: Event) -> dict[str, str]:
-    return {**event.correlation, "source": f"consumer:{event.consumer}"}
+    """What a handler run binds: the event's correlation ids, the consumer as the source, and
+    the event as the cause of whatever the handler emits (R-S3)."""
+    return {
+        **event.correlation,
+        "source": f"consumer:{event.consumer}",
+        "causation_id": str(event.id),
+    }
 
 
 def log_ids(event: Event) -> dict[str, object]:

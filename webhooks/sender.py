@@ -122,7 +122,19 @@ def headers_for(target: Target, event: Event, body: bytes, *, timestamp: int) ->
         "webhook-id": msg_id,
         "webhook-timestamp": str(timestamp),
         "webhook-signature": sig,
+        **_correlation_headers(event),
     }
+
+
+def _correlation_headers(event: Event) -> dict[str, str]:
+    """X-Correlation-ID (the trace id, else the request id, as GET /api/outbox shows it) and
+    X-Causation-ID (the event that caused this one), when the event carries them."""
+    meta = event.metadata
+    found = {
+        "X-Correlation-ID": meta.get("trace_id") or meta.get("request_id"),
+        "X-Causation-ID": meta.get("causation_id"),
+    }
+    return {name: str(value) for name, value in found.items() if value}
 
 
 def send(client: httpx.Client, target: Target, event: Event) -> AttemptResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
@@ -174,12 +174,52 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True)
+class CauseNode:
+    """An event in the causation tree, `depth` levels below the event (or request) that
+    started the chain, with the consumers that handled it."""
+
+    event: EventLog
+    depth: int
+    deliveries: list[Delivery]
+
+
+@dataclass(frozen=True)
 class Correlation:
-    """Everything one request id caused, in time order."""
+    """Everything one request id caused, in time order, and its events as a causation tree."""
 
     request_id: str
     entries: list[TimelineEntry]
     truncated: bool  # more events than CORRELATION_LIMIT; only the first ones are shown
+    tree: list[CauseNode] = field(default_factory=list)
+
+
+def causation_tree(events: Sequence[EventLog], deliveries: Sequence[Delivery]) -> list[CauseNode]:
+    """The events depth first: each under the event its `causation_id` names (when that event
+    is among them), siblings in time order; events with no known cause are the roots."""
+    known = {e.pk for e in events}
+    children: dict[object, list[EventLog]] = {}
+    for event in sorted(events, key=lambda e: (e.created_at, str(e.pk))):
+        cause = (event.metadata or {}).get("causation_id")
+        parent = uuid.UUID(str(cause)) if _is_uuid(cause) else None
+        children.setdefault(parent if parent in known else None, []).append(event)
+    by_event: dict[object, list[Delivery]] = {}
+    for delivery in sorted(deliveries, key=lambda d: d.consumer):
+        by_event.setdefault(delivery.event_id, []).append(delivery)
+    tree: list[CauseNode] = []
+    stack = [(event, 0) for event in reversed(children.get(None, []))]
+    while stack:
+        event, depth = stack.pop()
+        tree.append(CauseNode(event, depth, by_event.get(event.pk, [])))
+        stack.extend((child, depth + 1) for child in reversed(children.get(event.pk, [])))
+    return tree
+
+
+def _is_uuid(value: object) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return value is not None
 
 
 KIND_ORDER = {"audit": 0, "event": 1, "delivery": 2, "attempt": 3}
@@ -206,7 +246,8 @@ def correlation(request_id: str, *, limit: int = CORRELATION_LIMIT) -> Correlati
         *(TimelineEntry(a.created_at, "attempt", a) for a in attempts),
     ]
     entries.sort(key=lambda entry: (entry.at, KIND_ORDER[entry.kind]))
-    return Correlation(request_id, entries, truncated or len(audits) == limit)
+    tree = causation_tree(events, deliveries)
+    return Correlation(request_id, entries, truncated or len(audits) == limit, tree)
 
 
 def _delivery_time(delivery: Delivery) -> dt.datetime:
@@ -227,4 +268,4 @@ def dead_error_classes(*, limit: int = CHOICES_LIMIT) -> list[str]:
 def without_audit(found: Correlation) -> Correlation:
     """The same timeline without audit entries (for users who may not read the audit log)."""
     entries = [entry for entry in found.entries if entry.kind != "audit"]
-    return Correlation(found.request_id, entries, found.truncated)
+    return Correlation(found.request_id, entries, found.truncated, found.tree)

@@ -231,3 +231,21 @@ def versioned(event: eventbus.Event) -> None:
         {"payload": dict(event.payload), "version": event.metadata.get("schema_version")}
     )
     int(event.payload["amount_cents"])
+
+
+# Causation (tests/eventbus/test_causation.py): a handler that emits the next event of a chain.
+catalog.declare("test.chain_start", required=["n"], description="tests: a chain's first event")
+catalog.declare("test.chain_next", required=["n"], description="tests: emitted by a handler")
+
+
+@eventbus.consumer("chain-worker", events=["test.chain_start"], atomic=True)
+def chain(event: eventbus.Event) -> None:
+    """Emits test.chain_next for the same entity (its cause: the event handled)."""
+    eventbus.emit(
+        "test.chain_next",
+        organization=event.organization_id,
+        entity_kind=event.entity_kind,
+        entity_id=event.entity_id,
+        payload={"n": event.payload["n"] + 1},
+        idempotency_key=f"chain:{event.id}",
+    )
