@@ -22,7 +22,8 @@ HANDOFF_MARKER = "[HANDOFF]"
 NEGATIVE_SENTIMENTS = frozenset({"angry", "frustrated"})
 # Words (accents and case folded) of an explicit request for a person.
 HUMAN_WORDS = frozenset({"atendente", "humano", "humana", "pessoa", "gerente", "operador"})
-HUMAN_PHRASES = (re.compile(r"\bfalar com (alguem|uma pessoa|um atendente)\b"),)
+# Matched on the words without stop words ("falar com alguém" -> "falar alguem").
+HUMAN_PHRASES = (re.compile(r"\bfalar (alguem|gente de verdade)\b"),)
 
 
 def asks_for_human(text: str) -> bool:

@@ -18,6 +18,7 @@ from contextlib import closing
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 import eventbus
 from ai import metrics
@@ -149,15 +150,19 @@ def _reply(event: eventbus.Event, inbound: Inbound, result: ChatResult) -> str:
             if inbound.message is not None:
                 # Serialises two runs for the same inbound message (a redelivery racing a slow
                 # first run): the second sees the first's reply instead of a constraint error.
-                Message.objects.select_for_update().filter(pk=inbound.message.pk).first()
+                # NO KEY: other writers' foreign-key checks on the row are not blocked.
+                Message.objects.select_for_update(no_key=True).filter(pk=inbound.message.pk).first()
             if _already_replied(event, inbound):
                 return "already_replied"
+            started = timezone.now()
             reply = send_message(
                 conversation=inbound.conversation,
                 body=result.text,
                 sender=Message.Sender.AI,
                 reply_to=inbound.message,
             )
+            if reply.created_at < started:  # send_message returned a reply written by another
+                return "already_replied"
             _emit_responded(event, inbound, reply, result)
     except IntegrityError:  # a concurrent run replied first (message_one_ai_reply_uniq)
         return "already_replied"

@@ -45,7 +45,7 @@ def receive(conversation: Conversation, text: str, *, version: int = 1) -> tuple
     }
     if version == 1:
         payload = {**ids, "body": text, "waha_message_id": external_id}
-        metadata = None
+        metadata = {"schema_version": 1}  # explicit: once v2 is declared it is the latest
     else:
         ensure_message_received_v2()
         payload = {
