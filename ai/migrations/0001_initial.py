@@ -6,7 +6,6 @@ import django.db.models.deletion
 import pgvector.django.indexes
 import pgvector.django.vector
 from django.db import migrations, models
-from pgvector.django import VectorExtension
 
 from core.migration_ops import tenant_wall
 
@@ -20,9 +19,13 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # CREATE EXTENSION IF NOT EXISTS vector (the embedded PostgreSQL ships it; an external
-        # database needs pgvector installed: system check ai.E002 explains how).
-        VectorExtension(),
+        # The embedded PostgreSQL ships pgvector (dev tooling creates it in template1 as the
+        # superuser); an external database needs it installed: system check ai.E002 says how.
+        # Kept when migrating back: the extension may be owned by the superuser, and other
+        # objects may use it.
+        migrations.RunSQL(
+            "CREATE EXTENSION IF NOT EXISTS vector", reverse_sql=migrations.RunSQL.noop
+        ),
         migrations.CreateModel(
             name="AiAccount",
             fields=[
