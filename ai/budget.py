@@ -13,7 +13,7 @@ import uuid
 import zoneinfo
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 import eventbus
@@ -59,26 +59,42 @@ def budget_allows(organization_id: OrgId) -> bool:
     return False
 
 
+# One statement on the hot path: add the call and read back what the thresholds need.
+CHARGE_SQL = """
+UPDATE ai_account
+   SET spent_cents = spent_cents + %(cost)s, calls = calls + 1,
+       tokens_in = tokens_in + %(tokens_in)s, tokens_out = tokens_out + %(tokens_out)s,
+       updated_at = now()
+ WHERE organization_id = %(org)s
+RETURNING spent_cents, daily_budget_cents, warned_at IS NULL, throttled_at IS NULL
+"""
+
+
 def budget_charge(
     organization_id: OrgId, *, cost_cents: float, tokens_in: int, tokens_out: int
-) -> AiAccount:
+) -> None:
     """Add one call's cost and tokens to today's spend; warn or throttle on the way up."""
-    pk = account_for(organization_id).pk
-    with transaction.atomic():
-        account = AiAccount.objects.select_for_update().get(pk=pk)
-        account.spent_cents += Decimal(str(round(cost_cents, 4)))
-        account.calls += 1
-        account.tokens_in += tokens_in
-        account.tokens_out += tokens_out
-        account.save(
-            update_fields=["spent_cents", "calls", "tokens_in", "tokens_out", "updated_at"]
-        )
-        budget = Decimal(account.daily_budget_cents)
-        if account.spent_cents >= budget * Decimal(str(ai_settings.BUDGET_WARNING_PCT)) / 100:
-            _warn_once(account)  # also when one call jumps past 100%: the warning is not skipped
-        if account.spent_cents >= budget:
-            _throttle_once(account)
-    return account
+    params: dict[str, Decimal | int | str] = {
+        "cost": Decimal(str(round(cost_cents, 4))),
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "org": str(organization_id),
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(CHARGE_SQL, params)
+        row = cursor.fetchone()
+        if row is None:  # the organization's first call: make its account, charge again
+            account_for(organization_id)
+            cursor.execute(CHARGE_SQL, params)
+            row = cursor.fetchone()
+        spent, budget, not_warned, not_throttled = row
+        warn_at = Decimal(budget) * Decimal(str(ai_settings.BUDGET_WARNING_PCT)) / 100
+        if (not_warned and spent >= warn_at) or (not_throttled and spent >= budget):
+            account = AiAccount.objects.select_for_update().get(organization_id=organization_id)
+            if account.spent_cents >= warn_at:
+                _warn_once(account)  # also when one call jumps past 100%: not skipped
+            if account.spent_cents >= budget:
+                _throttle_once(account)
 
 
 def _warn_once(account: AiAccount) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from ai.budget import budget_charge
-from ai.gateway import Gateway, gateway_for
+from ai.gateway import EmbeddingResult, Gateway, gateway_for
 from ai.models import Chunk
 from ai.rag.chunking import chunk_id, chunk_version, split_text
 from ai.rag.sources import source_text
@@ -51,8 +51,8 @@ def source_index(
     existing = set(mine.values_list("pk", flat=True))
     new_ids = [pk for pk in wanted if pk not in existing]
     stale = existing - set(wanted)
-    vectors = _embed(organization_id, [wanted[pk][1] for pk in new_ids], gateway)
-    with transaction.atomic():
+    embedded = _embed(organization_id, [wanted[pk][1] for pk in new_ids], gateway)
+    with transaction.atomic():  # one commit per source: the writes and the charge together
         deleted, _ = mine.filter(pk__in=stale).delete() if stale else (0, {})
         Chunk.objects.bulk_create(
             [
@@ -67,27 +67,30 @@ def source_index(
                     version=version,
                     embedding=vector,
                 )
-                for pk, vector in zip(new_ids, vectors, strict=True)
+                for pk, vector in zip(new_ids, embedded.vectors if embedded else [], strict=True)
             ],
             ignore_conflicts=True,  # a concurrent run wrote the same deterministic ids
         )
+        if embedded is not None:
+            budget_charge(
+                organization_id,
+                cost_cents=embedded.cost_cents,
+                tokens_in=embedded.tokens,
+                tokens_out=0,
+            )
     return IndexResult(len(new_ids), deleted)
 
 
 def _embed(
     organization_id: uuid.UUID, texts: list[str], gateway: Gateway | None
-) -> list[list[float]]:
+) -> EmbeddingResult | None:
+    """The embeddings of the new chunks (outside any transaction: a provider call can be slow)."""
     if not texts:
-        return []
+        return None
     if gateway is None:
         with closing(gateway_for(organization_id)) as own:
-            result = own.embed(texts)
-    else:
-        result = gateway.embed(texts)
-    budget_charge(
-        organization_id, cost_cents=result.cost_cents, tokens_in=result.tokens, tokens_out=0
-    )
-    return result.vectors
+            return own.embed(texts)
+    return gateway.embed(texts)
 
 
 def contact_chunks_delete(*, organization_id: uuid.UUID, contact_id: uuid.UUID) -> int:
