@@ -139,3 +139,34 @@ def test_mock_ai_answers_without_any_server(ai_mock: None) -> None:
     first, second = gateway.chat(HELLO), gateway.chat(HELLO)
     assert first == second and "Oi, tudo bem?" in first.text
     assert first.tokens_in > 0 and first.tokens_out > 0
+
+
+def test_every_call_is_counted_in_the_metrics(ai_on_fake: OpenAIFake) -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        value = REGISTRY.get_sample_value(name, labels)
+        return value or 0.0
+
+    calls = sample("deskcomm_ai_call_duration_seconds_count", kind="chat", model="fake-chat")
+    tokens = sample("deskcomm_ai_tokens_total", kind="chat", model="fake-chat", direction="in")
+    errors = sample(
+        "deskcomm_ai_errors_total", kind="chat", model="fake-chat", error_class="rate_limited"
+    )
+    chat(HELLO)
+    ai_on_fake.fail_next(CHAT, Failure(429))
+    with pytest.raises(GatewayError):
+        chat(HELLO)
+    assert sample("deskcomm_ai_call_duration_seconds_count", kind="chat", model="fake-chat") == (
+        calls + 1
+    )
+    assert (
+        sample("deskcomm_ai_tokens_total", kind="chat", model="fake-chat", direction="in")
+        == tokens + 42
+    )
+    assert (
+        sample(
+            "deskcomm_ai_errors_total", kind="chat", model="fake-chat", error_class="rate_limited"
+        )
+        == errors + 1
+    )
