@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import uuid
 
 from django.conf import settings
@@ -16,7 +15,6 @@ from ai.models import AiAccount
 from core.models import Organization
 from crm.models import Message
 
-logger = logging.getLogger(__name__)
 BATCH = 500
 
 

@@ -40,6 +40,8 @@ def retrieve(
     """Top-k chunks for `query` (embedded through the gateway); none for an empty query."""
     if not query.strip() or k <= 0:
         return []
+    if not Chunk.objects.filter(organization_id=organization_id).exists():
+        return []  # nothing indexed yet: no embedding call to pay for
     if gateway is None:
         with closing(gateway_for(organization_id)) as own:
             vector = own.embed([query]).vectors[0]

@@ -233,3 +233,23 @@ def test_a_negative_sentiment_already_stored_hands_off(
 )
 def test_explicit_requests_for_a_person_are_recognised(text: str, asks: bool) -> None:
     assert asks_for_human(text) is asks
+
+
+def test_the_prompt_carries_the_retrieved_context_of_the_organization(
+    conversation: Conversation, ai_on_fake: OpenAIFake, org_b: Organization
+) -> None:
+    from ai.rag.indexer import source_index
+    from crm.models import Product
+
+    mine = Product.objects.create(
+        organization_id=conversation.organization_id, name="Bota Trilha", description="Couro."
+    )
+    theirs = Product.objects.create(organization=org_b, name="Outra loja", description="Nada.")
+    for item in (mine, theirs):
+        source_index(organization_id=item.organization_id, kind="product", source_id=str(item.pk))
+    receive(conversation, "Tem bota?")
+    run_responder()
+    system = ai_on_fake.calls(CHAT)[-1]["messages"][0]["content"]
+    assert "Contexto:\nProduto: Bota Trilha. Couro." in system
+    assert "Outra loja" not in system
+    assert ai_on_fake.calls("/v1/embeddings")[-1]["input"] == ["Tem bota?"]
