@@ -568,6 +568,7 @@ AI = given(
         "HANDOFF_AFTER_FAILURES": env.int("AI_HANDOFF_AFTER_FAILURES", default=unset),
         "HISTORY_MESSAGES": env.int("AI_HISTORY_MESSAGES", default=unset),
         "RAG_TOP_K": env.int("AI_RAG_TOP_K", default=unset),
+        "RAG_EF_SEARCH": env.int("AI_RAG_EF_SEARCH", default=unset),
         "MEDIA_RETENTION_DAYS": env.int("AI_MEDIA_RETENTION_DAYS", default=unset),
     }
 )

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from pgvector.django import CosineDistance
 
+from ai.conf import ai_settings
 from ai.gateway import Gateway, gateway_for
 from ai.models import Chunk
 
@@ -57,8 +58,10 @@ def nearest(
     k: int,
     contact_id: uuid.UUID | None = None,
     exact: bool = False,
+    ef_search: int | None = None,
 ) -> list[Retrieved]:
-    """Top-k by cosine distance; `exact=True` forces a sequential scan (the bench's baseline)."""
+    """Top-k by cosine distance; `exact=True` forces a sequential scan (the bench's baseline);
+    `ef_search` overrides AI_RAG_EF_SEARCH."""
     visible = (
         Q(contact_id__isnull=True) | Q(contact_id=contact_id)
         if contact_id
@@ -75,6 +78,8 @@ def nearest(
             cursor.execute("SET LOCAL enable_indexscan = off")
         else:
             cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            candidates = max(int(ef_search or ai_settings.RAG_EF_SEARCH), k)
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {candidates}")  # an int: no injection
         found = [Retrieved(*row) for row in rows]
     # relaxed_order may return neighbours slightly out of order: put them back in order.
     return sorted(found, key=lambda r: r.distance)
