@@ -89,7 +89,14 @@ class Conversation(models.Model):
 class Message(models.Model):
     """One message of a conversation. Redaction keeps it but scrubs personal data from it."""
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("body", "media_urls", "error_message")
+    # sentiment/sentiment_score: AI-derived data about the subject (lgpd AiDerivedCategory).
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = (
+        "body",
+        "media_urls",
+        "error_message",
+        "sentiment",
+        "sentiment_score",
+    )
 
     class Direction(models.TextChoices):
         INBOUND = "inbound"

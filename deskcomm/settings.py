@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "webhooks",
     "lgpd",
     "pipelines",
+    "ai",
 ]
 
 MIDDLEWARE = [
@@ -489,6 +490,7 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 ENCRYPTION_KEYS = {
     "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
     "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
+    "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
@@ -555,5 +557,33 @@ PIPELINES = given(
         "HTTP_TIMEOUT": env.float("PIPELINES_HTTP_TIMEOUT", default=unset),
         # Development only: let http-request reach loopback/private addresses.
         "ALLOW_PRIVATE_TARGETS": env.bool("PIPELINES_ALLOW_PRIVATE_TARGETS", default=unset),
+    }
+)
+
+# The AI workers (ai app), read at call time through `ai.conf.ai_settings`. The model gateway is
+# any OpenAI-compatible server (AI_BASE_URL: a hosted gateway, vLLM, Ollama); MOCK_AI=true
+# answers with deterministic fixtures (development only: production refuses it).
+AI = given(
+    {
+        "MOCK": env.bool("MOCK_AI", default=unset),
+        "API_KEY": env.str("AI_API_KEY", default=unset),
+        "BASE_URL": env.str("AI_BASE_URL", default=unset),
+        "CHAT_MODEL": env.str("AI_CHAT_MODEL", default=unset),
+        "SENTIMENT_MODEL": env.str("AI_SENTIMENT_MODEL", default=unset),
+        "EMBEDDING_MODEL": env.str("AI_EMBEDDING_MODEL", default=unset),
+        "TIMEOUT": env.float("AI_TIMEOUT", default=unset),
+        "PRICE_INPUT_CENTS_PER_MTOK": env.float("AI_PRICE_INPUT_CENTS_PER_MTOK", default=unset),
+        "PRICE_OUTPUT_CENTS_PER_MTOK": env.float("AI_PRICE_OUTPUT_CENTS_PER_MTOK", default=unset),
+        "PRICE_EMBEDDING_CENTS_PER_MTOK": env.float(
+            "AI_PRICE_EMBEDDING_CENTS_PER_MTOK", default=unset
+        ),
+        "DAILY_BUDGET_CENTS": env.int("AI_DAILY_BUDGET_CENTS", default=unset),
+        "BUDGET_WARNING_PCT": env.float("AI_BUDGET_WARNING_PCT", default=unset),
+        "MAX_INLINE_RETRY_AFTER": env.float("AI_MAX_INLINE_RETRY_AFTER", default=unset),
+        "HANDOFF_AFTER_FAILURES": env.int("AI_HANDOFF_AFTER_FAILURES", default=unset),
+        "HISTORY_MESSAGES": env.int("AI_HISTORY_MESSAGES", default=unset),
+        "RAG_TOP_K": env.int("AI_RAG_TOP_K", default=unset),
+        "RAG_EF_SEARCH": env.int("AI_RAG_EF_SEARCH", default=unset),
+        "MEDIA_RETENTION_DAYS": env.int("AI_MEDIA_RETENTION_DAYS", default=unset),
     }
 )

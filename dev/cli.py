@@ -79,6 +79,7 @@ def run_environment(port: int) -> Iterator[dict[str, str]]:
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
         allow_loopback_webhooks(env)
+        mock_ai_by_default(env)
         yield env
 
 
@@ -90,6 +91,17 @@ def allow_loopback_webhooks(env: dict[str, str]) -> None:
     say(
         "webhook subscriptions may target loopback and private addresses in this local run "
         "(WEBHOOKS_ALLOW_PRIVATE_TARGETS=true; a deployment refuses them unless it sets it)"
+    )
+
+
+def mock_ai_by_default(env: dict[str, str]) -> None:
+    """A local run answers with the AI fixtures unless a model is configured (or MOCK_AI set)."""
+    if "MOCK_AI" in env or env.get("AI_API_KEY"):
+        return
+    env["MOCK_AI"] = "true"
+    say(
+        "the AI workers answer with deterministic fixtures in this local run (MOCK_AI=true; "
+        "set AI_API_KEY, or MOCK_AI=false, to use a model; production refuses MOCK_AI)"
     )
 
 

@@ -65,3 +65,9 @@ BEGIN
 END
 $$;
 """
+
+# pgvector (the AI app's chunk table) is not a trusted extension: only a superuser may create it.
+# Created in template1 (so every database made later, the test databases included, has it) and
+# in the project's database; the AI migration's CREATE EXTENSION IF NOT EXISTS is then a no-op.
+VECTOR_EXTENSION_SQL = "CREATE EXTENSION IF NOT EXISTS vector"
+VECTOR_DATABASES = ("template1",)

@@ -22,7 +22,14 @@ from typing import IO
 
 from dev.bootstrap import REPO_ROOT, STAMP_FILE, VENV_PYTHON
 from dev.console import DevError, say
-from dev.pg_roles import ADOPT_OBJECTS_SQL, APP_ROLE, CREATE_APP_ROLE_SQL, PG_SUPERUSER
+from dev.pg_roles import (
+    ADOPT_OBJECTS_SQL,
+    APP_ROLE,
+    CREATE_APP_ROLE_SQL,
+    PG_SUPERUSER,
+    VECTOR_DATABASES,
+    VECTOR_EXTENSION_SQL,
+)
 from dev.ports import port_is_free
 
 PGDATA_DIR = REPO_ROOT / ".pgdata"
@@ -319,7 +326,12 @@ def ensure_database_exists(runner: PgRunner, port: int) -> None:
 def ensure_app_role(runner: PgRunner, port: int) -> None:
     """The application's role (not a superuser), owner of the project's database and objects."""
     base = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *connection_args(port)]
-    for database, statement in (("postgres", CREATE_APP_ROLE_SQL), (DB_NAME, ADOPT_OBJECTS_SQL)):
+    steps = [
+        ("postgres", CREATE_APP_ROLE_SQL),
+        (DB_NAME, ADOPT_OBJECTS_SQL),
+        *((database, VECTOR_EXTENSION_SQL) for database in (*VECTOR_DATABASES, DB_NAME)),
+    ]
+    for database, statement in steps:
         args = [*base[:-2], "-d", database] if database != "postgres" else base
         done = runner.client(*args, "-c", statement)
         if done.returncode != 0:

@@ -69,8 +69,9 @@ class Job:
     name: str
     fn: JobFunction
     every: dt.timedelta | None = None
-    crontab: str | None = None  # "minute hour day-of-month month day-of-week", UTC
+    crontab: str | None = None  # "minute hour day-of-month month day-of-week", in `timezone`
     description: str = ""
+    timezone: str = "UTC"  # the crontab's own time zone field (e.g. "America/Sao_Paulo")
 
 
 class JobRegistry:
@@ -112,12 +113,18 @@ jobs = JobRegistry()
 
 
 def job(
-    name: str, *, every: dt.timedelta | None = None, crontab: str | None = None
+    name: str,
+    *,
+    every: dt.timedelta | None = None,
+    crontab: str | None = None,
+    timezone: str = "UTC",
 ) -> Callable[[JobFunction], JobFunction]:
-    """Declare `fn() -> rows_processed` as job `name` with its default schedule."""
+    """Declare `fn() -> rows_processed` as job `name` with its default schedule (a crontab is
+    read in `timezone`, stored on the crontab's own time zone field)."""
 
     def decorate(fn: JobFunction) -> JobFunction:
-        jobs.register(Job(name, fn, every, crontab, (fn.__doc__ or "").strip().split("\n")[0]))
+        summary = (fn.__doc__ or "").strip().split("\n")[0]
+        jobs.register(Job(name, fn, every, crontab, summary, timezone))
         return fn
 
     return decorate

@@ -101,7 +101,7 @@ def _apply_default(task: PeriodicTask, job: Job) -> None:
             day_of_month=day_of_month,
             month_of_year=month_of_year,
             day_of_week=day_of_week,
-            timezone="UTC",
+            timezone=job.timezone,
         )
     task.save()
 

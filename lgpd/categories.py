@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from ai.models import Chunk
 from core.models import AuditLog, IdempotencyKey
 from crm.models import ConsentRecord, Contact, Conversation, Lead, LeadActivity, Message, Order
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
@@ -259,6 +260,33 @@ class IdempotencyCategory(Category):
         return mentioning(scoped, self.covers[IdempotencyKey], subject)
 
 
+class AiDerivedCategory(Category):
+    """What the AI derived from the subject: each message's sentiment (exported, nulled by the
+    redaction) and the RAG chunks made from the contact's data (exported, deleted). The AI app
+    stores no prompts or model replies of its own (zero retention): replies are messages."""
+
+    name = "ai_derived"
+    covers = {Message: ("sentiment", "sentiment_score"), Chunk: ("content",)}
+    context_fields = {
+        Message: ("conversation_id", "created_at"),
+        Chunk: ("source_kind", "source_id", "created_at"),
+    }
+
+    def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
+        if model is Chunk:
+            return Chunk.objects.filter(
+                organization_id=subject.contact.organization_id, contact_id=subject.contact.pk
+            )
+        return Message.objects.filter(
+            conversation__contact=subject.contact, sentiment__isnull=False
+        )
+
+    def redact(self, subject: Subject) -> int:
+        scored = self.rows(subject, Message).update(sentiment=None, sentiment_score=None)
+        deleted, _ = self.rows(subject, Chunk).delete()
+        return scored + deleted
+
+
 # Order matters for redaction: records found through the contact's relations first, the identity
 # last (the subject's identifiers were captured before anything changed).
 REGISTRY: tuple[Category, ...] = (
@@ -271,6 +299,7 @@ REGISTRY: tuple[Category, ...] = (
     WebhookCategory(),
     AuditCategory(),
     IdempotencyCategory(),
+    AiDerivedCategory(),
     ContactCategory(),
 )
 

@@ -3,6 +3,7 @@ dual-read during the rotation, the old key removable after, and an audit record.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from io import StringIO
 
@@ -15,6 +16,7 @@ from django.db import models
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from ai.models import AiAccount
 from core import crypto
 from core.models import AuditLog, Organization
 from crm.models import Contact
@@ -90,7 +92,8 @@ def test_unreadable_values_are_reported(org: Organization) -> None:
 
 @pytest.mark.django_db
 def test_unknown_context_is_a_clear_error() -> None:
-    with pytest.raises(CommandError, match="unknown encryption context 'oauth'; known: cpf, webh"):
+    known = "known: ai_provider, cpf, webh"
+    with pytest.raises(CommandError, match=f"unknown encryption context 'oauth'; {known}"):
         rotate("--context", "oauth")
 
 
@@ -119,6 +122,9 @@ def test_cpf_rotation_with_the_real_command(org: Organization) -> None:
 # One way to create a row per model that holds an encrypted field: a new encrypted model without
 # one fails test_every_registered_field_is_rotated.
 ROW_FACTORIES: dict[str, Callable[[Organization], models.Model]] = {
+    "ai.AiAccount": lambda org: AiAccount.objects.create(
+        organization=org, daily_budget_cents=1, spent_day=dt.date(2026, 12, 1)
+    ),
     "crm.Contact": lambda org: Contact.objects.create(organization=org, name="x"),
     "webhooks.Subscription": lambda org: Subscription.objects.create(
         organization=org, url="https://h.example.com/", event_types=["*"], secret_encrypted="-"

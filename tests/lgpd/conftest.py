@@ -127,6 +127,8 @@ def _conversation(org: Organization, contact: Contact) -> None:
         conversation=chat,
         body=f"Oi, sou {NAME}. CPF {CPF}, e-mail {EMAIL}, fone {PHONE}. Quero o pedido 42.",
         media_urls=[f"https://media.example.com/{EMAIL}/documento-{CPF}.jpg"],
+        sentiment="neutral",  # AI-derived (the ai_derived category)
+        sentiment_score=0.0,
     )
     MessageFactory(
         organization=org, conversation=chat, direction="outbound", body="Olá Maria! Pedido 42 ok."

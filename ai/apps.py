@@ -1,0 +1,19 @@
+"""The AI app: model gateway, ai-response-worker, ai-sentiment-worker, budgets and
+rag-indexer-worker."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AiConfig(AppConfig):
+    name = "ai"
+    verbose_name = "AI"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from ai import checks  # noqa: F401  (registers the system checks)
+        from ai.conf import PROVIDER_KEY_CONTEXT
+        from core.crypto import register_encrypted_field
+
+        register_encrypted_field(PROVIDER_KEY_CONTEXT, "ai.AiAccount", "api_key_encrypted")

@@ -1,0 +1,46 @@
+"""The AI knobs, read from `settings.AI` at call time (env names: deskcomm/settings.py)."""
+
+from __future__ import annotations
+
+from core.conf import AppSettings
+
+# core.crypto context of the organizations' own model-provider API keys.
+PROVIDER_KEY_CONTEXT = "ai_provider"
+# The embedding dimension of the chunk table (fixed by its migration; the gateway asks for it).
+EMBEDDING_DIMENSIONS = 384
+
+
+class AiSettings(AppSettings, namespace="AI"):
+    """Each `settings.AI` knob with its type and default."""
+
+    # Deterministic fixtures instead of a provider (development only; production refuses it).
+    MOCK: bool = False
+    API_KEY: str = ""
+    BASE_URL: str = "https://api.openai.com/v1"
+    CHAT_MODEL: str = "gpt-4o-mini"
+    SENTIMENT_MODEL: str = ""  # empty: CHAT_MODEL
+    EMBEDDING_MODEL: str = "text-embedding-3-small"
+    TIMEOUT: float = 30.0
+    # Prices, in cents per million tokens, for the cost accounting of every call.
+    PRICE_INPUT_CENTS_PER_MTOK: float = 15.0
+    PRICE_OUTPUT_CENTS_PER_MTOK: float = 60.0
+    PRICE_EMBEDDING_CENTS_PER_MTOK: float = 2.0
+    # A new organization's daily budget; `ai.budget_warning` at this share of it.
+    DAILY_BUDGET_CENTS: int = 500
+    BUDGET_WARNING_PCT: float = 80.0
+    BUDGET_TIME_ZONE: str = "America/Sao_Paulo"
+    # A 429's Retry-After up to this many seconds is waited for once, in the handler; longer ones
+    # go back to the bus's retry table.
+    MAX_INLINE_RETRY_AFTER: float = 5.0
+    # Failed responder attempts on one inbound message before the conversation goes to a human.
+    HANDOFF_AFTER_FAILURES: int = 3
+    HISTORY_MESSAGES: int = 10
+    RAG_TOP_K: int = 4
+    # pgvector's hnsw.ef_search for retrieval (pgvector's default is 40). A tenant's catalogue is
+    # small (thousands of chunks), so recall comes first: bench/rag.py measured recall@10 0.31
+    # at 40 and 1.00 at 200 on 20k lexical-hash chunks. Lower it for very large tenants.
+    RAG_EF_SEARCH: int = 200
+    MEDIA_RETENTION_DAYS: int = 365
+
+
+ai_settings = AiSettings()

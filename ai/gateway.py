@@ -1,0 +1,235 @@
+"""The model gateway: one small interface (chat completion, embeddings) in front of the providers.
+
+`OpenAICompatible` speaks the OpenAI API through the official SDK with a configurable base URL (a
+hosted gateway, vLLM, Ollama...), on the SSRF-guarded httpx client (`core.http.guarded_client`),
+with the SDK's own retries off: every failure is classified here instead (`GatewayError`):
+429, 5xx, timeouts and connection errors are transient (`retry_after` from the answer when it
+gave one), any other 4xx and a refused destination are permanent. Each call reports its tokens,
+cost and latency. Zero retention: nothing here stores a prompt or a reply.
+
+`gateway_for(organization_id)` picks the provider: the deterministic fixtures when MOCK_AI is on
+(`ai.mock`), else the OpenAI-compatible endpoint with the organization's own key or AI_API_KEY.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+import openai
+
+from ai import metrics
+from ai.conf import EMBEDDING_DIMENSIONS, ai_settings
+from core.http import BlockedDestination, guarded_client
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # system | user | assistant
+    content: str
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    cost_cents: float
+    latency_ms: int
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    vectors: list[list[float]]
+    model: str
+    tokens: int
+    cost_cents: float
+    latency_ms: int
+
+
+class GatewayError(Exception):
+    """A failed model call. `transient`: worth retrying (after `retry_after` s when known)."""
+
+    def __init__(
+        self, message: str, *, transient: bool, error_class: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.error_class = error_class
+        self.retry_after = retry_after
+
+
+class Gateway(Protocol):
+    """What the workers call."""
+
+    def chat(self, messages: list[ChatMessage], *, model: str | None = None) -> ChatResult: ...
+
+    def embed(self, texts: list[str]) -> EmbeddingResult: ...
+
+    def close(self) -> None: ...
+
+
+def cost_cents(tokens_in: int, tokens_out: int = 0, *, embedding: bool = False) -> float:
+    """The price of one call, in cents (AI_PRICE_*_CENTS_PER_MTOK)."""
+    if embedding:
+        return tokens_in * ai_settings.PRICE_EMBEDDING_CENTS_PER_MTOK / 1_000_000
+    return (
+        tokens_in * ai_settings.PRICE_INPUT_CENTS_PER_MTOK
+        + tokens_out * ai_settings.PRICE_OUTPUT_CENTS_PER_MTOK
+    ) / 1_000_000
+
+
+class OpenAICompatible:
+    """An OpenAI-compatible HTTP provider (official SDK, no SDK retries, guarded client)."""
+
+    def __init__(self, *, api_key: str, base_url: str, timeout: float | None = None) -> None:
+        seconds = ai_settings.TIMEOUT if timeout is None else timeout
+        self.client = openai.OpenAI(
+            api_key=api_key or "unset",
+            base_url=base_url,
+            max_retries=0,
+            timeout=seconds,
+            http_client=guarded_client(timeout=seconds),
+        )
+
+    def chat(self, messages: list[ChatMessage], *, model: str | None = None) -> ChatResult:
+        name = model or ai_settings.CHAT_MODEL
+        started = time.monotonic()
+        with _classified("chat", name):
+            response = self.client.chat.completions.create(
+                model=name,
+                messages=[{"role": m.role, "content": m.content} for m in messages],  # type: ignore[misc]
+            )
+        latency = _elapsed_ms(started)
+        usage = response.usage
+        tokens_in = usage.prompt_tokens if usage else 0
+        tokens_out = usage.completion_tokens if usage else 0
+        text = (response.choices[0].message.content or "") if response.choices else ""
+        result = ChatResult(
+            text,
+            response.model or name,
+            tokens_in,
+            tokens_out,
+            cost_cents(tokens_in, tokens_out),
+            latency,
+        )
+        metrics.observe_call(
+            "chat",
+            result.model,
+            latency_ms=latency,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            cost=result.cost_cents,
+        )
+        return result
+
+    def close(self) -> None:
+        """Close the pooled connections (each worker run builds and closes its gateway)."""
+        self.client.close()
+
+    def embed(self, texts: list[str]) -> EmbeddingResult:
+        name = ai_settings.EMBEDDING_MODEL
+        started = time.monotonic()
+        with _classified("embedding", name):
+            response = self.client.embeddings.create(
+                model=name, input=texts, dimensions=EMBEDDING_DIMENSIONS
+            )
+        latency = _elapsed_ms(started)
+        vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        tokens = response.usage.prompt_tokens if response.usage else 0
+        result = EmbeddingResult(vectors, name, tokens, cost_cents(tokens, embedding=True), latency)
+        metrics.observe_call(
+            "embedding",
+            name,
+            latency_ms=latency,
+            tokens_in=tokens,
+            tokens_out=0,
+            cost=result.cost_cents,
+        )
+        return result
+
+
+class _classified:
+    """Turns the SDK's exceptions into GatewayError (and counts them by class)."""
+
+    def __init__(self, kind: str, model: str) -> None:
+        self.kind, self.model = kind, model
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        if exc is None or not isinstance(exc, openai.OpenAIError):
+            return
+        error = classify(exc)
+        metrics.count_error(self.kind, self.model, error.error_class)
+        raise error from exc
+
+
+def classify(exc: openai.OpenAIError) -> GatewayError:
+    """429/5xx/timeouts/connection errors: transient; other 4xx and refused targets: permanent."""
+    if isinstance(exc, openai.APITimeoutError):
+        return GatewayError(str(exc), transient=True, error_class="timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc.__cause__, BlockedDestination):
+            return GatewayError(str(exc.__cause__), transient=False, error_class="blocked")
+        return GatewayError(str(exc), transient=True, error_class="connection")
+    if isinstance(exc, openai.APIStatusError):
+        return _classify_status(exc)
+    return GatewayError(str(exc), transient=False, error_class=type(exc).__name__)
+
+
+def _classify_status(exc: openai.APIStatusError) -> GatewayError:
+    status = exc.status_code
+    if status == 429 or status >= 500:
+        return GatewayError(
+            str(exc),
+            transient=True,
+            error_class="rate_limited" if status == 429 else "server_error",
+            retry_after=retry_after_seconds(exc.response),
+        )
+    return GatewayError(str(exc), transient=False, error_class=f"http_{status}")
+
+
+def retry_after_seconds(response: httpx.Response) -> float | None:
+    """Retry-After as seconds (a number or an HTTP date), None when absent or unreadable."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(parsed.timestamp() - time.time(), 0.0)
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def gateway_for(organization_id: uuid.UUID | str | None) -> Gateway:
+    """The provider for an organization: the mock (MOCK_AI), else the OpenAI-compatible one."""
+    if ai_settings.MOCK:
+        from ai.mock import MockGateway
+
+        return MockGateway()
+    return OpenAICompatible(api_key=_api_key(organization_id), base_url=ai_settings.BASE_URL)
+
+
+def _api_key(organization_id: uuid.UUID | str | None) -> str:
+    from ai.models import AiAccount
+
+    if organization_id is not None:
+        account = AiAccount.objects.filter(organization_id=organization_id).first()
+        if account is not None and account.api_key_encrypted:
+            return account.api_key
+    return ai_settings.API_KEY

@@ -1,0 +1,19 @@
+"""The AI app's scheduled jobs (declared with `jobs.registry.job`)."""
+
+from __future__ import annotations
+
+from ai.budget import budgets_reset
+from ai.media import media_prune
+from jobs.registry import job
+
+
+@job("daily-budget-reset", crontab="0 0 * * *", timezone="America/Sao_Paulo")
+def reset_budgets() -> int:
+    """Snapshot each organization's AI usage of the day into ai_usage_daily and reset its budget."""
+    return budgets_reset()
+
+
+@job("prune-old-media", crontab="30 3 * * *")
+def prune_old_media() -> int:
+    """Remove message attachments older than the organization's retention (default 365 days)."""
+    return media_prune()

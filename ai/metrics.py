@@ -1,0 +1,50 @@
+"""The AI app's Prometheus metrics (declared here only): model calls, tokens, cost, errors,
+replies, handoffs and throttled messages."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+CALL_SECONDS = Histogram(
+    "deskcomm_ai_call_duration_seconds",
+    "Model call latency, by kind (chat, embedding) and model.",
+    ["kind", "model"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60),
+)
+TOKENS = Counter(
+    "deskcomm_ai_tokens_total",
+    "Tokens used by model calls, by kind, model and direction (in, out).",
+    ["kind", "model", "direction"],
+)
+COST = Counter(
+    "deskcomm_ai_cost_cents_total",
+    "Cost of model calls in cents, by kind and model.",
+    ["kind", "model"],
+)
+ERRORS = Counter(
+    "deskcomm_ai_errors_total",
+    "Failed model calls, by kind, model and error class (rate_limited, server_error, timeout...).",
+    ["kind", "model", "error_class"],
+)
+OUTCOMES = Counter(
+    "deskcomm_ai_responder_outcomes_total",
+    "What the responder did with an inbound message (replied, skipped, throttled, handoff...).",
+    ["outcome"],
+)
+
+
+def observe_call(
+    kind: str, model: str, *, latency_ms: int, tokens_in: int, tokens_out: int, cost: float
+) -> None:
+    CALL_SECONDS.labels(kind, model).observe(latency_ms / 1000)
+    TOKENS.labels(kind, model, "in").inc(tokens_in)
+    TOKENS.labels(kind, model, "out").inc(tokens_out)
+    COST.labels(kind, model).inc(cost)
+
+
+def count_error(kind: str, model: str, error_class: str) -> None:
+    ERRORS.labels(kind, model, error_class).inc()
+
+
+def count_outcome(outcome: str) -> None:
+    OUTCOMES.labels(outcome).inc()

@@ -1,0 +1,1 @@
+"""Retrieval-augmented generation: chunking, the indexer (pgvector) and retrieval."""

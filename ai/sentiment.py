@@ -1,0 +1,96 @@
+"""ai-sentiment-worker: classify an inbound message's sentiment once, with a cheap model.
+
+Stores `Message.sentiment` / `sentiment_score` (a message already classified is skipped), emits
+`ai.sentiment_alert` for angry or frustrated messages and hands the conversation to a human.
+Non-critical: its own consumer, few attempts, and a failure here never touches the responder's
+delivery. Skipped while the organization's budget is exhausted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import closing
+
+from django.db import transaction
+
+import eventbus
+from ai import metrics
+from ai.budget import budget_allows, budget_charge
+from ai.conf import ai_settings
+from ai.gateway import ChatMessage, GatewayError, gateway_for
+from ai.handoff import NEGATIVE_SENTIMENTS, handoff_trigger
+from ai.inbound import resolve_inbound
+from crm.models import Message
+
+logger = logging.getLogger(__name__)
+LABELS = frozenset({"positive", "neutral", "negative", "angry", "frustrated"})
+INSTRUCTIONS = (
+    "Classify the sentiment of the customer's message. Answer with JSON only: "
+    '{"sentiment": "positive|neutral|negative|angry|frustrated", "score": -1.0..1.0}'
+)
+
+
+def classify_message(event: eventbus.Event) -> str:
+    """Handle one `message.received`; returns the label stored, or why nothing was."""
+    inbound = resolve_inbound(event.organization_id, event.payload)
+    if inbound is None or inbound.message is None:
+        return "not_inbound"
+    if inbound.message.sentiment is not None:
+        return "already_classified"
+    if not inbound.text.strip() or not budget_allows(event.organization_id):
+        return "skipped"
+    label, score = _classify(event, inbound.text)
+    with transaction.atomic():
+        stored = Message.objects.filter(pk=inbound.message.pk, sentiment__isnull=True).update(
+            sentiment=label, sentiment_score=score
+        )
+        if stored and label in NEGATIVE_SENTIMENTS:
+            eventbus.emit(
+                "ai.sentiment_alert",
+                organization=event.organization_id,
+                entity_kind="message",
+                entity_id=inbound.message.pk,
+                payload={
+                    "conversation_id": str(inbound.conversation.pk),
+                    "sentiment": label,
+                    "score": score,
+                },
+                idempotency_key=f"ai.sentiment_alert:{inbound.message.pk}",
+            )
+    if stored and label in NEGATIVE_SENTIMENTS:
+        handoff_trigger(conversation=inbound.conversation, reason="negative_sentiment")
+    return label if stored else "already_classified"
+
+
+def _classify(event: eventbus.Event, text: str) -> tuple[str, float]:
+    model = ai_settings.SENTIMENT_MODEL or ai_settings.CHAT_MODEL
+    prompt = [ChatMessage("system", INSTRUCTIONS), ChatMessage("user", text)]
+    try:
+        with closing(gateway_for(event.organization_id)) as gateway:
+            result = gateway.chat(prompt, model=model)
+    except GatewayError as exc:
+        if exc.transient:
+            raise
+        raise eventbus.PermanentError(f"sentiment call refused: {exc}") from exc
+    budget_charge(
+        event.organization_id,
+        cost_cents=result.cost_cents,
+        tokens_in=result.tokens_in,
+        tokens_out=result.tokens_out,
+    )
+    metrics.count_outcome("sentiment_classified")
+    return parse_sentiment(result.text)
+
+
+def parse_sentiment(text: str) -> tuple[str, float]:
+    """The label and score of the model's JSON answer; unreadable answers are neutral."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start : end + 1]) if start >= 0 else {}
+        label = str(data.get("sentiment", "neutral")).lower()
+        score = max(-1.0, min(1.0, float(data.get("score", 0.0))))
+    except (ValueError, TypeError, AttributeError):
+        logger.warning("unreadable sentiment answer; stored as neutral")
+        return "neutral", 0.0
+    return (label if label in LABELS else "neutral"), score
