@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "crm",
     "webhooks",
     "lgpd",
+    "nuvemshop",
 ]
 
 MIDDLEWARE = [
@@ -487,6 +488,7 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 ENCRYPTION_KEYS = {
     "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
     "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
+    "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
@@ -540,5 +542,30 @@ LGPD = given(
         "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=unset),
         # Public base URL of this service, for download links built outside a request.
         "PUBLIC_BASE_URL": env.str("PUBLIC_BASE_URL", default=unset),
+    }
+)
+
+# Nuvemshop (Tiendanube) integration, read at call time through `nuvemshop.conf`.
+NUVEMSHOP = given(
+    {
+        # The app's id and secret (partner dashboard); the secret also verifies store webhooks.
+        "APP_ID": env.str("NUVEMSHOP_CLIENT_ID", default=unset),
+        "CLIENT_SECRET": env.str("NUVEMSHOP_CLIENT_SECRET", default=unset),
+        # Hosts (defaults: nuvemshop.com.br); tests point them at a loopback fake.
+        "AUTHORIZE_URL": env.str("NUVEMSHOP_AUTHORIZE_URL", default=unset),
+        "TOKEN_URL": env.str("NUVEMSHOP_TOKEN_URL", default=unset),
+        "API_BASE_URL": env.str("NUVEMSHOP_API_BASE_URL", default=unset),
+        "USER_AGENT": env.str("NUVEMSHOP_USER_AGENT", default=unset),
+        "WEBHOOK_BASE_URL": env.str("NUVEMSHOP_WEBHOOK_BASE_URL", default=unset),
+        # Requests per window shared by every worker of a store (seed: 300 per minute).
+        "RATE_LIMIT_REQUESTS": env.int("NUVEMSHOP_RATE_LIMIT_REQUESTS", default=unset),
+        "RATE_LIMIT_WINDOW_SECONDS": env.float(
+            "NUVEMSHOP_RATE_LIMIT_WINDOW_SECONDS", default=unset
+        ),
+        "PER_PAGE": env.int("NUVEMSHOP_PER_PAGE", default=unset),
+        "TIMEOUT": env.float("NUVEMSHOP_TIMEOUT", default=unset),
+        # Development and tests only: allow a loopback/private API host.
+        "ALLOW_PRIVATE_HOSTS": env.bool("NUVEMSHOP_ALLOW_PRIVATE_HOSTS", default=unset),
+        "LEAD_WON_ON_PAID": env.bool("NUVEMSHOP_LEAD_WON_ON_PAID", default=unset),
     }
 )
