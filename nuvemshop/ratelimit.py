@@ -33,7 +33,7 @@ ON CONFLICT (ns_store_id) DO NOTHING
 # -- name: take_token
 # -- Refill for the time elapsed, take one token if at least one is there and the store is not
 # -- blocked by a 429. No row back: no token now.
-TAKE_TOKEN_SQL = """
+TAKE_SQL = """
 WITH clock AS (SELECT clock_timestamp() AS now)
 UPDATE nuvemshop_ratebucket AS bucket
    SET tokens = LEAST(%(burst)s,
@@ -97,7 +97,7 @@ def acquire(ns_store_id: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(ENSURE_BUCKET_SQL, params)
         while True:
-            cursor.execute(TAKE_TOKEN_SQL, params)
+            cursor.execute(TAKE_SQL, params)
             if cursor.fetchone() is not None:
                 return
             cursor.execute(WAIT_SQL, params)

@@ -94,7 +94,7 @@ def _resource_id(event: str, data: dict[str, Any]) -> int | None:
         raw = (data.get("customer") or {}).get("id")
     else:
         raw = data.get("id")
-    return int(raw) if str(raw or "").isdigit() else None
+    return int(str(raw)) if str(raw or "").isdigit() else None
 
 
 def _identity(event: str, data: dict[str, Any], body: bytes) -> str:
@@ -107,11 +107,11 @@ def _identity(event: str, data: dict[str, Any], body: bytes) -> str:
 
 
 def _emit(store: Store, receipt: WebhookReceipt, data: dict[str, Any]) -> None:
-    common = {"organization": store.organization_id, "entity_kind": "nuvemshop_store"}
     if receipt.event == "store/redact":
         eventbus.emit(
             "nuvemshop.store_redact_received",
-            **common,
+            organization=store.organization_id,
+            entity_kind="nuvemshop_store",
             entity_id=store.pk,
             payload={"store_id": str(store.pk), "ns_store_id": store.ns_store_id},
             idempotency_key=f"nuvemshop.store_redact:{receipt.pk}",
@@ -122,7 +122,8 @@ def _emit(store: Store, receipt: WebhookReceipt, data: dict[str, Any]) -> None:
         return
     eventbus.emit(
         "nuvemshop.webhook_received",
-        **common,
+        organization=store.organization_id,
+        entity_kind="nuvemshop_store",
         entity_id=store.pk,
         payload={"receipt_id": str(receipt.pk), "store_id": str(store.pk), "event": receipt.event},
         idempotency_key=f"nuvemshop.webhook_received:{receipt.pk}",

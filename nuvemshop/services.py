@@ -4,6 +4,7 @@ store's webhooks, remove a store's data (store/redact), and carry an LGPD redact
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from typing import Any
@@ -364,11 +365,9 @@ def shop_redaction_run(*, redaction_id: uuid.UUID) -> str:
         )
         return "store not syncing"
     body = {**REDACTED_CUSTOMER, "email": f"anonimizado-{redaction.ns_customer_id}@invalid.invalid"}
-    with NuvemshopClient(store) as api:
-        try:
-            api.request("PUT", api.url(f"customers/{redaction.ns_customer_id}"), json=body)
-        except NotFound:
-            pass
+    # A 404: the customer is already gone from the shop, which is what was asked.
+    with NuvemshopClient(store) as api, contextlib.suppress(NotFound):
+        api.request("PUT", api.url(f"customers/{redaction.ns_customer_id}"), json=body)
     ShopRedaction.objects.filter(pk=redaction.pk).update(
         status=ShopRedaction.Status.DONE, done_at=timezone.now(), error=""
     )

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from crm.models import Contact, Lead, Order, Product
+from crm.models import Contact, Order, Product
 from eventbus.models import EventLog
 from nuvemshop.models import CustomerLink, Store, SyncCursor, WebhookReceipt
 from tests.nuvemshop.conftest import drain
@@ -44,7 +44,11 @@ def test_order_paid_upserts_the_order_and_emits_its_events_once(
     deliver(client, "order/paid", id=555)
     drain()
     placed = Order.objects.get(ns_order_id=555)
-    assert (placed.total_cents, placed.contact_id, placed.payment_status) == (5800, contact.pk, "paid")
+    assert (placed.total_cents, placed.contact_id, placed.payment_status) == (
+        5800,
+        contact.pk,
+        "paid",
+    )
     [paid] = payloads("nuvemshop.order_paid")
     assert (paid["order_id"], paid["amount_cents"]) == (str(placed.pk), 5800)
     assert dt.datetime.fromisoformat(paid["paid_at"]) == placed.paid_at
@@ -60,7 +64,9 @@ def test_order_paid_upserts_the_order_and_emits_its_events_once(
     assert CustomerLink.objects.get(ns_customer_id=77).contact_id == contact.pk
 
 
-def test_product_events_upsert_and_mark_deleted(client: Client, store: Store, shop: FakeStore) -> None:
+def test_product_events_upsert_and_mark_deleted(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
     shop.products.append(product(31, name="Camiseta", price="49.90"))
     deliver(client, "product/created", id=31)
     drain()
@@ -96,9 +102,7 @@ def test_install_registers_webhooks_idempotently_and_runs_the_first_sync(
     from nuvemshop import services
     from nuvemshop.conf import STORE_WEBHOOK_EVENTS
 
-    shop.webhooks.append(
-        {"id": 1, "event": "order/paid", "url": "https://old.example.com/hook"}
-    )
+    shop.webhooks.append({"id": 1, "event": "order/paid", "url": "https://old.example.com/hook"})
     shop.products.extend(product(i) for i in range(1, 6))
     shop.customers.extend(customer(i) for i in range(1, 4))
     shop.orders.extend(order(1000 + i, number=i, buyer=customer(i % 3 + 1)) for i in range(7))
@@ -112,7 +116,9 @@ def test_install_registers_webhooks_idempotently_and_runs_the_first_sync(
     assert set(hooks) == set(STORE_WEBHOOK_EVENTS)
     assert hooks["order/paid"] == "https://crm.example.com/api/webhooks/nuvemshop/order/paid"
     assert services.webhooks_register(store=store) == {
-        "created": 0, "updated": 0, "unchanged": len(STORE_WEBHOOK_EVENTS)
+        "created": 0,
+        "updated": 0,
+        "unchanged": len(STORE_WEBHOOK_EVENTS),
     }
     store.refresh_from_db()
     assert (store.products_count, store.customers_count, store.orders_count) == (5, 3, 7)

@@ -17,7 +17,14 @@ from eventbus.models import Delivery
 from nuvemshop import services
 from nuvemshop.handlers import SYNC_CONSUMER
 from nuvemshop.models import Store, SyncCursor
-from tests.support.nuvemshop import FakeNuvemshop, FakeStore, customer, fake_nuvemshop, order, product
+from tests.support.nuvemshop import (
+    FakeNuvemshop,
+    FakeStore,
+    customer,
+    fake_nuvemshop,
+    order,
+    product,
+)
 from tests.support.processes import Drain, start_drain
 from tests.support.waiting import wait_for
 
@@ -89,7 +96,11 @@ def test_a_worker_killed_halfway_is_resumed_from_the_cursor_without_duplicates(
     assert max(requested.values()) <= 2  # at most the page in flight at the kill, again
     assert sum(requested.values()) <= 21
     store.refresh_from_db()
-    wait_for(lambda: Store.objects.get(pk=store.pk).last_sync_at is not None, timeout=60, what="the run's end")
+    wait_for(
+        lambda: Store.objects.get(pk=store.pk).last_sync_at is not None,
+        timeout=60,
+        what="the run's end",
+    )
     assert Store.objects.get(pk=store.pk).orders_count == 2000
     assert not Delivery.objects.filter(status="processing").exists()
 

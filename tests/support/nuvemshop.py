@@ -352,9 +352,9 @@ class _Handler(BaseHTTPRequestHandler):
 def _matches(item: dict[str, Any], query: dict[str, str]) -> bool:
     if "event" in query and item.get("event") != query["event"]:
         return False
-    if "created_at_min" in query and str(item.get("created_at", "")) < query["created_at_min"]:
-        return False
-    return True
+    return (
+        "created_at_min" not in query or str(item.get("created_at", "")) >= query["created_at_min"]
+    )
 
 
 @contextmanager
