@@ -13,7 +13,7 @@ from nuvemshop.models import Store
 from tests.support.browser import log_in, wait_for
 from tests.support.nuvemshop import fake_nuvemshop
 
-PASSWORD = "a-long-test-password"  # noqa: S105  (a throwaway test admin)
+PASSWORD = "a-long-test-password"
 
 
 def test_connect_a_store_from_the_admin(
