@@ -19,6 +19,7 @@ import httpx
 from core.http import guarded_client
 from nuvemshop import ratelimit
 from nuvemshop.conf import nuvemshop_settings
+from nuvemshop.metrics import API_REQUESTS, count_response
 from nuvemshop.models import Store
 
 logger = logging.getLogger(__name__)
@@ -123,7 +124,9 @@ class NuvemshopClient:
                     method, url, json=json, params=params, headers=self._headers
                 )
             except httpx.HTTPError as error:
+                API_REQUESTS.labels("error").inc()
                 raise NuvemshopError(f"{method} {url}: {error}") from error
+            count_response(response.status_code)
             if response.status_code != 429:
                 return self._checked(method, url, response)
             ratelimit.block(self.store.ns_store_id, retry_after_seconds(response))

@@ -346,6 +346,9 @@ def redaction_propagate(*, contact_id: uuid.UUID, request_id: uuid.UUID) -> bool
                 idempotency_key=f"nuvemshop.shop_redact:{redaction.pk}",
             )
         queued = True
+    # The shop id now points at nobody: a later order of that customer finds no anonymized
+    # contact through it (the ShopRedaction row keeps the id until the shop call is made).
+    links.delete()
     return queued
 
 

@@ -21,6 +21,7 @@ from core.audit import user_actor
 from core.models import Organization
 from nuvemshop import oauth, receiver, services
 from nuvemshop.conf import LGPD_WEBHOOK_EVENTS, STORE_WEBHOOK_EVENTS
+from nuvemshop.metrics import WEBHOOKS
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +39,14 @@ def webhook_receive(request: HttpRequest, event: str) -> HttpResponse:
     try:
         accepted = receiver.webhook_accept(event=event, body=request.body, signature=signature)
     except receiver.BadSignature:
+        WEBHOOKS.labels("bad_signature").inc()
         return JsonResponse({"error": "invalid signature"}, status=401)
     except receiver.BadPayload as error:
+        WEBHOOKS.labels("bad_payload").inc()
         return JsonResponse({"error": str(error)}, status=400)
-    status = "duplicate" if accepted.duplicate else "accepted"
+    # An unknown store (uninstalled long ago, another app's): 200 so the shop stops retrying.
+    status = "duplicate" if accepted.duplicate else "accepted" if accepted.receipt_id else "ignored"
+    WEBHOOKS.labels(status).inc()
     return JsonResponse({"status": status}, status=200)
 
 

@@ -152,3 +152,16 @@ def test_a_429_is_waited_out_for_every_process_of_the_store(
     hits = fake.api_hits("/orders/700")
     assert len(hits) == 3
     assert hits[2].at - hits[1].at >= 0.25  # waited the Retry-After before trying again
+
+
+def test_app_suspended_stops_syncing_until_resumed(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
+    deliver(client, "app/suspended", id=4321)
+    drain()
+    store.refresh_from_db()
+    assert (store.status, store.syncing) == ("suspended", False)
+    deliver(client, "app/resumed", id=4321)
+    drain()
+    store.refresh_from_db()
+    assert (store.status, store.syncing) == ("connected", True)

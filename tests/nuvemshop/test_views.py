@@ -106,3 +106,17 @@ def test_a_body_changed_after_signing_is_refused(client: Client, store: Store) -
         headers={"x-linkedstore-hmac-sha256": signature},
     )
     assert response.status_code == 401 and not WebhookReceipt.objects.exists()
+
+
+def test_a_webhook_for_an_unknown_store_is_acknowledged_and_ignored(
+    client: Client, fake: FakeNuvemshop
+) -> None:
+    response = post(client, "order/paid", {"store_id": 1, "event": "order/paid", "id": 5})
+    assert (response.status_code, response.json()) == (200, {"status": "ignored"})
+    assert not WebhookReceipt.objects.exists()
+
+
+def test_an_event_the_url_does_not_name_is_refused(client: Client, store: Store) -> None:
+    response = post(client, "order/paid", {"store_id": 789, "event": "order/cancelled", "id": 5})
+    assert response.status_code == 400 and not WebhookReceipt.objects.exists()
+    assert post(client, "order/unknown", {"store_id": 789, "id": 5}).status_code == 404
