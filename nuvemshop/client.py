@@ -128,9 +128,16 @@ class NuvemshopClient:
                 raise NuvemshopError(f"{method} {url}: {error}") from error
             count_response(response.status_code)
             if response.status_code != 429:
+                self._respect_bucket(response)
                 return self._checked(method, url, response)
             ratelimit.block(self.store.ns_store_id, retry_after_seconds(response))
         raise NuvemshopError(f"{method} {url}: still throttled after {THROTTLE_RETRIES} tries")
+
+    def _respect_bucket(self, response: httpx.Response) -> None:
+        """The API's own bucket is empty (`x-rate-limit-remaining: 0`): every process of the
+        store waits until it has drained (`x-rate-limit-reset`, milliseconds) instead of a 429."""
+        if response.headers.get("x-rate-limit-remaining") == "0":
+            ratelimit.block(self.store.ns_store_id, retry_after_seconds(response))
 
     def _checked(self, method: str, url: str, response: httpx.Response) -> httpx.Response:
         if response.status_code == 401:

@@ -59,3 +59,15 @@ def test_a_refused_token_is_token_invalid(store: Store, shop: FakeStore) -> None
     shop.token = "new-install"
     with NuvemshopClient(store) as api, pytest.raises(TokenInvalid):
         api.get("store")
+
+
+@pytest.mark.django_db
+def test_an_empty_api_bucket_makes_the_next_request_wait_for_its_reset(
+    store: Store, fake: FakeNuvemshop
+) -> None:
+    fake.rate_remaining, fake.rate_reset_ms = 0, 400
+    with NuvemshopClient(store) as api:
+        api.get("store")
+        api.get("store")
+    first, second = fake.api_hits("/store")
+    assert second.at - first.at >= 0.35  # no 429 needed: the headers said to wait

@@ -82,6 +82,8 @@ class FakeNuvemshop(ThreadingHTTPServer):
         self.hits: list[Hit] = []
         self.token_requests: list[dict[str, Any]] = []
         self.latency = 0.0
+        self.rate_remaining = 39  # what X-Rate-Limit-Remaining says (0: the bucket is full)
+        self.rate_reset_ms = 500
         self.lock = threading.Lock()
         self._throttle = 0
         self._throttle_retry_after = 1.0
@@ -338,6 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
             "X-Rate-Limit-Reset": "500",
             **(extra or {}),
         }
+        if self.path.startswith("/v1/"):
+            headers["X-Rate-Limit-Remaining"] = str(self.server.rate_remaining)
+            headers["X-Rate-Limit-Reset"] = str(self.server.rate_reset_ms)
         self._send(status, json.dumps(data).encode(), headers)
 
     def _send(self, status: int, body: bytes, headers: dict[str, str]) -> None:
