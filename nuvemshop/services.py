@@ -243,7 +243,7 @@ def _product_event(store: Store, receipt: WebhookReceipt) -> str:
             return _product_deleted(store, receipt)
     with transaction.atomic():
         product, created = upserts.product_upsert(store, data)
-        sync._emit_product(store, product, "created" if created else "updated", data)
+        sync.product_synced_emit(store, product, "created" if created else "updated", data)
         _processed(receipt, "upserted")
     return "upserted"
 
@@ -257,7 +257,7 @@ def _product_deleted(store: Store, receipt: WebhookReceipt) -> str:
             if product.deleted_at is None:
                 product.deleted_at = timezone.now()
                 product.save(update_fields=["deleted_at", "updated_at"])
-            sync._emit_product(store, product, "deleted", {"updated_at": "deleted"})
+            sync.product_synced_emit(store, product, "deleted", {"updated_at": "deleted"})
         _processed(receipt, "deleted")
     return "deleted"
 

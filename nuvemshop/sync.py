@@ -95,7 +95,7 @@ def _apply(store: Store, resource: str, items: list[dict[str, Any]]) -> int:
     for item in items:
         if resource == SyncCursor.Resource.PRODUCTS:
             product, created = upserts.product_upsert(store, item)
-            _emit_product(store, product, "created" if created else "updated", item)
+            product_synced_emit(store, product, "created" if created else "updated", item)
         elif resource == SyncCursor.Resource.CUSTOMERS:
             upserts.contact_for_customer(store, item)
         else:
@@ -157,7 +157,7 @@ def _emit_page(store: Store, resource: str, run_id: uuid.UUID, page: int) -> Non
     )
 
 
-def _emit_product(store: Store, product: Product, action: str, item: dict[str, Any]) -> None:
+def product_synced_emit(store: Store, product: Product, action: str, item: dict[str, Any]) -> None:
     """`nuvemshop.product_synced` once per product version (its `updated_at` in the store)."""
     version = item.get("updated_at") or action
     eventbus.emit(
