@@ -76,10 +76,11 @@ def post(client: Client, event: str, payload: dict[str, Any], signature: str | N
 
 
 def test_a_valid_webhook_is_recorded_once_and_a_replay_writes_nothing(
-    client: Client, store: Store
+    client: Client, store: Store, fake: FakeNuvemshop
 ) -> None:
     payload = {"store_id": 789, "event": "order/paid", "id": 555}
     assert post(client, "order/paid", payload).json() == {"status": "accepted"}
+    assert fake.api_hits() == []  # rows and events only: the worker calls the shop
     events = EventLog.objects.filter(event_type="nuvemshop.webhook_received")
     assert events.count() == 1 and WebhookReceipt.objects.count() == 1
     replay = post(client, "order/paid", payload)
