@@ -110,8 +110,13 @@ def receipt_process(*, receipt_id: uuid.UUID) -> str:
         return "done"
     store = receipt.store
     if receipt.event in STATUS_EVENTS:
-        store_status_set(store=store, status=STATUS_EVENTS[receipt.event], reason=receipt.event)
-        return _processed(receipt, "status")
+        with transaction.atomic():
+            store_status_set(store=store, status=STATUS_EVENTS[receipt.event], reason=receipt.event)
+            if receipt.event == "app/resumed":  # what changed while suspended is caught up
+                store.refresh_from_db()
+                full_resync_request(store=store, actor="system:app/resumed")
+            _processed(receipt, "status")
+        return "status"
     if not store.syncing:
         return _processed(receipt, f"store {store.status}")
     if receipt.event.startswith("order/"):

@@ -165,3 +165,4 @@ def test_app_suspended_stops_syncing_until_resumed(
     drain()
     store.refresh_from_db()
     assert (store.status, store.syncing) == ("connected", True)
+    assert EventLog.objects.filter(event_type="nuvemshop.full_resync").count() == 1
