@@ -127,3 +127,22 @@ def test_store_redact_removes_the_stores_data(
     assert not Product.objects.filter(ns_store_id=789).exists()
     assert not store.customer_links.exists()
     assert WebhookReceipt.objects.filter(event="store/redact").count() == 1
+
+
+def test_a_redaction_requested_in_the_crm_reaches_the_shop(
+    synced: Contact, fake: FakeNuvemshop
+) -> None:
+    from lgpd import services
+
+    services.data_request_create(
+        organization_id=synced.organization_id,
+        contact_id=synced.pk,
+        kind="redact",
+        channel="admin",
+        actor="user:dpo",
+    )
+    drain(ALL)
+    [applied] = EventLog.objects.filter(event_type="lgpd.redact_applied")
+    assert applied.payload["scope"] == "crm_and_nuvemshop"
+    assert [h.method for h in fake.api_hits("/customers/77")] == ["PUT"]
+    assert not synced.nuvemshop_links.exists()  # the shop id points at nobody any more
