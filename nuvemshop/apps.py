@@ -13,6 +13,7 @@ class NuvemshopConfig(AppConfig):
     def ready(self) -> None:
         from core import crypto
         from core.health import registry as health
+        from nuvemshop import checks  # noqa: F401  (registers the system checks)
         from nuvemshop import health as store_health
         from nuvemshop.models import OAUTH_CONTEXT
 
