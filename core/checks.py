@@ -53,7 +53,7 @@ def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckM
 
 _KEY_HINT = (
     "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets, "
-    "CPF_ENCRYPTION_KEY for cpf): "
+    "CPF_ENCRYPTION_KEY for cpf, ENCRYPTION_KEY_OAUTH for oauth): "
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
 

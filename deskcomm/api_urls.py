@@ -15,6 +15,7 @@ from core.api.views import ping
 from core.health.views import health_view
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
 from lgpd.urls import api_urlpatterns as lgpd_urlpatterns
+from nuvemshop.urls import webhook_urlpatterns as nuvemshop_webhook_urlpatterns
 from pipelines.api.urls import seed_urlpatterns as pipeline_seed_urlpatterns
 from pipelines.api.urls import v1_urlpatterns as pipeline_urlpatterns
 from webhooks.api.urls import webhook_urlpatterns
@@ -31,5 +32,6 @@ urlpatterns = [
     path("v1/", include(pipeline_urlpatterns)),
     *outbox_urlpatterns,
     *pipeline_seed_urlpatterns,
+    path("webhooks/nuvemshop/", include(nuvemshop_webhook_urlpatterns)),
     re_path(r"", api_not_found),
 ]

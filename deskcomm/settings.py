@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "lgpd",
     "pipelines",
     "ai",
+    "nuvemshop",
 ]
 
 MIDDLEWARE = [
@@ -491,6 +492,7 @@ ENCRYPTION_KEYS = {
     "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
     "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
     "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
+    "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
@@ -585,5 +587,30 @@ AI = given(
         "RAG_TOP_K": env.int("AI_RAG_TOP_K", default=unset),
         "RAG_EF_SEARCH": env.int("AI_RAG_EF_SEARCH", default=unset),
         "MEDIA_RETENTION_DAYS": env.int("AI_MEDIA_RETENTION_DAYS", default=unset),
+    }
+)
+
+# Nuvemshop (Tiendanube) integration, read at call time through `nuvemshop.conf`.
+NUVEMSHOP = given(
+    {
+        # The app's id and secret (partner dashboard); the secret also verifies store webhooks.
+        "APP_ID": env.str("NUVEMSHOP_CLIENT_ID", default=unset),
+        "CLIENT_SECRET": env.str("NUVEMSHOP_CLIENT_SECRET", default=unset),
+        # Hosts (defaults: nuvemshop.com.br); tests point them at a loopback fake.
+        "AUTHORIZE_URL": env.str("NUVEMSHOP_AUTHORIZE_URL", default=unset),
+        "TOKEN_URL": env.str("NUVEMSHOP_TOKEN_URL", default=unset),
+        "API_BASE_URL": env.str("NUVEMSHOP_API_BASE_URL", default=unset),
+        "USER_AGENT": env.str("NUVEMSHOP_USER_AGENT", default=unset),
+        "WEBHOOK_BASE_URL": env.str("NUVEMSHOP_WEBHOOK_BASE_URL", default=unset),
+        # Requests per window shared by every worker of a store (seed: 300 per minute).
+        "RATE_LIMIT_REQUESTS": env.int("NUVEMSHOP_RATE_LIMIT_REQUESTS", default=unset),
+        "RATE_LIMIT_WINDOW_SECONDS": env.float(
+            "NUVEMSHOP_RATE_LIMIT_WINDOW_SECONDS", default=unset
+        ),
+        "PER_PAGE": env.int("NUVEMSHOP_PER_PAGE", default=unset),
+        "TIMEOUT": env.float("NUVEMSHOP_TIMEOUT", default=unset),
+        # Development and tests only: allow a loopback/private API host.
+        "ALLOW_PRIVATE_HOSTS": env.bool("NUVEMSHOP_ALLOW_PRIVATE_HOSTS", default=unset),
+        "LEAD_WON_ON_PAID": env.bool("NUVEMSHOP_LEAD_WON_ON_PAID", default=unset),
     }
 )

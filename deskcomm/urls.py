@@ -12,6 +12,7 @@ from core.shown_once import shown_once_view
 from deskcomm.landing import landing
 from jobs.admin_views import job_queues_view
 from jobs.views import cron_run
+from nuvemshop.urls import install_urlpatterns as nuvemshop_install_urls
 
 admin.site.site_header = "Deskcomm operations"
 admin.site.site_title = "Deskcomm"
@@ -34,6 +35,7 @@ def moved_admin_page(request: HttpRequest, model: str, rest: str) -> HttpRespons
 urlpatterns = [
     path("", landing, name="landing"),
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
+    path("admin/nuvemshop/install/", include(nuvemshop_install_urls)),
     path("admin/jobs/queues/", admin.site.admin_view(job_queues_view), name="admin-job-queues"),
     path(
         "admin/shown-once/<str:token>/",

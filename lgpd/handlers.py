@@ -11,6 +11,7 @@ import uuid
 
 import eventbus
 from lgpd import conf, services
+from lgpd.models import DataRequest
 
 EXPORT_CONSUMER = "lgpd-export-worker"
 REDACT_CONSUMER = "lgpd-redact-worker"
@@ -40,3 +41,27 @@ def redact_on_request(event: eventbus.Event) -> None:
         services.redaction_apply(
             request_id=uuid.UUID(event.payload["request_id"]), actor=f"system:{REDACT_CONSUMER}"
         )
+
+
+SHOP_REQUEST_CONSUMER = "lgpd-shop-request-worker"
+
+
+# The shop's LGPD webhooks (nuvemshop.receiver): open the CRM's own request for the matched
+# contact; its export/redaction then runs like any other (and reaches back to the shop).
+@eventbus.consumer(
+    SHOP_REQUEST_CONSUMER,
+    events=["nuvemshop.customer_redact_received", "nuvemshop.customer_data_requested"],
+    atomic=True,  # the request and the ack commit together: one request per webhook
+)
+def request_from_shop(event: eventbus.Event) -> None:
+    contact_id = event.payload.get("contact_id")
+    if not contact_id:
+        return  # no such customer in the CRM: nothing to report or erase
+    redact = event.event_type == "nuvemshop.customer_redact_received"
+    services.data_request_create(
+        organization_id=event.organization_id,
+        contact_id=uuid.UUID(contact_id),
+        kind=DataRequest.Kind.REDACT if redact else DataRequest.Kind.ACCESS,
+        channel=DataRequest.Channel.NUVEMSHOP,
+        actor=f"nuvemshop:{event.payload.get('store_id', '')}",
+    )

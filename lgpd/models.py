@@ -28,6 +28,7 @@ class DataRequest(models.Model):
         API = "api"
         ADMIN = "admin"
         COMMAND = "command"
+        NUVEMSHOP = "nuvemshop"  # the shop's LGPD webhooks (customers/redact, data_request)
 
     class ExportDeleted(models.TextChoices):
         REDACTED = "redacted"  # erased by a later redaction of the same subject

@@ -19,6 +19,7 @@ from lgpd import alerts, archives, exports, mail, selectors
 from lgpd.categories import REGISTRY
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
+from nuvemshop import services as shop
 
 logger = logging.getLogger(__name__)
 
@@ -193,13 +194,19 @@ def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
             _finish_repeat(request)
             return False
         subject = selectors.subject_for(contact)
+        # Seed 000 §6.6: a shop customer is redacted in the shop too (the sync worker calls it).
+        in_shop = shop.redaction_propagate(contact_id=contact.pk, request_id=request.id)
         changed = {category.name: category.redact(subject) for category in REGISTRY}
         changed["archived_days"] = archives.archives_redact(subject)
         _erase_exports(contact)
         now = timezone.now()
         request.redacted_at = now
         _complete(request, now)
-        _emit_redacted(request, fields=list(contact.PERSONAL_DATA))
+        _emit_redacted(
+            request,
+            fields=list(contact.PERSONAL_DATA),
+            scope="crm_and_nuvemshop" if in_shop else "crm_only",
+        )
         _audit(request, actor=actor, action="lgpd.redact.apply", changed=changed)
     return True
 
@@ -307,12 +314,12 @@ def _emit_export_generated(request: DataRequest) -> None:
     )
 
 
-def _emit_redacted(request: DataRequest, *, fields: list[str]) -> None:
+def _emit_redacted(request: DataRequest, *, fields: list[str], scope: str) -> None:
     contact_id = str(request.contact_id)
     _emit(
         request,
         "lgpd.redact_applied",
-        {"request_id": str(request.id), "contact_id": contact_id, "scope": "crm_only"},
+        {"request_id": str(request.id), "contact_id": contact_id, "scope": scope},
     )
     # Webhook subscribers receive it: LGPD Art. 18 §6, tell those the data was shared with.
     _emit(

@@ -20,6 +20,7 @@ from ai.models import AiAccount
 from core import crypto
 from core.models import AuditLog, Organization
 from crm.models import Contact
+from nuvemshop.models import Store
 from webhooks import selectors
 from webhooks.models import Subscription
 
@@ -92,9 +93,11 @@ def test_unreadable_values_are_reported(org: Organization) -> None:
 
 @pytest.mark.django_db
 def test_unknown_context_is_a_clear_error() -> None:
-    known = "known: ai_provider, cpf, webh"
-    with pytest.raises(CommandError, match=f"unknown encryption context 'oauth'; {known}"):
-        rotate("--context", "oauth")
+    with pytest.raises(
+        CommandError,
+        match="unknown encryption context 'no_such'; known: ai_provider, cpf, oauth, webh",
+    ):
+        rotate("--context", "no_such")
 
 
 def test_cpf_rotation_with_the_real_command(org: Organization) -> None:
@@ -129,6 +132,7 @@ ROW_FACTORIES: dict[str, Callable[[Organization], models.Model]] = {
     "webhooks.Subscription": lambda org: Subscription.objects.create(
         organization=org, url="https://h.example.com/", event_types=["*"], secret_encrypted="-"
     ),
+    "nuvemshop.Store": lambda org: Store.objects.create(organization=org, ns_store_id=1),
 }
 
 

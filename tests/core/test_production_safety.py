@@ -22,6 +22,7 @@ PRODUCTION = {
     "WEBHOOK_SECRETS_KEY": Fernet.generate_key().decode(),
     "CPF_ENCRYPTION_KEY": Fernet.generate_key().decode(),
     "AI_PROVIDER_KEYS_KEY": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEY_OAUTH": Fernet.generate_key().decode(),
     "METRICS_TOKEN": "metrics-token-for-tests",
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",

@@ -1,0 +1,168 @@
+"""nuvemshop-sync-worker in-process against the fake: store webhooks fetched and upserted with
+the catalog's events (once), webhook registration, a full sync, a revoked token."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from crm.models import Contact, Order, Product
+from eventbus.models import EventLog
+from nuvemshop.models import CustomerLink, Store, SyncCursor, WebhookReceipt
+from tests.nuvemshop.conftest import drain
+from tests.support.factories import ContactFactory, LeadFactory
+from tests.support.nuvemshop import FakeNuvemshop, FakeStore, customer, order, product
+
+pytestmark = pytest.mark.django_db
+
+
+def deliver(client: Client, event: str, **payload: Any) -> None:
+    body, signature = FakeNuvemshop.signed({"store_id": 789, "event": event, **payload})
+    response = client.post(
+        f"/api/webhooks/nuvemshop/{event}",
+        data=body,
+        content_type="application/json",
+        headers={"x-linkedstore-hmac-sha256": signature},
+    )
+    assert response.status_code == 200, response.content
+
+
+def payloads(event_type: str) -> list[dict[str, Any]]:
+    return list(EventLog.objects.filter(event_type=event_type).values_list("payload", flat=True))
+
+
+def test_order_paid_upserts_the_order_and_emits_its_events_once(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
+    buyer = customer(77, email="maria@example.com")
+    shop.orders.append(order(555, number=101, buyer=buyer, total="58.00", payment_status="paid"))
+    contact = ContactFactory(organization=store.organization, email="Maria@example.com")
+    lead = LeadFactory(organization=store.organization, contact=contact)
+    deliver(client, "order/paid", id=555)
+    drain()
+    placed = Order.objects.get(ns_order_id=555)
+    assert (placed.total_cents, placed.contact_id, placed.payment_status) == (
+        5800,
+        contact.pk,
+        "paid",
+    )
+    [paid] = payloads("nuvemshop.order_paid")
+    assert (paid["order_id"], paid["amount_cents"]) == (str(placed.pk), 5800)
+    assert dt.datetime.fromisoformat(paid["paid_at"]) == placed.paid_at
+    assert "maria" not in str(paid).lower()
+    lead.refresh_from_db()
+    assert lead.stage_id == "won" and len(payloads("lead.won")) == 1
+    # The same order paid again (a second delivery of the shop): nothing new anywhere.
+    deliver(client, "order/updated", id=555)
+    drain()
+    assert Order.objects.filter(ns_order_id=555).count() == 1
+    assert len(payloads("nuvemshop.order_paid")) == 1 and len(payloads("lead.won")) == 1
+    assert Contact.objects.filter(organization=store.organization).count() == 1
+    assert CustomerLink.objects.get(ns_customer_id=77).contact_id == contact.pk
+
+
+def test_product_events_upsert_and_mark_deleted(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
+    shop.products.append(product(31, name="Camiseta", price="49.90"))
+    deliver(client, "product/created", id=31)
+    drain()
+    synced = Product.objects.get(ns_product_id=31)
+    assert (synced.name, synced.price_cents, synced.sku) == ("Camiseta", 4990, "SKU-31")
+    shop.products.clear()
+    deliver(client, "product/deleted", id=31)
+    drain()
+    synced.refresh_from_db()
+    assert synced.deleted_at is not None
+    actions = [p["action"] for p in payloads("nuvemshop.product_synced")]
+    assert sorted(actions) == ["created", "deleted"]
+
+
+def test_app_uninstalled_stops_syncing(
+    client: Client, store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    deliver(client, "app/uninstalled", id=4321)
+    drain()
+    store.refresh_from_db()
+    assert (store.status, store.access_token_encrypted) == ("uninstalled", "")
+    shop.orders.append(order(556, number=102))
+    deliver(client, "order/created", id=556)
+    drain()
+    assert not Order.objects.exists()
+    assert WebhookReceipt.objects.get(event="order/created").outcome == "store uninstalled"
+    assert fake.api_hits("/orders/556") == []  # the shop was not even asked
+
+
+def test_install_registers_webhooks_idempotently_and_runs_the_first_sync(
+    store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    from nuvemshop import services
+    from nuvemshop.conf import STORE_WEBHOOK_EVENTS
+
+    shop.webhooks.append({"id": 1, "event": "order/paid", "url": "https://old.example.com/hook"})
+    shop.products.extend(product(i) for i in range(1, 6))
+    shop.customers.extend(customer(i) for i in range(1, 4))
+    shop.orders.extend(order(1000 + i, number=i, buyer=customer(i % 3 + 1)) for i in range(7))
+    services.store_connect(
+        organization_id=store.organization_id,
+        grant=services.TokenGrant("tok-789", "bearer", "read_orders", 789),
+        actor="test",
+    )
+    drain()
+    hooks = {h["event"]: h["url"] for h in shop.webhooks}
+    assert set(hooks) == set(STORE_WEBHOOK_EVENTS)
+    assert hooks["order/paid"] == "https://crm.example.com/api/webhooks/nuvemshop/order/paid"
+    assert services.webhooks_register(store=store) == {
+        "created": 0,
+        "updated": 0,
+        "unchanged": len(STORE_WEBHOOK_EVENTS),
+    }
+    store.refresh_from_db()
+    assert (store.products_count, store.customers_count, store.orders_count) == (5, 3, 7)
+    assert store.last_sync_at is not None
+    assert SyncCursor.objects.count() == 3
+    assert not SyncCursor.objects.filter(finished_at__isnull=True).exists()
+    for hit in fake.api_hits("/v1/789/"):
+        assert hit.headers["authentication"] == "bearer tok-789"
+        assert hit.headers["user-agent"].startswith("Deskcomm")
+
+
+def test_a_revoked_token_marks_the_store_and_dead_letters(
+    client: Client, store: Store, shop: FakeStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    shop.token = "revoked-now"
+    deliver(client, "order/created", id=9)
+    drain()
+    store.refresh_from_db()
+    assert store.status == "token_invalid"
+    assert "Nuvemshop token invalid" in caplog.text
+
+
+def test_a_429_is_waited_out_for_every_process_of_the_store(
+    client: Client, store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    shop.orders.append(order(700, number=7))
+    fake.throttle(2, retry_after=0.3)
+    deliver(client, "order/created", id=700)
+    drain()
+    assert Order.objects.filter(ns_order_id=700).exists()
+    hits = fake.api_hits("/orders/700")
+    assert len(hits) == 3
+    assert hits[2].at - hits[1].at >= 0.25  # waited the Retry-After before trying again
+
+
+def test_app_suspended_stops_syncing_until_resumed(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
+    deliver(client, "app/suspended", id=4321)
+    drain()
+    store.refresh_from_db()
+    assert (store.status, store.syncing) == ("suspended", False)
+    deliver(client, "app/resumed", id=4321)
+    drain()
+    store.refresh_from_db()
+    assert (store.status, store.syncing) == ("connected", True)
+    assert EventLog.objects.filter(event_type="nuvemshop.full_resync").count() == 1

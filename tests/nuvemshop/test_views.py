@@ -1,0 +1,123 @@
+"""The install flow (admin -> authorize -> callback with code and state) and the webhook
+receiver (HMAC over the raw body, idempotent by the store's event identity)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from django.test import Client
+
+from core.models import Organization
+from eventbus.models import EventLog
+from nuvemshop.models import Store, WebhookReceipt
+from tests.support.nuvemshop import FakeNuvemshop, FakeStore
+
+pytestmark = pytest.mark.django_db
+
+RECEIVER = "/api/webhooks/nuvemshop/"
+
+
+def start_install(client: Client, org: Organization) -> str:
+    response = client.post("/admin/nuvemshop/install/connect/", {"organization": org.pk})
+    assert response.status_code == 302
+    return str(response["Location"])
+
+
+def accept(fake: FakeNuvemshop, authorize: str) -> dict[str, str]:
+    """What the merchant's browser does: open the authorize page, accept, follow to the app."""
+    page = httpx.get(authorize)
+    assert page.status_code == 200 and "accept" in page.text
+    accepted = httpx.get(f"{fake.base_url}/accept?" + urlsplit(authorize).query + "&store=789")
+    callback = accepted.headers["location"]
+    return {k: v[0] for k, v in parse_qs(urlsplit(callback).query).items()}
+
+
+def test_install_exchanges_the_code_and_stores_the_token_encrypted(
+    admin_client: Client, org: Organization, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    fake.redirect_url = "http://testserver/admin/nuvemshop/install/callback/"
+    authorize = start_install(admin_client, org)
+    assert authorize.startswith(f"{fake.base_url}/apps/4321/authorize?state=")
+    params = accept(fake, authorize)
+    response = admin_client.get("/admin/nuvemshop/install/callback/", params)
+    assert response.status_code == 302, response.content
+    store = Store.objects.get(ns_store_id=789)
+    assert (store.organization_id, store.status) == (org.pk, "connected")
+    assert shop.token not in store.access_token_encrypted
+    assert store.access_token == shop.token
+    assert fake.token_requests[-1]["grant_type"] == "authorization_code"
+    assert EventLog.objects.filter(event_type="nuvemshop.store_connected").count() == 1
+
+
+def test_a_callback_with_another_state_connects_nothing(
+    admin_client: Client, org: Organization, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    start_install(admin_client, org)
+    code = fake.issue_code(789)
+    response = admin_client.get(
+        "/admin/nuvemshop/install/callback/", {"code": code, "state": "forged"}
+    )
+    assert response.status_code == 400
+    assert not Store.objects.exists()
+    assert fake.token_requests == []  # the code was never even sent
+
+
+def post(client: Client, event: str, payload: dict[str, Any], signature: str | None = None) -> Any:
+    body, good = FakeNuvemshop.signed(payload)
+    return client.post(
+        RECEIVER + event,
+        data=body,
+        content_type="application/json",
+        headers={"x-linkedstore-hmac-sha256": signature if signature is not None else good},
+    )
+
+
+def test_a_valid_webhook_is_recorded_once_and_a_replay_writes_nothing(
+    client: Client, store: Store, fake: FakeNuvemshop
+) -> None:
+    payload = {"store_id": 789, "event": "order/paid", "id": 555}
+    assert post(client, "order/paid", payload).json() == {"status": "accepted"}
+    assert fake.api_hits() == []  # rows and events only: the worker calls the shop
+    events = EventLog.objects.filter(event_type="nuvemshop.webhook_received")
+    assert events.count() == 1 and WebhookReceipt.objects.count() == 1
+    replay = post(client, "order/paid", payload)
+    assert (replay.status_code, replay.json()) == (200, {"status": "duplicate"})
+    assert events.count() == 1 and WebhookReceipt.objects.count() == 1
+
+
+@pytest.mark.parametrize("signature", ["", "0" * 64, "deadbeef"])
+def test_a_bad_signature_is_401_and_writes_nothing(
+    client: Client, store: Store, signature: str
+) -> None:
+    response = post(client, "order/paid", {"store_id": 789, "id": 1}, signature=signature)
+    assert response.status_code == 401
+    assert not WebhookReceipt.objects.exists()
+    assert not EventLog.objects.filter(event_type__startswith="nuvemshop.").exists()
+
+
+def test_a_body_changed_after_signing_is_refused(client: Client, store: Store) -> None:
+    body, signature = FakeNuvemshop.signed({"store_id": 789, "id": 1})
+    response = client.post(
+        RECEIVER + "order/paid",
+        data=body.replace(b"1}", b"2}"),
+        content_type="application/json",
+        headers={"x-linkedstore-hmac-sha256": signature},
+    )
+    assert response.status_code == 401 and not WebhookReceipt.objects.exists()
+
+
+def test_a_webhook_for_an_unknown_store_is_acknowledged_and_ignored(
+    client: Client, fake: FakeNuvemshop
+) -> None:
+    response = post(client, "order/paid", {"store_id": 1, "event": "order/paid", "id": 5})
+    assert (response.status_code, response.json()) == (200, {"status": "ignored"})
+    assert not WebhookReceipt.objects.exists()
+
+
+def test_an_event_the_url_does_not_name_is_refused(client: Client, store: Store) -> None:
+    response = post(client, "order/paid", {"store_id": 789, "event": "order/cancelled", "id": 5})
+    assert response.status_code == 400 and not WebhookReceipt.objects.exists()
+    assert post(client, "order/unknown", {"store_id": 789, "id": 5}).status_code == 404
