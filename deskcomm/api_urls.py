@@ -27,5 +27,6 @@ urlpatterns = [
     path("v1/webhooks/", include(webhook_urlpatterns)),
     path("v1/lgpd/", include(lgpd_urlpatterns)),
     *outbox_urlpatterns,
+    path("", include("whatsapp.urls")),  # POST /api/webhooks/waha/<session> (WAHA's webhooks)
     re_path(r"", api_not_found),
 ]
