@@ -229,7 +229,9 @@ def record_status(session: WahaSession, status: str, *, synced: bool = False) ->
                     "from_status": current.status,
                     "to_status": status,
                 },
-                idempotency_key=f"system.session_changed:{current.pk}:{now.isoformat()}",
+                idempotency_key=(
+                    f"system.session_changed:{current.pk}:{current.status}:{status}:{now.isoformat()}"
+                ),
             )
         if fields:
             WahaSession.objects.filter(pk=current.pk).update(**fields)
