@@ -89,7 +89,13 @@ class Conversation(models.Model):
 class Message(models.Model):
     """One message of a conversation. Redaction keeps it but scrubs personal data from it."""
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("body", "media_urls", "error_message")
+    # `external_id` too: WhatsApp's message ids embed the chat id ("true_5511...@c.us_3EB0...").
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = (
+        "body",
+        "media_urls",
+        "error_message",
+        "external_id",
+    )
 
     class Direction(models.TextChoices):
         INBOUND = "inbound"
