@@ -209,3 +209,15 @@ def test_a_session_status_webhook_stores_the_status_and_emits_session_changed(
         "from_status": "WORKING",
         "to_status": "SCAN_QR_CODE",
     }
+
+
+def test_inbound_webhooks_are_counted_by_result(live_server: object, session: WahaSession) -> None:
+    from tests.whatsapp.test_health import sample
+
+    name = "deskcomm_whatsapp_webhooks_total"
+    stored, refused = sample(name, 'result="stored"'), sample(name, 'result="unauthorized"')
+    deliver(live_server.url, "message", inbound_message(CHAT, "Oi"))  # type: ignore[attr-defined]
+    body, headers = signed_webhook("loja", "message", inbound_message(CHAT, "x"), secret="bad")
+    post(live_server.url, "loja", body, headers)  # type: ignore[attr-defined]
+    assert sample(name, 'result="stored"') == stored + 1
+    assert sample(name, 'result="unauthorized"') == refused + 1
