@@ -130,7 +130,9 @@ class _Handler(BaseHTTPRequestHandler):
                         "name": n,
                         "status": s,
                         "config": {},
-                        "me": None,
+                        "me": {"id": "5511900000000@c.us", "pushName": "Loja"}
+                        if s == "WORKING"
+                        else None,
                         "engine": {"engine": "NOWEB"},
                     }
                     for n, s in fake.sessions.items()
