@@ -20,6 +20,7 @@ from core.models import AuditLog, Organization
 from crm.models import Contact
 from webhooks import selectors
 from webhooks.models import Subscription
+from whatsapp.models import WahaSession
 
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 
@@ -90,7 +91,7 @@ def test_unreadable_values_are_reported(org: Organization) -> None:
 
 @pytest.mark.django_db
 def test_unknown_context_is_a_clear_error() -> None:
-    with pytest.raises(CommandError, match="unknown encryption context 'oauth'; known: cpf, webh"):
+    with pytest.raises(CommandError, match="unknown encryption context 'oauth'; known: cpf, "):
         rotate("--context", "oauth")
 
 
@@ -123,6 +124,7 @@ ROW_FACTORIES: dict[str, Callable[[Organization], models.Model]] = {
     "webhooks.Subscription": lambda org: Subscription.objects.create(
         organization=org, url="https://h.example.com/", event_types=["*"], secret_encrypted="-"
     ),
+    "whatsapp.WahaSession": lambda org: WahaSession.objects.create(organization=org, name="rot"),
 }
 
 

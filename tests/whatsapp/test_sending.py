@@ -209,3 +209,78 @@ def test_a_media_message_goes_through_send_image_with_its_caption(
         "url": "https://cdn.example.com/a.png",
     }
     assert Message.objects.get(direction="outbound").status == "sent"
+
+
+@pytest.mark.parametrize(
+    ("setup", "is_template", "reason"),
+    [
+        ("consent_withdrawn", False, "no_consent"),
+        ("window_closed", False, "window_closed"),
+        ("never_wrote", False, "window_closed"),
+        ("window_closed", True, None),  # a template may go outside the window
+        ("consent_granted_again", False, None),
+    ],
+)
+def test_the_send_blockers_refuse_before_anything_is_sent(
+    session: WahaSession,
+    waha: FakeWaha,
+    conversation: Conversation,
+    setup: str,
+    is_template: bool,
+    reason: str | None,
+) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from crm.models import ConsentRecord
+
+    now = timezone.now()
+    if setup.startswith("consent"):
+        ConsentRecord.objects.create(
+            organization_id=conversation.organization_id,
+            contact=conversation.contact,
+            consent_type="marketing_whatsapp",
+            granted=False,
+            source="whatsapp",
+            recorded_at=now - dt.timedelta(days=2),
+        )
+    if setup == "consent_granted_again":
+        ConsentRecord.objects.create(
+            organization_id=conversation.organization_id,
+            contact=conversation.contact,
+            consent_type="marketing_whatsapp",
+            granted=True,
+            source="web_form",
+            recorded_at=now - dt.timedelta(days=1),
+        )
+    if setup == "window_closed":
+        Conversation.objects.filter(pk=conversation.pk).update(
+            last_inbound_at=now - dt.timedelta(hours=25)
+        )
+    if setup == "never_wrote":
+        Conversation.objects.filter(pk=conversation.pk).update(last_inbound_at=None)
+    message = send_message(conversation=conversation, body="Oferta", is_template=is_template)
+    drain_once()
+    message.refresh_from_db()
+    if reason is None:
+        assert message.status == "sent" and len(waha.sends()) == 1
+        return
+    assert message.status == "blocked" and message.error_code == reason
+    (blocked,) = events("system.send_blocked")
+    assert blocked.payload == {
+        "contact_id": str(conversation.contact_id),
+        "reason": reason,
+        "message_id": str(message.pk),
+        "conversation_id": str(conversation.pk),
+    }
+    assert waha.sends() == [] and events("message.sent") == []
+
+
+def test_waha_message_ids_are_read_from_every_documented_answer_shape() -> None:
+    from whatsapp.client import message_id_of
+
+    assert message_id_of({"id": "true_1@c.us_AA"}) == "true_1@c.us_AA"
+    assert message_id_of({"id": {"_serialized": "true_1@c.us_BB", "id": "BB"}}) == "true_1@c.us_BB"
+    noweb = {"key": {"remoteJid": "1@s.whatsapp.net", "fromMe": True, "id": "CC"}}
+    assert message_id_of(noweb) == "true_1@s.whatsapp.net_CC"
