@@ -84,6 +84,7 @@ def build_client() -> httpx.Client:
 
 @contextmanager
 def waha_client() -> Iterator[httpx.Client]:
+    """A client for one unit of work (a send and its lookup, one sync run), closed after it."""
     client = build_client()
     try:
         yield client
