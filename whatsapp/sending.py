@@ -114,7 +114,7 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
     if len(message.media_urls) > 1:
         _fail(message, "too_many_media", "one media URL per message", retryable=False)
         return Outcome("failed")
-    with waha.waha_client() as http:
+    with waha.send_client() as http:
         result = "sent"
         if message.status == Message.Status.SENDING:
             try:

@@ -14,6 +14,7 @@ from core.models import Organization
 from crm.models import Conversation
 from tests.support.factories import ConversationFactory
 from tests.support.waha import FakeWaha, fake_waha
+from whatsapp.client import close_send_client
 from whatsapp.models import WahaSession
 
 API_KEY = "waha-test-key"  # pragma: allowlist secret
@@ -47,7 +48,10 @@ def waha_settings() -> Iterator[dict[str, Any]]:
 def waha(waha_settings: dict[str, Any]) -> Iterator[FakeWaha]:
     with fake_waha(api_key=API_KEY) as server:
         server.sessions[SESSION] = "WORKING"
-        yield server
+        try:
+            yield server
+        finally:
+            close_send_client()  # its pooled connections were to this server
 
 
 @pytest.fixture
