@@ -150,6 +150,9 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
 def _failed_call(
     message: Message, session: WahaSession, exc: waha.WahaError, *, last_attempt: bool
 ) -> Outcome:
+    if exc.status == 422 and _starting(session):
+        # A session that is (re)starting answers 422 too: not a logout, wait for it.
+        exc = waha.WahaError(str(exc), code="session_starting", retryable=True, status=422)
     if exc.retryable and exc.refused:
         # WAHA answered (429): it certainly did not take the message, no lookup needed next.
         Message.objects.filter(pk=message.pk, status=Message.Status.SENDING).update(
@@ -168,6 +171,16 @@ def _failed_call(
         raise SendRetry(str(exc)) from None
     _fail(message, exc.code, str(exc), retryable=exc.retryable)
     return Outcome("failed")
+
+
+def _starting(session: WahaSession) -> bool:
+    """WAHA lists the session as STARTING (a 422 then is transient); False if it cannot tell."""
+    try:
+        with waha.send_client() as http:
+            listed = waha.sessions(http, session.effective_base_url, session.api_key)
+    except waha.WahaError:
+        return False
+    return any(s.get("name") == session.name and s.get("status") == "STARTING" for s in listed)
 
 
 def find_sent(http: object, target: waha.Target, chat_id: str, message: Message) -> str | None:

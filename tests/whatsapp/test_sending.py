@@ -284,3 +284,19 @@ def test_waha_message_ids_are_read_from_every_documented_answer_shape() -> None:
     assert message_id_of({"id": {"_serialized": "true_1@c.us_BB", "id": "BB"}}) == "true_1@c.us_BB"
     noweb = {"key": {"remoteJid": "1@s.whatsapp.net", "fromMe": True, "id": "CC"}}
     assert message_id_of(noweb) == "true_1@s.whatsapp.net_CC"
+
+
+def test_a_session_still_starting_is_waited_for_not_failed(
+    session: WahaSession, waha: FakeWaha, conversation: Conversation
+) -> None:
+    waha.sessions["loja"] = "STARTING"  # WAHA answers 422 to the send
+    message = send_message(conversation=conversation, body="Oi")
+    drain_once()
+    message.refresh_from_db()
+    assert message.status == "queued" and message.error_code == "session_starting"
+    assert Delivery.objects.get(consumer=SEND_CONSUMER).status == "pending"
+    waha.sessions["loja"] = "WORKING"
+    Delivery.objects.filter(consumer=SEND_CONSUMER).update(next_attempt_at="2000-01-01T00:00Z")
+    drain_once()
+    message.refresh_from_db()
+    assert message.status == "sent" and events("message.failed") == []
