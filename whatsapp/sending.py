@@ -35,7 +35,7 @@ from django.db.models import F
 from django.utils import timezone
 
 import eventbus
-from crm.models import ConsentRecord, Message
+from crm.models import ConsentRecord, Conversation, Message
 from whatsapp import client as waha
 from whatsapp import metrics
 from whatsapp.conf import whatsapp_settings
@@ -105,9 +105,7 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
         raise SendRetry(f"WAHA rate-limited session {session.name} until {session.paused_until}")
     target = waha.Target(session.effective_base_url, session.name, session.api_key)
     try:
-        chat_id = message.conversation.external_chat_id or waha.chat_id_for(
-            message.conversation.contact.phone
-        )
+        chat_id = _chat_id(message)
     except waha.WahaError as exc:
         _fail(message, exc.code, str(exc), retryable=False)
         return Outcome("failed")
@@ -171,6 +169,18 @@ def _failed_call(
         raise SendRetry(str(exc)) from None
     _fail(message, exc.code, str(exc), retryable=exc.retryable)
     return Outcome("failed")
+
+
+def _chat_id(message: Message) -> str:
+    """The conversation's chat id, or the contact's number's (then remembered: the contact's
+    replies, found by chat id, land in this conversation)."""
+    if message.conversation.external_chat_id:
+        return message.conversation.external_chat_id
+    chat_id = waha.chat_id_for(message.conversation.contact.phone)
+    Conversation.objects.filter(pk=message.conversation_id, external_chat_id="").update(
+        external_chat_id=chat_id
+    )
+    return chat_id
 
 
 def _starting(session: WahaSession) -> bool:

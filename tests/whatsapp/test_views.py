@@ -221,3 +221,27 @@ def test_inbound_webhooks_are_counted_by_result(live_server: object, session: Wa
     post(live_server.url, "loja", body, headers)  # type: ignore[attr-defined]
     assert sample(name, 'result="stored"') == stored + 1
     assert sample(name, 'result="unauthorized"') == refused + 1
+
+
+def test_a_reply_to_a_first_outbound_message_lands_in_its_conversation(
+    live_server: object, session: WahaSession, waha: FakeWaha
+) -> None:
+    from django.utils import timezone
+
+    from tests.support.factories import ConversationFactory
+
+    conversation = ConversationFactory(
+        organization=session.organization,
+        external_chat_id="",
+        contact__phone="+55 11 97777-6666",
+        last_inbound_at=timezone.now(),
+    )
+    send_message(conversation=conversation, body="Olá! Seu pedido chegou?")
+    Worker(
+        WorkerOptions(consumers=[SEND_CONSUMER], once=True, listen=False, startup_jitter=0)
+    ).run()
+    (call,) = waha.sends()
+    assert call.body is not None and call.body["chatId"] == CHAT
+    deliver(live_server.url, "message", inbound_message(CHAT, "Chegou sim"))  # type: ignore[attr-defined]
+    assert Conversation.objects.count() == Contact.objects.count() == 1
+    assert conversation.messages.filter(direction="inbound").count() == 1
