@@ -21,6 +21,7 @@ PRODUCTION = {
     "ALLOWED_HOSTS": "crm.example.com",
     "WEBHOOK_SECRETS_KEY": Fernet.generate_key().decode(),
     "CPF_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    "WAHA_ENCRYPTION_KEY": Fernet.generate_key().decode(),
     "METRICS_TOKEN": "metrics-token-for-tests",
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",
