@@ -115,10 +115,7 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
     with waha.send_client() as http:
         result = "sent"
         if message.status == Message.Status.SENDING:
-            try:
-                found = find_sent(http, target, chat_id, message)
-            except waha.WahaError as exc:
-                raise SendRetry(f"cannot tell whether the last try was sent: {exc}") from None
+            found = _look_up(http, target, chat_id, message)
             if found:
                 _mark_sent(message, found)
                 metrics.SENDS.labels("recovered").inc()
@@ -191,6 +188,21 @@ def _starting(session: WahaSession) -> bool:
     except waha.WahaError:
         return False
     return any(s.get("name") == session.name and s.get("status") == "STARTING" for s in listed)
+
+
+def _look_up(http: object, target: waha.Target, chat_id: str, message: Message) -> str | None:
+    """`find_sent`, or SendRetry when WAHA cannot tell (the message is then not resent)."""
+    try:
+        return find_sent(http, target, chat_id, message)
+    except waha.WahaError as exc:
+        if not exc.retryable:  # e.g. NOWEB without its store: WAHA cannot list chats
+            logger.warning(
+                "whatsapp message %s: WAHA cannot list the chat (%s); enable the session's "
+                "store (config.noweb.store.enabled) or it is never resent",
+                message.pk,
+                exc.code,
+            )
+        raise SendRetry(f"cannot tell whether the last try was sent: {exc}") from None
 
 
 def find_sent(http: object, target: waha.Target, chat_id: str, message: Message) -> str | None:

@@ -300,3 +300,20 @@ def test_a_session_still_starting_is_waited_for_not_failed(
     drain_once()
     message.refresh_from_db()
     assert message.status == "sent" and events("message.failed") == []
+
+
+def test_a_send_whose_fate_waha_cannot_tell_is_never_resent(
+    session: WahaSession, waha: FakeWaha, conversation: Conversation
+) -> None:
+    # The answer is lost, and WAHA then cannot list the chat (NOWEB without its store).
+    waha.fail_next(Misbehaviour(accept_then_drop=True))
+    message = send_message(conversation=conversation, body="Oi")
+    drain_once()
+    waha.chats.clear()
+    waha.api_key = "no-listing-now"  # pragma: allowlist secret  (every call answers 401)
+    Delivery.objects.filter(consumer=SEND_CONSUMER).update(next_attempt_at="2000-01-01T00:00Z")
+    drain_once()
+    message.refresh_from_db()
+    assert message.status == "sending" and message.attempts == 1
+    assert len(waha.sends()) == 1  # asked, got no answer, did not send again
+    assert Delivery.objects.get(consumer=SEND_CONSUMER).status == "pending"
