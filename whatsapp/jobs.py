@@ -15,7 +15,7 @@ from whatsapp import client as waha
 from whatsapp.conf import SEND_CONSUMER, whatsapp_settings
 from whatsapp.inbound import record_status
 from whatsapp.models import WahaSession
-from whatsapp.sending import _fail
+from whatsapp.sending import fail_message
 
 ALERT_STATUSES = (WahaSession.Status.FAILED, WahaSession.Status.SCAN_QR_CODE)
 # A missed run of expire-24h-windows is caught up by the next ones within this much.
@@ -92,7 +92,7 @@ def recover_stuck_messages() -> int:
         if message.pk in live:
             continue  # the bus still retries it
         if message.attempts >= whatsapp_settings.SEND_ATTEMPTS:
-            _fail(message, "stuck", "still sending after every attempt", retryable=True)
+            fail_message(message, "stuck", "still sending after every attempt", retryable=True)
         else:
             eventbus.emit(
                 "message.queued",

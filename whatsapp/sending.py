@@ -80,7 +80,7 @@ def send(message_id: uuid.UUID | str, *, last_attempt: bool = False) -> Outcome:
             return Outcome("blocked")
     session = default_session(message.organization_id)
     if session is None:
-        _fail(message, "no_session", "no WAHA session is configured", retryable=False)
+        fail_message(message, "no_session", "no WAHA session is configured", retryable=False)
         return Outcome("failed")
     key = f"whatsapp-send:{message.pk}"
     with connection.cursor() as cursor:
@@ -107,10 +107,10 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
     try:
         chat_id = _chat_id(message)
     except waha.WahaError as exc:
-        _fail(message, exc.code, str(exc), retryable=False)
+        fail_message(message, exc.code, str(exc), retryable=False)
         return Outcome("failed")
     if len(message.media_urls) > 1:
-        _fail(message, "too_many_media", "one media URL per message", retryable=False)
+        fail_message(message, "too_many_media", "one media URL per message", retryable=False)
         return Outcome("failed")
     with waha.send_client() as http:
         result = "sent"
@@ -164,7 +164,7 @@ def _failed_call(
             error_code=exc.code, error_message=str(exc)[:2000]
         )
         raise SendRetry(str(exc)) from None
-    _fail(message, exc.code, str(exc), retryable=exc.retryable)
+    fail_message(message, exc.code, str(exc), retryable=exc.retryable)
     return Outcome("failed")
 
 
@@ -316,7 +316,7 @@ def _block(message: Message, reason: str) -> None:
         )
 
 
-def _fail(message: Message, code: str, detail: str, *, retryable: bool) -> None:
+def fail_message(message: Message, code: str, detail: str, *, retryable: bool) -> None:
     """Mark the message failed and emit `message.failed` (WAHA's text stays on the row: it may
     echo the chat id, a phone number; the event carries the code only)."""
     with transaction.atomic():
