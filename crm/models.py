@@ -90,12 +90,14 @@ class Message(models.Model):
     """One message of a conversation. Redaction keeps it but scrubs personal data from it."""
 
     # sentiment/sentiment_score: AI-derived data about the subject (lgpd AiDerivedCategory).
+    # external_id: WhatsApp's message ids embed the chat id ("true_5511...@c.us_3EB0...").
     PERSONAL_DATA: ClassVar[tuple[str, ...]] = (
         "body",
         "media_urls",
         "error_message",
         "sentiment",
         "sentiment_score",
+        "external_id",
     )
 
     class Direction(models.TextChoices):

@@ -33,5 +33,6 @@ urlpatterns = [
     *outbox_urlpatterns,
     *pipeline_seed_urlpatterns,
     path("webhooks/nuvemshop/", include(nuvemshop_webhook_urlpatterns)),
+    path("", include("whatsapp.urls")),  # POST /api/webhooks/waha/<session> (WAHA's webhooks)
     re_path(r"", api_not_found),
 ]

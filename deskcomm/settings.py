@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "eventbus",
     "crm",
     "webhooks",
+    "whatsapp",
     "lgpd",
     "pipelines",
     "ai",
@@ -493,6 +494,7 @@ ENCRYPTION_KEYS = {
     "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
     "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
     "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
+    "waha_byo": env.list("WAHA_ENCRYPTION_KEY", default=[]),  # WAHA API keys, HMAC secrets
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
@@ -612,5 +614,25 @@ NUVEMSHOP = given(
         # Development and tests only: allow a loopback/private API host.
         "ALLOW_PRIVATE_HOSTS": env.bool("NUVEMSHOP_ALLOW_PRIVATE_HOSTS", default=unset),
         "LEAD_WON_ON_PAID": env.bool("NUVEMSHOP_LEAD_WON_ON_PAID", default=unset),
+    }
+)
+
+# WhatsApp through WAHA (whatsapp app), read at call time through `whatsapp.conf`.
+WHATSAPP = given(
+    {
+        # The installation's WAHA: defaults of a session that leaves its own fields empty.
+        "BASE_URL": env.str("WAHA_BASE_URL", default=unset),
+        "API_KEY": env.str("WAHA_API_KEY", default=unset),
+        "WEBHOOK_SECRET": env.str("WAHA_WEBHOOK_SECRET", default=unset),
+        "CONNECT_TIMEOUT": env.float("WAHA_CONNECT_TIMEOUT", default=unset),
+        "TIMEOUT": env.float("WAHA_TIMEOUT", default=unset),
+        # WAHA on a private network (docker compose): allow private/loopback addresses.
+        "ALLOW_PRIVATE_TARGETS": env.bool("WAHA_ALLOW_PRIVATE_TARGETS", default=unset),
+        "SEND_ATTEMPTS": env.int("WAHA_SEND_ATTEMPTS", default=unset),
+        "MAX_RETRY_AFTER": env.float("WAHA_MAX_RETRY_AFTER", default=unset),
+        "STUCK_AFTER_SECONDS": env.float("WAHA_STUCK_AFTER_SECONDS", default=unset),
+        "ALERT_AFTER_SECONDS": env.float("WAHA_ALERT_AFTER_SECONDS", default=unset),
+        "STOP_KEYWORDS": env.list("WHATSAPP_STOP_KEYWORDS", default=unset),
+        "CONSENT_TYPE": env.str("WHATSAPP_CONSENT_TYPE", default=unset),
     }
 )

@@ -211,21 +211,6 @@ def _declare_seed_catalog() -> None:
         "contact.blocked": ("reason",),
         "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),
         # message.*
-        "message.received": (
-            "direction",
-            "conversation_id",
-            "contact_id",
-            "body",
-            "waha_message_id",
-        ),
-        "message.sent": (
-            "direction",
-            "conversation_id",
-            "contact_id",
-            "channel",
-            "body",
-            "message_id",
-        ),
         "message.delivered": ("message_id", "delivered_at"),
         "message.read": ("message_id", "read_at"),
         "message.failed": ("message_id", "error_code", "error_message", "retryable"),
@@ -278,6 +263,47 @@ def _declare_seed_catalog() -> None:
         required=("request_id", "export_url_signed", "expires_at"),
         description="seed 000 §3 (superseded: it broadcast the download link)",
         superseded_on=dt.date(2026, 12, 1),
+    )
+    # Seed 000's v1 of message.received and message.sent carried the message text (`body`) to
+    # every consumer and webhook: personal data in the event log. v2 holds ids only; consumers
+    # read the text from the Message row (crm.Message), which the LGPD redaction scrubs.
+    declare(
+        "message.received",
+        required=("direction", "conversation_id", "contact_id", "body", "waha_message_id"),
+        description="seed 000 §3 (superseded: it carried the message text)",
+        superseded_on=dt.date(2026, 12, 1),
+    )
+    declare(
+        "message.received",
+        version=2,
+        required=(
+            "message_id",
+            "conversation_id",
+            "contact_id",
+            "direction",
+            "channel",
+            "waha_message_id",
+        ),
+        description="an inbound message was stored (ids only: read the text from the message)",
+    )
+    declare(
+        "message.sent",
+        required=("direction", "conversation_id", "contact_id", "channel", "body", "message_id"),
+        description="seed 000 §3 (superseded: it carried the message text)",
+        superseded_on=dt.date(2026, 12, 1),
+    )
+    declare(
+        "message.sent",
+        version=2,
+        required=(
+            "message_id",
+            "conversation_id",
+            "contact_id",
+            "direction",
+            "channel",
+            "waha_message_id",
+        ),
+        description="the channel accepted an outbound message (ids only)",
     )
     declare(
         "lgpd.export_generated",

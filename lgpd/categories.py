@@ -130,11 +130,16 @@ class MessageCategory(Category):
     """Messages are kept (the conversation still makes sense) with personal data scrubbed."""
 
     name = "messages"
-    covers = {Message: ("body", "media_urls", "error_message")}
+    covers = {Message: ("body", "media_urls", "error_message", "external_id")}
     context_fields = {Message: ("conversation_id", "direction", "created_at")}
 
     def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
         return Message.objects.filter(conversation__contact=subject.contact)
+
+    def redact_row(self, row: models.Model, fields: Sequence[str], subject: Subject) -> None:
+        super().redact_row(row, fields, subject)
+        assert isinstance(row, Message)
+        row.external_id = ""  # the channel's id embeds the chat id, a phone number (WhatsApp)
 
 
 class LeadCategory(Category):

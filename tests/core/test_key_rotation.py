@@ -23,6 +23,7 @@ from crm.models import Contact
 from nuvemshop.models import Store
 from webhooks import selectors
 from webhooks.models import Subscription
+from whatsapp.models import WahaSession
 
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
 
@@ -93,10 +94,8 @@ def test_unreadable_values_are_reported(org: Organization) -> None:
 
 @pytest.mark.django_db
 def test_unknown_context_is_a_clear_error() -> None:
-    with pytest.raises(
-        CommandError,
-        match="unknown encryption context 'no_such'; known: ai_provider, cpf, oauth, webh",
-    ):
+    known = "known: ai_provider, cpf, oauth, waha_byo, webh"
+    with pytest.raises(CommandError, match=f"unknown encryption context 'no_such'; {known}"):
         rotate("--context", "no_such")
 
 
@@ -133,6 +132,7 @@ ROW_FACTORIES: dict[str, Callable[[Organization], models.Model]] = {
         organization=org, url="https://h.example.com/", event_types=["*"], secret_encrypted="-"
     ),
     "nuvemshop.Store": lambda org: Store.objects.create(organization=org, ns_store_id=1),
+    "whatsapp.WahaSession": lambda org: WahaSession.objects.create(organization=org, name="rot"),
 }
 
 

@@ -23,6 +23,7 @@ PRODUCTION = {
     "CPF_ENCRYPTION_KEY": Fernet.generate_key().decode(),
     "AI_PROVIDER_KEYS_KEY": Fernet.generate_key().decode(),
     "ENCRYPTION_KEY_OAUTH": Fernet.generate_key().decode(),
+    "WAHA_ENCRYPTION_KEY": Fernet.generate_key().decode(),
     "METRICS_TOKEN": "metrics-token-for-tests",
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",

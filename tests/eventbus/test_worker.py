@@ -127,10 +127,11 @@ def test_notify_wakes_an_idle_worker_well_under_a_second(
         organization=org,
         entity_kind="message",
         payload={
-            "direction": "in",
+            "message_id": "m1",
+            "direction": "inbound",
+            "channel": "whatsapp",
             "conversation_id": "c1",
             "contact_id": "k1",
-            "body": "oi",
             "waha_message_id": "w1",
         },
     )

@@ -3,32 +3,23 @@ WhatsApp app emits it (v1 of the seed: body + waha_message_id; v2: ids only)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 
+import time_machine
+
 import eventbus
 from crm.models import Conversation, Message
-from eventbus import catalog
 from eventbus.models import EventLog
 
-# What the WhatsApp app declares for v2 (ids only); declared here too when it has not landed.
-V2_REQUIRED = ["direction", "conversation_id", "contact_id", "message_id"]
+# v1 (the seed's, with the text) was superseded on this day and stays emittable for the catalog's
+# support window after it: v1 events are emitted as of this moment, so the tests keep working
+# after the window (a stored v1 event, e.g. a dead letter, is what the workers must still read).
+V1_EMITTED_AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
-def ensure_message_received_v2() -> None:
-    """Declare message.received v2 unless the WhatsApp app already did."""
-    try:
-        catalog.schema_for("message.received", 2, dt.date.today())
-    except eventbus.EventValidationError:
-        catalog.declare(
-            "message.received",
-            version=2,
-            required=V2_REQUIRED,
-            description="whatsapp: an inbound or outbound message was recorded (ids only)",
-        )
-
-
-def receive(conversation: Conversation, text: str, *, version: int = 1) -> tuple[Message, EventLog]:
+def receive(conversation: Conversation, text: str, *, version: int = 2) -> tuple[Message, EventLog]:
     """Record an inbound message and emit its `message.received` (payload of `version`)."""
     external_id = f"false_{conversation.external_chat_id}_{uuid.uuid4().hex[:16]}"
     message = Message.objects.create(
@@ -47,7 +38,6 @@ def receive(conversation: Conversation, text: str, *, version: int = 1) -> tuple
         payload = {**ids, "body": text, "waha_message_id": external_id}
         metadata = {"schema_version": 1}  # explicit: once v2 is declared it is the latest
     else:
-        ensure_message_received_v2()
         payload = {
             **ids,
             "message_id": str(message.pk),
@@ -55,14 +45,15 @@ def receive(conversation: Conversation, text: str, *, version: int = 1) -> tuple
             "waha_message_id": external_id,
         }
         metadata = {"schema_version": 2}
-    event = eventbus.emit(
-        "message.received",
-        organization=conversation.organization_id,
-        entity_kind="message",
-        entity_id=message.pk,
-        payload=payload,
-        metadata=metadata,
-    )
+    with time_machine.travel(V1_EMITTED_AT) if version == 1 else contextlib.nullcontext():
+        event = eventbus.emit(
+            "message.received",
+            organization=conversation.organization_id,
+            entity_kind="message",
+            entity_id=message.pk,
+            payload=payload,
+            metadata=metadata,
+        )
     return message, event
 
 

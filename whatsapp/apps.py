@@ -1,0 +1,25 @@
+"""The WhatsApp app: WAHA sessions, the send worker, the inbound webhook, STOP handling, crons."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class WhatsappConfig(AppConfig):
+    name = "whatsapp"
+    label = "whatsapp"
+    verbose_name = "WhatsApp (WAHA)"
+
+    def ready(self) -> None:
+        from core.crypto import register_encrypted_field
+        from core.health import registry as health
+        from whatsapp import health as waha_health
+        from whatsapp.conf import API_KEY_CONTEXT
+
+        register_encrypted_field(API_KEY_CONTEXT, "whatsapp.WahaSession", "api_key_encrypted")
+        register_encrypted_field(
+            API_KEY_CONTEXT, "whatsapp.WahaSession", "webhook_secret_encrypted"
+        )
+        health.register(
+            "waha", waha_health.check_sessions, required=False, enabled=waha_health.configured
+        )

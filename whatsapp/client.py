@@ -1,0 +1,285 @@
+"""A client of WAHA's documented HTTP API (the few calls Deskcomm makes).
+
+- `POST /api/sendText` {session, chatId, text}; `POST /api/sendImage` / `POST /api/sendFile`
+  {session, chatId, file: {mimetype, filename, url}, caption}: the sent message, whose `id` is
+  WAHA's message id ("true_5511...@c.us_3EB0...").
+- `GET /api/sessions?all=true`: [{name, status, ...}] (status STOPPED, STARTING, SCAN_QR_CODE,
+  WORKING, FAILED).
+- `GET /api/{session}/chats/{chatId}/messages?limit=N&downloadMedia=false`: the chat's latest
+  messages, newest first, each with `id`, `timestamp` (Unix seconds), `fromMe` and `body`.
+
+Every request goes through `core.http.guarded_client` (SSRF guard, no redirects, timeouts) and
+carries the session's key in `X-Api-Key`. Failures are a `WahaError` that says whether a retry
+can succeed (`retryable`): 429, 5xx, timeouts and connection errors can; other 4xx (an invalid
+chat id, an unknown or logged-out session, a wrong key) cannot.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import mimetypes
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from django.utils import timezone
+
+from core.http import guarded_client
+from whatsapp.conf import whatsapp_settings
+
+ALLOW_PRIVATE_SETTING = "WAHA_ALLOW_PRIVATE_TARGETS"
+
+
+class WahaError(Exception):
+    """A WAHA call that did not succeed. `retryable`: a later try may; `code`: a short tag."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        retryable: bool,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        # True when WAHA answered and so certainly did not accept the request (4xx, 429).
+        self.refused = status is not None and status < 500
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    id: str
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and as whom to call WAHA: its base URL, the session name and its API key."""
+
+    base_url: str
+    session: str
+    api_key: str
+
+
+def build_client() -> httpx.Client:
+    return guarded_client(
+        timeout=httpx.Timeout(
+            whatsapp_settings.TIMEOUT,
+            connect=min(whatsapp_settings.CONNECT_TIMEOUT, whatsapp_settings.TIMEOUT),
+        ),
+        allow_private=whatsapp_settings.ALLOW_PRIVATE_TARGETS,
+        allow_private_setting=ALLOW_PRIVATE_SETTING,
+        max_connections=20,
+    )
+
+
+@contextmanager
+def waha_client() -> Iterator[httpx.Client]:
+    """A client for one unit of work (a send and its lookup, one sync run), closed after it."""
+    client = build_client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+_shared: dict[tuple[object, ...], httpx.Client] = {}
+_shared_lock = threading.Lock()
+
+
+@contextmanager
+def send_client() -> Iterator[httpx.Client]:
+    """The send worker's client, shared by the process's handler threads (httpx clients are
+    thread-safe) and kept across sends: building one costs two TLS contexts (~75 ms) and a
+    fresh connection. Rebuilt when the knobs change."""
+    knobs = (
+        whatsapp_settings.TIMEOUT,
+        whatsapp_settings.CONNECT_TIMEOUT,
+        whatsapp_settings.ALLOW_PRIVATE_TARGETS,
+    )
+    with _shared_lock:
+        client = _shared.get(knobs)
+        if client is None:
+            for stale in _shared.values():
+                stale.close()
+            _shared.clear()
+            client = _shared[knobs] = build_client()
+    yield client
+
+
+def close_send_client() -> None:
+    """Close the shared send client (tests, once their fake server stops)."""
+    with _shared_lock:
+        for client in _shared.values():
+            client.close()
+        _shared.clear()
+
+
+def chat_id_for(phone: str) -> str:
+    """WhatsApp's chat id of a phone number: its digits and "@c.us"."""
+    digits = "".join(ch for ch in phone if ch.isdigit())
+    if not digits:
+        raise WahaError("the contact has no phone number", code="no_chat_id", retryable=False)
+    return f"{digits}@c.us"
+
+
+def message_id_of(answer: object) -> str:
+    """WAHA's message id in a send's answer: `id` as a string (WAMessage), `id._serialized`
+    (WEBJS), or the NOWEB key ({key: {remoteJid, fromMe, id}})."""
+    if isinstance(answer, Mapping):
+        ident = answer.get("id")
+        if isinstance(ident, str) and ident:
+            return ident
+        if isinstance(ident, Mapping) and isinstance(ident.get("_serialized"), str):
+            return str(ident["_serialized"])
+        key = answer.get("key")
+        if isinstance(key, Mapping) and key.get("id"):
+            return f"{'true' if key.get('fromMe') else 'false'}_{key.get('remoteJid')}_{key['id']}"
+    raise WahaError("WAHA's answer carries no message id", code="bad_answer", retryable=True)
+
+
+def send_text(client: httpx.Client, target: Target, chat_id: str, text: str) -> SentMessage:
+    answer = _call(
+        client,
+        target,
+        "POST",
+        "/api/sendText",
+        json={"session": target.session, "chatId": chat_id, "text": text},
+    )
+    return SentMessage(message_id_of(answer), _timestamp(answer))
+
+
+def send_media(
+    client: httpx.Client, target: Target, chat_id: str, url: str, caption: str
+) -> SentMessage:
+    """An image (`sendImage`) or any other file (`sendFile`) by URL, with the text as caption."""
+    mimetype = mimetypes.guess_type(url.split("?", 1)[0])[0] or "application/octet-stream"
+    filename = url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "file"
+    path = "/api/sendImage" if mimetype.startswith("image/") else "/api/sendFile"
+    body: dict[str, Any] = {
+        "session": target.session,
+        "chatId": chat_id,
+        "file": {"mimetype": mimetype, "filename": filename, "url": url},
+        "caption": caption,
+    }
+    answer = _call(client, target, "POST", path, json=body)
+    return SentMessage(message_id_of(answer), _timestamp(answer))
+
+
+def sessions(client: httpx.Client, base_url: str, api_key: str) -> list[dict[str, Any]]:
+    """Every session WAHA knows (`GET /api/sessions?all=true`)."""
+    answer = _call(
+        client, Target(base_url, "", api_key), "GET", "/api/sessions", params={"all": "true"}
+    )
+    if not isinstance(answer, list):
+        raise WahaError(
+            "GET /api/sessions did not answer a list", code="bad_answer", retryable=True
+        )
+    return [item for item in answer if isinstance(item, dict)]
+
+
+def chat_messages(
+    client: httpx.Client, target: Target, chat_id: str, *, limit: int
+) -> list[dict[str, Any]]:
+    """The chat's latest `limit` messages, without downloading media."""
+    path = f"/api/{quote(target.session, safe='')}/chats/{quote(chat_id, safe='@.')}/messages"
+    answer = _call(
+        client, target, "GET", path, params={"limit": str(limit), "downloadMedia": "false"}
+    )
+    if not isinstance(answer, list):
+        raise WahaError("chat messages did not answer a list", code="bad_answer", retryable=True)
+    return [item for item in answer if isinstance(item, dict)]
+
+
+def _call(
+    client: httpx.Client,
+    target: Target,
+    method: str,
+    path: str,
+    *,
+    json: dict[str, Any] | None = None,
+    params: dict[str, str] | None = None,
+) -> Any:
+    if not target.base_url:
+        raise WahaError(
+            "no WAHA base URL: set the session's or WAHA_BASE_URL",
+            code="not_configured",
+            retryable=False,
+        )
+    headers = {"Accept": "application/json"}
+    if target.api_key:
+        headers["X-Api-Key"] = target.api_key
+    try:
+        response = client.request(
+            method, f"{target.base_url}{path}", json=json, params=params, headers=headers
+        )
+    except httpx.TimeoutException as exc:
+        raise WahaError(
+            f"WAHA timed out: {type(exc).__name__}", code="timeout", retryable=True
+        ) from None
+    except httpx.HTTPError as exc:
+        blocked = type(exc).__name__ == "BlockedDestination"
+        raise WahaError(
+            f"WAHA unreachable: {type(exc).__name__}: {exc}",
+            code="blocked" if blocked else "unreachable",
+            retryable=not blocked,
+        ) from None
+    if response.status_code >= 300:
+        raise _status_error(response)
+    try:
+        return response.json()
+    except ValueError:
+        raise WahaError("WAHA answered no JSON", code="bad_answer", retryable=True) from None
+
+
+def _status_error(response: httpx.Response) -> WahaError:
+    status = response.status_code
+    detail = response.text[:300]
+    if status == 429 or status >= 500:
+        return WahaError(
+            f"WAHA answered {status}: {detail}",
+            code="rate_limited" if status == 429 else f"http_{status}",
+            retryable=True,
+            status=status,
+            retry_after=parse_retry_after(response.headers.get("retry-after")),
+        )
+    # 400 (invalid chat id...), 401/403 (key), 404 (no such session), 422 (session not working,
+    # e.g. logged out): the same request cannot succeed later.
+    return WahaError(
+        f"WAHA answered {status}: {detail}", code=f"http_{status}", retryable=False, status=status
+    )
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta seconds or an HTTP date); None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max((when - timezone.now()).total_seconds(), 0.0)
+
+
+def _timestamp(answer: object) -> int | None:
+    if isinstance(answer, Mapping):
+        for key in ("timestamp", "messageTimestamp"):
+            value = answer.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return int(value)
+    return None

@@ -1,0 +1,46 @@
+"""The WhatsApp (WAHA) knobs, read from `settings.WHATSAPP` at call time (tests override them).
+
+Environment names are in deskcomm/settings.py. `WAHA_BASE_URL`, `WAHA_API_KEY` and
+`WAHA_WEBHOOK_SECRET` are the defaults of a session that leaves its own fields empty (seed 001
+§3.2: one self-hosted WAHA for the installation); a session's own values win.
+"""
+
+from __future__ import annotations
+
+from core.conf import AppSettings
+
+API_KEY_CONTEXT = "waha_byo"  # core.crypto context of the sessions' API keys and HMAC secrets
+SEND_CONSUMER = "whatsapp-send-worker"
+
+
+class WhatsappSettings(AppSettings, namespace="WHATSAPP"):
+    """Each `settings.WHATSAPP` knob with its type and default."""
+
+    BASE_URL: str = ""  # WAHA_BASE_URL, e.g. http://waha:3000
+    API_KEY: str = ""  # WAHA_API_KEY (WAHA's X-Api-Key)
+    WEBHOOK_SECRET: str = ""  # WAHA_WEBHOOK_SECRET (the HMAC key WAHA signs webhooks with)
+    CONNECT_TIMEOUT: float = 3.0
+    TIMEOUT: float = 15.0
+    # A self-hosted WAHA usually sits on a private network (docker compose): allow it there.
+    # Off by default, so an organization's own ("bring your own") URL cannot aim at internal hosts.
+    ALLOW_PRIVATE_TARGETS: bool = False
+    SEND_ATTEMPTS: int = 6
+    # The longest Retry-After (seconds) a 429/503 from WAHA is honoured for.
+    MAX_RETRY_AFTER: float = 600.0
+    # Messages still `sending` this long are stuck (recover-stuck-messages).
+    STUCK_AFTER_SECONDS: float = 120.0
+    # A session FAILED or waiting for a QR scan this long raises an alert (seed 001 A3/A4).
+    ALERT_AFTER_SECONDS: float = 300.0
+    # Recovery of a send whose worker died mid-request: how many recent chat messages to read,
+    # and the clock skew allowed between WAHA's timestamps and ours.
+    RECOVERY_LOOKBACK: int = 50
+    RECOVERY_SKEW_SECONDS: float = 120.0
+    # Whole-message keywords that block a contact (accent- and case-insensitive).
+    STOP_KEYWORDS: tuple[str, ...] = ("stop", "sair", "parar", "cancelar", "descadastrar")
+    # The consent a send needs: a contact whose latest record of it is a withdrawal is refused.
+    CONSENT_TYPE: str = "marketing_whatsapp"
+    # WhatsApp's customer-service window: free-form messages within this many hours.
+    WINDOW_HOURS: float = 24.0
+
+
+whatsapp_settings = WhatsappSettings()

@@ -1,0 +1,254 @@
+"""What a verified WAHA webhook writes (rows and events only: no HTTP from the request).
+
+- `message` (and `message.any` not sent by us): the inbound Message, idempotent by WAHA's message
+  id (`Message.external_id`, unique per organization: a redelivered webhook writes nothing);
+  the contact and conversation resolved by chat id or created (`conversation.opened`);
+  `message.received` v2 (ids only); a stop keyword blocks the contact (`contact.blocked`,
+  `system.contact_blocked_by_stop`).
+- `message.ack`: an outbound message delivered (ack 2, DEVICE) or read (3 READ, 4 PLAYED):
+  `message.delivered` / `message.read`, once each.
+- `session.status`: the session's stored status (`system.session_changed` when it changed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import eventbus
+from crm.models import Contact, Conversation, Message
+from whatsapp.models import WahaSession
+from whatsapp.stop import stop_keyword
+
+ACK_DELIVERED = 2
+ACK_READ = (3, 4)
+
+
+def handle(session: WahaSession, body: dict[str, Any]) -> str:
+    """Apply one webhook; returns the result label (stored, duplicate, ack, status, ignored)."""
+    event = body.get("event")
+    payload = body.get("payload")
+    if not isinstance(payload, dict):
+        return "ignored"
+    if event == "message" or (event == "message.any" and payload.get("fromMe") is False):
+        if payload.get("fromMe"):
+            return "ignored"
+        return receive(session, payload)
+    if event == "message.ack":
+        return ack(session, payload)
+    if event == "session.status":
+        status = payload.get("status")
+        if isinstance(status, str) and status in WahaSession.Status.values:
+            record_status(session, status)
+            return "status"
+    return "ignored"
+
+
+def receive(session: WahaSession, payload: dict[str, Any]) -> str:
+    waha_id = payload.get("id")
+    chat_id = payload.get("from")
+    if not isinstance(waha_id, str) or not waha_id or not isinstance(chat_id, str):
+        return "ignored"
+    if not chat_id.endswith("@c.us") and not chat_id.endswith("@s.whatsapp.net"):
+        return "ignored"  # groups, broadcasts, newsletters: not a customer conversation
+    org_id = session.organization_id
+    if Message.objects.filter(organization_id=org_id, external_id=waha_id).exists():
+        return "duplicate"
+    try:
+        with transaction.atomic():
+            return _store(session, payload, waha_id, chat_id)
+    except IntegrityError:  # the same webhook, concurrently: the other request stored it
+        return "duplicate"
+
+
+def _store(session: WahaSession, payload: dict[str, Any], waha_id: str, chat_id: str) -> str:
+    org_id = session.organization_id
+    sent_at = _when(payload.get("timestamp"))
+    conversation = (
+        Conversation.objects.select_for_update()
+        .filter(organization_id=org_id, channel="whatsapp", external_chat_id=chat_id)
+        .select_related("contact")
+        .order_by("-created_at")
+        .first()
+    )
+    opened = conversation is None
+    if conversation is None:
+        digits = chat_id.split("@", 1)[0]
+        contact = Contact.objects.create(
+            organization_id=org_id, phone=f"+{digits}", name=_push_name(payload)
+        )
+        conversation = Conversation.objects.create(
+            organization_id=org_id, contact=contact, channel="whatsapp", external_chat_id=chat_id
+        )
+    contact = conversation.contact
+    media = payload.get("media") if isinstance(payload.get("media"), dict) else None
+    raw_body = payload.get("body")
+    body_text = raw_body if isinstance(raw_body, str) else ""
+    message = Message.objects.create(
+        organization_id=org_id,
+        conversation=conversation,
+        direction=Message.Direction.INBOUND,
+        status=Message.Status.RECEIVED,
+        sender=Message.Sender.CONTACT,
+        body=body_text,
+        media_urls=[media["url"]] if media and isinstance(media.get("url"), str) else [],
+        external_id=waha_id,
+    )
+    if conversation.last_inbound_at is None or conversation.last_inbound_at < sent_at:
+        Conversation.objects.filter(pk=conversation.pk).update(last_inbound_at=sent_at)
+    ids = {"conversation_id": str(conversation.pk), "contact_id": str(contact.pk)}
+    if opened:
+        eventbus.emit(
+            "conversation.opened",
+            organization=org_id,
+            entity_kind="conversation",
+            entity_id=conversation.pk,
+            payload={**ids, "channel": "whatsapp"},
+            idempotency_key=f"conversation.opened:{conversation.pk}",
+        )
+    eventbus.emit(
+        "message.received",
+        organization=org_id,
+        entity_kind="message",
+        entity_id=message.pk,
+        payload={
+            **ids,
+            "message_id": str(message.pk),
+            "direction": Message.Direction.INBOUND,
+            "channel": "whatsapp",
+            "waha_message_id": waha_id,
+        },
+        idempotency_key=f"message.received:{message.pk}",
+    )
+    keyword = stop_keyword(body_text)
+    if keyword and contact.blocked_at is None:
+        _block_by_stop(contact, keyword, message)
+    return "stored"
+
+
+def _block_by_stop(contact: Contact, keyword: str, message: Message) -> None:
+    now = timezone.now()
+    Contact.objects.filter(pk=contact.pk, blocked_at__isnull=True).update(
+        blocked_at=now, blocked_reason="stop_keyword"
+    )
+    common: dict[str, Any] = {"organization": contact.organization_id, "entity_kind": "contact"}
+    eventbus.emit(
+        "system.contact_blocked_by_stop",
+        **common,
+        entity_id=contact.pk,
+        payload={"contact_id": str(contact.pk), "keyword": keyword, "message_id": str(message.pk)},
+        idempotency_key=f"system.contact_blocked_by_stop:{message.pk}",
+    )
+    eventbus.emit(
+        "contact.blocked",
+        **common,
+        entity_id=contact.pk,
+        payload={"contact_id": str(contact.pk), "reason": "stop_keyword"},
+        idempotency_key=f"contact.blocked:stop:{message.pk}",
+    )
+
+
+def ack(session: WahaSession, payload: dict[str, Any]) -> str:
+    waha_id = payload.get("id")
+    level = payload.get("ack")
+    if not isinstance(waha_id, str) or not isinstance(level, int):
+        return "ignored"
+    if level != ACK_DELIVERED and level not in ACK_READ:
+        return "ignored"
+    with transaction.atomic():
+        message = (
+            Message.objects.select_for_update()
+            .filter(
+                organization_id=session.organization_id,
+                external_id=waha_id,
+                direction=Message.Direction.OUTBOUND,
+            )
+            .first()
+        )
+        if message is None:
+            return "ignored"
+        now = timezone.now()
+        common: dict[str, Any] = {
+            "organization": message.organization_id,
+            "entity_kind": "message",
+            "entity_id": message.pk,
+        }
+        changed: list[str] = []
+        if message.delivered_at is None:
+            message.delivered_at = now
+            changed.append("delivered_at")
+            eventbus.emit(
+                "message.delivered",
+                **common,
+                payload={"message_id": str(message.pk), "delivered_at": now.isoformat()},
+                idempotency_key=f"message.delivered:{message.pk}",
+            )
+        if level in ACK_READ and message.read_at is None:
+            message.read_at = now
+            changed.append("read_at")
+            eventbus.emit(
+                "message.read",
+                **common,
+                payload={"message_id": str(message.pk), "read_at": now.isoformat()},
+                idempotency_key=f"message.read:{message.pk}",
+            )
+        if changed:
+            progress = [Message.Status.SENDING, Message.Status.SENT, Message.Status.DELIVERED]
+            if message.status in progress:
+                message.status = (
+                    Message.Status.READ if message.read_at else Message.Status.DELIVERED
+                )
+                changed.append("status")
+            message.save(update_fields=[*changed, "updated_at"])
+    return "ack"
+
+
+def record_status(session: WahaSession, status: str, *, synced: bool = False) -> bool:
+    """Store a session's status; emit `system.session_changed` when it changed. Returns whether
+    it changed."""
+    now = timezone.now()
+    with transaction.atomic():
+        current = WahaSession.objects.select_for_update().get(pk=session.pk)
+        fields: dict[str, Any] = {}
+        if synced:
+            fields.update(last_sync_at=now, last_sync_error="")
+        changed = current.status != status
+        if changed:
+            fields.update(status=status, status_changed_at=now, alerted_at=None)
+            eventbus.emit(
+                "system.session_changed",
+                organization=current.organization_id,
+                entity_kind="waha_session",
+                entity_id=current.pk,
+                payload={
+                    "session_id": str(current.pk),
+                    "session": current.name,
+                    "from_status": current.status,
+                    "to_status": status,
+                },
+                idempotency_key=(
+                    f"system.session_changed:{current.pk}:{current.status}:{status}:{now.isoformat()}"
+                ),
+            )
+        if fields:
+            WahaSession.objects.filter(pk=current.pk).update(**fields)
+    return changed
+
+
+def _when(value: object) -> dt.datetime:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        seconds = value / 1000 if value > 10**11 else value  # seconds, or milliseconds
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+    return timezone.now()
+
+
+def _push_name(payload: dict[str, Any]) -> str:
+    data = payload.get("_data")
+    if isinstance(data, dict):
+        for key in ("notifyName", "pushName"):
+            if isinstance(data.get(key), str):
+                return str(data[key])[:200]
+    return ""

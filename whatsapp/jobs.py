@@ -1,0 +1,145 @@
+"""The WhatsApp app's scheduled jobs (seed 001 §11.1-11.2; `POST /api/v1/cron/<name>` too)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+
+import eventbus
+from core.alerts import alert
+from crm.models import Conversation, Message
+from eventbus.models import Delivery
+from jobs.registry import job
+from whatsapp import client as waha
+from whatsapp.conf import SEND_CONSUMER, whatsapp_settings
+from whatsapp.inbound import record_status
+from whatsapp.models import WahaSession
+from whatsapp.sending import fail_message
+
+ALERT_STATUSES = (WahaSession.Status.FAILED, WahaSession.Status.SCAN_QR_CODE)
+# A missed run of expire-24h-windows is caught up by the next ones within this much.
+WINDOW_CATCH_UP = dt.timedelta(hours=6)
+
+
+@job("sync-sessions", every=dt.timedelta(minutes=1))
+def sync_sessions() -> int:
+    """Compare WAHA's GET /api/sessions with our sessions: store each status, emit
+    `system.session_changed` on a change, alert on one stuck FAILED or SCAN_QR_CODE."""
+    by_server: dict[tuple[str, str], list[WahaSession]] = {}
+    for session in WahaSession.objects.order_by("name"):
+        by_server.setdefault((session.effective_base_url, session.api_key), []).append(session)
+    synced = 0
+    with waha.waha_client() as http:
+        for (base_url, api_key), group in by_server.items():
+            try:
+                listed = {
+                    str(s.get("name")): str(s.get("status"))
+                    for s in waha.sessions(http, base_url, api_key)
+                }
+            except waha.WahaError as exc:
+                WahaSession.objects.filter(pk__in=[s.pk for s in group]).update(
+                    last_sync_error=str(exc)[:2000]
+                )
+                continue
+            for session in group:
+                status = listed.get(session.name, WahaSession.Status.MISSING)
+                if status not in WahaSession.Status.values:
+                    status = WahaSession.Status.UNKNOWN
+                record_status(session, status, synced=True)
+                synced += 1
+    _alert_stuck_sessions()
+    return synced
+
+
+def _alert_stuck_sessions() -> None:
+    limit = timezone.now() - dt.timedelta(seconds=whatsapp_settings.ALERT_AFTER_SECONDS)
+    stuck = WahaSession.objects.filter(
+        status__in=ALERT_STATUSES, status_changed_at__lte=limit, alerted_at__isnull=True
+    )
+    for session in stuck:
+        alert(
+            f"WhatsApp session {session.name} is {session.status}",
+            session=session.name,
+            status=session.status,
+            organization_id=str(session.organization_id),
+            since=session.status_changed_at.isoformat() if session.status_changed_at else "",
+        )
+        WahaSession.objects.filter(pk=session.pk).update(alerted_at=timezone.now())
+
+
+@job("recover-stuck-messages", every=dt.timedelta(minutes=1))
+def recover_stuck_messages() -> int:
+    """Messages still `sending` after WAHA_STUCK_AFTER_SECONDS with no live send delivery:
+    queued again (the worker checks WAHA before resending) or failed when out of attempts."""
+    limit = timezone.now() - dt.timedelta(seconds=whatsapp_settings.STUCK_AFTER_SECONDS)
+    stuck = list(
+        Message.objects.filter(
+            status=Message.Status.SENDING, updated_at__lte=limit, external_id=""
+        ).select_related("conversation")[:500]
+    )
+    if not stuck:
+        return 0
+    live = set(
+        Delivery.objects.filter(
+            consumer=SEND_CONSUMER,
+            status__in=["pending", "processing"],
+            event__entity_id__in=[m.pk for m in stuck],
+        ).values_list("event__entity_id", flat=True)
+    )
+    handled = 0
+    for message in stuck:
+        if message.pk in live:
+            continue  # the bus still retries it
+        if message.attempts >= whatsapp_settings.SEND_ATTEMPTS:
+            fail_message(message, "stuck", "still sending after every attempt", retryable=True)
+        else:
+            eventbus.emit(
+                "message.queued",
+                organization=message.organization_id,
+                entity_kind="message",
+                entity_id=message.pk,
+                payload={
+                    "message_id": str(message.pk),
+                    "conversation_id": str(message.conversation_id),
+                    "contact_id": str(message.conversation.contact_id),
+                    "channel": message.conversation.channel,
+                    "sender": message.sender,
+                },
+                idempotency_key=f"message.queued:{message.pk}:recover:{message.attempts}",
+            )
+        handled += 1
+    return handled
+
+
+@job("expire-24h-windows", every=dt.timedelta(minutes=5))
+def expire_24h_windows() -> int:
+    """Emit `system.window_24h_expired` once per conversation whose customer window closed
+    (24 h after its last inbound message) since the last runs."""
+    now = timezone.now()
+    window = dt.timedelta(hours=whatsapp_settings.WINDOW_HOURS)
+    closed = Conversation.objects.filter(
+        channel="whatsapp",
+        last_inbound_at__lte=now - window,
+        last_inbound_at__gt=now - window - WINDOW_CATCH_UP,
+    ).order_by("last_inbound_at")[:5000]
+    emitted = 0
+    for conversation in closed:
+        assert conversation.last_inbound_at is not None
+        expired_at = conversation.last_inbound_at + window
+        eventbus.emit(
+            "system.window_24h_expired",
+            organization=conversation.organization_id,
+            entity_kind="conversation",
+            entity_id=conversation.pk,
+            payload={
+                "conversation_id": str(conversation.pk),
+                "contact_id": str(conversation.contact_id),
+                "expired_at": expired_at.isoformat(),
+            },
+            idempotency_key=(
+                f"system.window_24h_expired:{conversation.pk}:{conversation.last_inbound_at.isoformat()}"
+            ),
+        )
+        emitted += 1
+    return emitted
