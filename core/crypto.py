@@ -17,6 +17,7 @@ from collections.abc import Callable
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.crypto import salted_hmac
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,16 @@ def key_problem(context: str) -> str | None:
         except ValueError:
             return f"a {context} key is not a Fernet key (32 url-safe base64-encoded bytes)"
     return None
+
+
+def blind_index(context: str, value: str) -> str:
+    """A keyed digest of `value` (HMAC-SHA256 under a key derived from SECRET_KEY and the
+    context) for exact-match lookups of data stored encrypted, whose ciphertext differs on every
+    write; "" for "". The digest is as personal as the value: redact it with it. Rotating
+    SECRET_KEY changes every digest (re-save the values to recompute them)."""
+    if not value:
+        return ""
+    return salted_hmac(f"deskcomm.blind_index.{context}", value, algorithm="sha256").hexdigest()
 
 
 def dev_keys_allowed() -> bool:

@@ -16,6 +16,25 @@ from django.db import models
 from core.models import Organization
 
 
+def cpf_digits(value: str) -> str:
+    """A CPF as its 11 digits ("123.456.789-09" -> "12345678909"); "" when it has not 11."""
+    digits = "".join(c for c in value if c.isdigit())
+    return digits if len(digits) == 11 else ""
+
+
+def phone_digits(value: str) -> list[str]:
+    """A phone's digits, and the same number with or without Brazil's country code (55), as
+    the CRM compares them ("+55 (11) 98765-4321" matches "11987654321")."""
+    digits = "".join(c for c in value if c.isdigit())
+    if not digits:
+        return []
+    if digits.startswith("55") and len(digits) in (12, 13):
+        return [digits, digits[2:]]
+    if len(digits) in (10, 11):
+        return [digits, f"55{digits}"]
+    return [digits]
+
+
 class Contact(models.Model):
     """A person the organization talks to (minimal: what the workers and LGPD need).
 
@@ -23,7 +42,13 @@ class Contact(models.Model):
     and writes it in clear. `anonymized_at` is set once by the LGPD redaction.
     """
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("name", "phone", "email", "cpf_encrypted")
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = (
+        "name",
+        "phone",
+        "email",
+        "cpf_encrypted",
+        "cpf_digest",
+    )
     CPF_CONTEXT = "cpf"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -34,6 +59,9 @@ class Contact(models.Model):
     phone = models.CharField(max_length=32, blank=True)
     email = models.EmailField(blank=True)
     cpf_encrypted = models.TextField(blank=True, default="")
+    # The CPF's blind index (core.crypto.blind_index of its digits), set with it: matching a
+    # contact by CPF (crm.selectors.match_contact) without decrypting every row.
+    cpf_digest = models.CharField(max_length=64, blank=True, default="")
     anonymized_at = models.DateTimeField(null=True, blank=True)
     # Set when the contact must receive no more messages (a STOP/SAIR reply, an operator's block);
     # `send_message` still queues, the send worker refuses (`system.send_blocked`).
@@ -43,6 +71,26 @@ class Contact(models.Model):
 
     class Meta:
         db_table = "deskcomm_contact"  # kept from the deskcomm app
+        indexes = [
+            models.Index(
+                fields=["organization", "cpf_digest"],
+                condition=~models.Q(cpf_digest=""),
+                name="contact_cpf_digest_idx",
+            ),
+            # crm.selectors.match_contact: the phone's digits, whatever its punctuation.
+            models.Index(
+                "organization",
+                models.Func(
+                    models.F("phone"),
+                    models.Value(r"\D"),
+                    models.Value(""),
+                    models.Value("g"),
+                    function="regexp_replace",
+                ),
+                condition=~models.Q(phone=""),
+                name="contact_phone_digits_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name or str(self.id)
@@ -58,6 +106,7 @@ class Contact(models.Model):
         from core import crypto
 
         self.cpf_encrypted = crypto.encrypt(self.CPF_CONTEXT, value) if value else ""
+        self.cpf_digest = crypto.blind_index(self.CPF_CONTEXT, cpf_digits(value))
 
 
 class Conversation(models.Model):

@@ -93,7 +93,7 @@ class ContactCategory(Category):
     """The contact's identity: removed outright (the row stays, anonymized, for the history)."""
 
     name = "contact"
-    covers = {Contact: ("name", "phone", "email", "cpf_encrypted")}
+    covers = {Contact: ("name", "phone", "email", "cpf_encrypted", "cpf_digest")}
     context_fields = {Contact: ("created_at", "anonymized_at")}
 
     def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
@@ -102,12 +102,13 @@ class ContactCategory(Category):
     def exported(self, row: dict[str, Any]) -> dict[str, Any]:
         shown = dict(row)
         shown.pop("cpf_encrypted")
+        shown.pop("cpf_digest")  # a lookup key derived from the CPF shown next to it
         shown["cpf"] = Contact(cpf_encrypted=row["cpf_encrypted"]).cpf
         return shown
 
     def redact_row(self, row: models.Model, fields: Sequence[str], subject: Subject) -> None:
         assert isinstance(row, Contact)
-        row.name = row.phone = row.email = row.cpf_encrypted = ""
+        row.name = row.phone = row.email = row.cpf_encrypted = row.cpf_digest = ""
 
     def redact(self, subject: Subject) -> int:
         changed = super().redact(subject)

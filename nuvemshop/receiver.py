@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 import eventbus
 from core import rls
 from crm.models import Contact
+from crm.selectors import match_contact
 from nuvemshop.conf import nuvemshop_settings
 from nuvemshop.models import CustomerLink, Store, WebhookReceipt
 
@@ -154,15 +155,15 @@ def _emit_customer_request(store: Store, receipt: WebhookReceipt, data: dict[str
 
 
 def _contact(store: Store, customer: dict[str, Any]) -> Contact | None:
-    """The linked contact, else the CRM's match by e-mail, then phone (personal data: not kept)."""
+    """The linked contact, else the CRM's match (crm.selectors.match_contact: e-mail, CPF,
+    phone; the personal data is used to look, never kept)."""
     if str(customer.get("id") or "").isdigit():
         link = CustomerLink.objects.filter(store=store, ns_customer_id=int(customer["id"])).first()
         if link is not None:
             return link.contact
-    contacts = Contact.objects.filter(organization_id=store.organization_id)
-    email, phone = str(customer.get("email") or ""), str(customer.get("phone") or "")
-    if email and (by_email := contacts.filter(email__iexact=email).first()):
-        return by_email
-    if phone:
-        return contacts.filter(phone=phone).first()
-    return None
+    return match_contact(
+        organization_id=store.organization_id,
+        email=str(customer.get("email") or ""),
+        phone=str(customer.get("phone") or ""),
+        cpf=str(customer.get("identification") or ""),
+    )

@@ -11,6 +11,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from crm.models import Contact, Order, Product
+from crm.selectors import match_contact
 from nuvemshop.models import CustomerLink, Store
 
 LANGUAGES = ("pt", "es", "en")
@@ -60,7 +61,7 @@ def product_upsert(store: Store, data: dict[str, Any]) -> tuple[Product, bool]:
 
 
 def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact:
-    """The contact of a store customer: its link, else the CRM's match by e-mail then phone,
+    """The contact of a store customer: its link, else the CRM's match (e-mail, CPF, phone),
     else a new contact; the link is kept so later orders and LGPD webhooks find it."""
     ns_id = int(data["id"])
     link = CustomerLink.objects.filter(store=store, ns_customer_id=ns_id).select_related("contact")
@@ -77,16 +78,12 @@ def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact:
 
 
 def _matched(store: Store, data: dict[str, Any]) -> Contact | None:
-    contacts = Contact.objects.filter(
-        organization_id=store.organization_id, anonymized_at__isnull=True
+    return match_contact(
+        organization_id=store.organization_id,
+        email=str(data.get("email") or ""),
+        phone=str(data.get("phone") or ""),
+        cpf=str(data.get("identification") or ""),  # the customer's CPF/CNPJ in Nuvemshop
     )
-    email = str(data.get("email") or "").strip()
-    phone = str(data.get("phone") or "").strip()
-    if email and (by_email := contacts.filter(email__iexact=email).first()):
-        return by_email
-    if phone and (by_phone := contacts.filter(phone=phone).first()):
-        return by_phone
-    return None
 
 
 def _created(store: Store, data: dict[str, Any]) -> Contact:

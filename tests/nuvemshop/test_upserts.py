@@ -6,7 +6,10 @@ import datetime as dt
 
 import pytest
 
-from nuvemshop.upserts import cents, localized, when
+from nuvemshop.models import CustomerLink, Store
+from nuvemshop.upserts import cents, contact_for_customer, localized, when
+from tests.support.factories import ContactFactory
+from tests.support.nuvemshop import customer
 
 
 @pytest.mark.parametrize(
@@ -27,3 +30,16 @@ def test_when_reads_the_apis_offsets() -> None:
     parsed = when("2026-12-01T10:05:00-03:00")
     assert parsed == dt.datetime(2026, 12, 1, 13, 5, tzinfo=dt.UTC)
     assert when(None) is None and when("") is None
+
+
+@pytest.mark.django_db
+def test_a_customer_is_matched_to_a_contact_by_the_crms_rule_and_linked(store: Store) -> None:
+    by_cpf = ContactFactory(organization=store.organization, email="", phone="", cpf="12345678909")
+    by_phone = ContactFactory(organization=store.organization, email="", phone="(11) 98765-4321")
+    cpf_customer = {**customer(1, email="nova@example.com"), "identification": "123.456.789-09"}
+    assert contact_for_customer(store, cpf_customer) == by_cpf
+    assert contact_for_customer(store, customer(2, phone="+5511987654321")) == by_phone
+    fresh = contact_for_customer(store, customer(3, email="outra@example.com"))
+    assert fresh.pk not in (by_cpf.pk, by_phone.pk) and fresh.email == "outra@example.com"
+    assert CustomerLink.objects.get(store=store, ns_customer_id=1).contact == by_cpf
+    assert contact_for_customer(store, customer(1)) == by_cpf  # the link wins from now on
