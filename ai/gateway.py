@@ -13,18 +13,16 @@ cost and latency. Zero retention: nothing here stores a prompt or a reply.
 
 from __future__ import annotations
 
-import email.utils
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
 import openai
 
 from ai import metrics
 from ai.conf import EMBEDDING_DIMENSIONS, ai_settings
-from core.http import BlockedDestination, guarded_client
+from core.http import BlockedDestination, guarded_client, retry_after_seconds
 
 
 @dataclass(frozen=True)
@@ -193,23 +191,9 @@ def _classify_status(exc: openai.APIStatusError) -> GatewayError:
             str(exc),
             transient=True,
             error_class="rate_limited" if status == 429 else "server_error",
-            retry_after=retry_after_seconds(exc.response),
+            retry_after=retry_after_seconds(exc.response.headers.get("retry-after")),
         )
     return GatewayError(str(exc), transient=False, error_class=f"http_{status}")
-
-
-def retry_after_seconds(response: httpx.Response) -> float | None:
-    """Retry-After as seconds (a number or an HTTP date), None when absent or unreadable."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(parsed.timestamp() - time.time(), 0.0)
 
 
 def _elapsed_ms(started: float) -> int:

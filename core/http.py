@@ -18,7 +18,10 @@ fragments, control characters, out-of-range ports, names DNS cannot carry.
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import ipaddress
+import math
 import re
 import socket
 import ssl
@@ -364,3 +367,25 @@ def refusal_with_hint(address: IPAddress, *, allow_private: bool, setting: str) 
 def switch_hint(setting: str) -> str:
     """How an operator allows private targets, for refusal messages."""
     return f"set {setting}=true only for development"
+
+
+def retry_after_seconds(value: str | None, now: dt.datetime | None = None) -> float | None:
+    """Seconds a `Retry-After` header asks to wait: delta seconds ("120", "1.5") or an
+    HTTP-date (always GMT, RFC 9110), never negative; None when absent or unreadable.
+    `now` is the moment the date is measured from (default: now)."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max((when - (now or dt.datetime.now(dt.UTC))).total_seconds(), 0.0)

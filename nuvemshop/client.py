@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from core.http import guarded_client
+from core.http import guarded_client, retry_after_seconds
 from nuvemshop import ratelimit
 from nuvemshop.conf import nuvemshop_settings
 from nuvemshop.metrics import API_REQUESTS, count_response
@@ -77,16 +77,16 @@ def next_link(header: str) -> str:
     return ""
 
 
-def retry_after_seconds(response: httpx.Response) -> float:
-    """Retry-After (seconds), else x-rate-limit-reset (milliseconds), else one second."""
-    for name, scale in (("retry-after", 1.0), ("x-rate-limit-reset", 0.001)):
-        value = response.headers.get(name)
-        if value:
-            try:
-                return max(float(value) * scale, 0.05)
-            except ValueError:
-                continue
-    return 1.0
+def wait_seconds(response: httpx.Response) -> float:
+    """How long a throttled store waits: Retry-After, else x-rate-limit-reset (milliseconds),
+    else one second (at least 50 ms)."""
+    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+    if retry_after is not None:
+        return max(retry_after, 0.05)
+    try:
+        return max(float(response.headers.get("x-rate-limit-reset", "")) / 1000, 0.05)
+    except ValueError:
+        return 1.0
 
 
 class NuvemshopClient:
@@ -130,14 +130,14 @@ class NuvemshopClient:
             if response.status_code != 429:
                 self._respect_bucket(response)
                 return self._checked(method, url, response)
-            ratelimit.block(self.store.ns_store_id, retry_after_seconds(response))
+            ratelimit.block(self.store.ns_store_id, wait_seconds(response))
         raise NuvemshopError(f"{method} {url}: still throttled after {THROTTLE_RETRIES} tries")
 
     def _respect_bucket(self, response: httpx.Response) -> None:
         """The API's own bucket is empty (`x-rate-limit-remaining: 0`): every process of the
         store waits until it has drained (`x-rate-limit-reset`, milliseconds) instead of a 429."""
         if response.headers.get("x-rate-limit-remaining") == "0":
-            ratelimit.block(self.store.ns_store_id, retry_after_seconds(response))
+            ratelimit.block(self.store.ns_store_id, wait_seconds(response))
 
     def _checked(self, method: str, url: str, response: httpx.Response) -> httpx.Response:
         if response.status_code == 401:

@@ -12,7 +12,6 @@ it.
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
 import json
 import logging
 import time
@@ -26,7 +25,7 @@ import httpcore
 import httpx
 from django.utils import timezone
 
-from core.http import Resolver, guarded_client, system_resolver
+from core.http import Resolver, guarded_client, retry_after_seconds, system_resolver
 from eventbus.event import Event
 from webhooks import signing, ssrf
 from webhooks.conf import webhook_settings
@@ -208,7 +207,7 @@ def _post(
         excerpt=excerpt,
         error_class="" if response.is_success else "HTTPStatus",
         error="" if response.is_success else _status_error(response),
-        retry_after=parse_retry_after(response.headers.get("retry-after"), now),
+        retry_after=retry_after_seconds(response.headers.get("retry-after"), now),
     )
 
 
@@ -220,22 +219,6 @@ def _failed(
         error_class=error_class,
         error=f"{error_class}: {exc}"[:2000],
     )
-
-
-def parse_retry_after(value: str | None, now: dt.datetime) -> float | None:
-    """Seconds from a Retry-After header (delta seconds or an HTTP date); None if absent/bad."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, (when - now).total_seconds())
 
 
 def _read_excerpt(response: httpx.Response, started: float) -> str:

@@ -16,20 +16,17 @@ chat id, an unknown or logged-out session, a wrong key) cannot.
 
 from __future__ import annotations
 
-import datetime as dt
 import mimetypes
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
-from django.utils import timezone
 
-from core.http import guarded_client
+from core.http import guarded_client, retry_after_seconds
 from whatsapp.conf import whatsapp_settings
 
 ALLOW_PRIVATE_SETTING = "WAHA_ALLOW_PRIVATE_TARGETS"
@@ -251,29 +248,13 @@ def _status_error(response: httpx.Response) -> WahaError:
             code="rate_limited" if status == 429 else f"http_{status}",
             retryable=True,
             status=status,
-            retry_after=parse_retry_after(response.headers.get("retry-after")),
+            retry_after=retry_after_seconds(response.headers.get("retry-after")),
         )
     # 400 (invalid chat id...), 401/403 (key), 404 (no such session), 422 (session not working,
     # e.g. logged out): the same request cannot succeed later.
     return WahaError(
         f"WAHA answered {status}: {detail}", code=f"http_{status}", retryable=False, status=status
     )
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta seconds or an HTTP date); None if absent/bad."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return max((when - timezone.now()).total_seconds(), 0.0)
 
 
 def _timestamp(answer: object) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import socket
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from core.http import (
     guarded_client,
     parse_url,
     refusal_reason,
+    retry_after_seconds,
 )
 from tests.support.http_server import LoopbackServer, loopback_server
 from tests.support.receiver import Receiver, Reply
@@ -407,3 +409,25 @@ def test_the_client_turns_an_unsendable_url_into_an_http_error(
     with guarded_client() as client, pytest.raises(httpx.HTTPError, match="url "):
         client.post(url.format(port=server.port), json={"text": "hi"})
     assert server.received == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("120", 120.0),
+        (" 1.5 ", 1.5),
+        ("-3", 0.0),
+        ("Tue, 01 Dec 2026 12:01:00 GMT", 60.0),
+        ("Tue, 01 Dec 2026 11:00:00 GMT", 0.0),  # in the past: no wait
+        ("Tue, 01 Dec 2026 12:00:30 -0000", 30.0),  # no zone: GMT, as HTTP dates always are
+        ("soon", None),
+        ("nan", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_retry_after_reads_seconds_and_http_dates(
+    value: str | None, expected: float | None
+) -> None:
+    now = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+    assert retry_after_seconds(value, now) == expected

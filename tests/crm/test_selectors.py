@@ -62,8 +62,8 @@ def test_each_step_is_an_indexed_query() -> None:
                 [org.pk],
             ),
             (
-                "EXPLAIN SELECT id FROM deskcomm_contact WHERE organization_id = %s AND phone <> '' "
-                "AND regexp_replace(phone, '\\D', '', 'g') = ANY(%s)",
+                "EXPLAIN SELECT id FROM deskcomm_contact WHERE organization_id = %s "
+                "AND phone <> '' AND regexp_replace(phone, '\\D', '', 'g') = ANY(%s)",
                 [org.pk, ["11987654321"]],
             ),
         ):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from nuvemshop.client import NuvemshopClient, TokenInvalid, next_link, retry_after_seconds
+from nuvemshop.client import NuvemshopClient, TokenInvalid, next_link, wait_seconds
 from nuvemshop.models import Store
 from nuvemshop.ratelimit import Budget
 from tests.support.nuvemshop import FakeNuvemshop, FakeStore, order
@@ -28,7 +28,7 @@ def test_next_link_is_read_from_the_link_header() -> None:
     [({"Retry-After": "7"}, 7.0), ({"x-rate-limit-reset": "1500"}, 1.5), ({}, 1.0)],
 )
 def test_the_wait_after_a_429(headers: dict[str, str], seconds: float) -> None:
-    assert retry_after_seconds(httpx.Response(429, headers=headers)) == seconds
+    assert wait_seconds(httpx.Response(429, headers=headers)) == seconds
 
 
 def test_the_budget_keeps_any_window_within_the_limit(settings: object) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypeVar
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,28 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
 
+Served = TypeVar("Served", bound=ThreadingHTTPServer)
+
+
 @contextmanager
-def loopback_server() -> Iterator[LoopbackServer]:
-    server = LoopbackServer()
-    thread = threading.Thread(target=server.serve_forever, name="loopback-http", daemon=True)
+def serving(
+    server: Served, name: str, *, before_stop: Callable[[], None] | None = None
+) -> Iterator[Served]:
+    """Run a loopback HTTP server (a fake vendor, a receiver) in a thread for a `with` block;
+    `before_stop` releases requests the fake holds open, so the shutdown does not wait for them."""
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        if before_stop is not None:
+            before_stop()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def loopback_server() -> Iterator[LoopbackServer]:
+    with serving(LoopbackServer(), "loopback-http") as server:
+        yield server

@@ -33,6 +33,8 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
+from tests.support.http_server import serving
+
 APP_ID = "4321"
 APP_SECRET = "fake-app-secret-for-tests"
 MAX_PER_PAGE = 200
@@ -364,15 +366,8 @@ def _matches(item: dict[str, Any], query: dict[str, str]) -> bool:
 
 @contextmanager
 def fake_nuvemshop() -> Iterator[FakeNuvemshop]:
-    server = FakeNuvemshop()
-    thread = threading.Thread(target=server.serve_forever, name="fake-nuvemshop", daemon=True)
-    thread.start()
-    try:
+    with serving(FakeNuvemshop(), "fake-nuvemshop") as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 # -- documented resource shapes (the fields the CRM reads, as the docs show them) --------------

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.http_server import serving
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -161,12 +163,6 @@ def _vector(text: str, dimensions: int) -> list[float]:
 
 @contextmanager
 def openai_fake() -> Iterator[OpenAIFake]:
-    server = OpenAIFake()
-    thread = threading.Thread(target=server.serve_forever, name="openai-fake", daemon=True)
-    thread.start()
-    try:
+    fake = OpenAIFake()
+    with serving(fake, "openai-fake", before_stop=fake.stopping.set) as server:
         yield server
-    finally:
-        server.stopping.set()
-        server.shutdown()
-        server.server_close()

@@ -31,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tests.support.http_server import serving
+
 SEND_PATHS = ("/api/sendText", "/api/sendImage", "/api/sendFile")
 
 
@@ -206,16 +208,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextmanager
 def fake_waha(*, api_key: str = "") -> Iterator[FakeWaha]:
-    server = FakeWaha(api_key=api_key)
-    thread = threading.Thread(target=server.serve_forever, name="fake-waha", daemon=True)
-    thread.start()
-    try:
+    fake = FakeWaha(api_key=api_key)
+    with serving(fake, "fake-waha", before_stop=fake.release.set) as server:
         yield server
-    finally:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def inbound_message(
