@@ -12,7 +12,7 @@ from django.db import connection
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
 from core import rls
 from core.models import Organization
-from tests.support.db import SIDE_EFFECT_TABLE_SQL
+from tests.support.db import SIDE_EFFECT_TABLE_SQL, role_bypasses_rls
 from tests.support.factories import OrganizationFactory
 from tests.support.processes import Drain, Managed
 from tests.support.receiver import Receiver
@@ -90,3 +90,10 @@ def receiver() -> Iterator[Receiver]:
     server = Receiver()
     yield server
     server.close()
+
+
+@pytest.fixture
+def enforced(db: None) -> None:
+    """Row-level security applies to the test role (a superuser or BYPASSRLS role skips)."""
+    if role_bypasses_rls():
+        pytest.skip("DATABASE_URL connects as a superuser/BYPASSRLS role: RLS does not apply")

@@ -25,21 +25,7 @@ from tests.support.api import api_client
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.processes import start_drain
 
-
-def role_bypasses_rls() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
-        row = cursor.fetchone()
-    return bool(row and row[0])
-
-
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def enforced() -> None:
-    if role_bypasses_rls():
-        pytest.skip("DATABASE_URL connects as a superuser/BYPASSRLS role: RLS does not apply")
 
 
 class UnfilteredEvents(ApiView):

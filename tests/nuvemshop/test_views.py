@@ -13,6 +13,7 @@ from django.test import Client
 from core.models import Organization
 from eventbus.models import EventLog
 from nuvemshop.models import Store, WebhookReceipt
+from tests.support.db import as_web_process
 from tests.support.nuvemshop import FakeNuvemshop, FakeStore
 
 pytestmark = pytest.mark.django_db
@@ -121,3 +122,16 @@ def test_an_event_the_url_does_not_name_is_refused(client: Client, store: Store)
     response = post(client, "order/paid", {"store_id": 789, "event": "order/cancelled", "id": 5})
     assert response.status_code == 400 and not WebhookReceipt.objects.exists()
     assert post(client, "order/unknown", {"store_id": 789, "id": 5}).status_code == 404
+
+
+def test_the_receiver_works_in_a_web_process_that_fails_closed(
+    enforced: None, client: Client, store: Store
+) -> None:
+    """In production's closed web sessions the receiver scopes itself (bypass to find the store
+    the shop names, then that store's tenant) and records the delivery."""
+    with as_web_process():
+        response = post(client, "order/paid", {"store_id": 789, "event": "order/paid", "id": 9})
+        assert response.json() == {"status": "accepted"}
+        assert WebhookReceipt.objects.count() == 0  # the test's own session is closed too
+    receipt = WebhookReceipt.objects.get()
+    assert receipt.organization_id == store.organization_id

@@ -4,7 +4,10 @@ the side-effect table the test consumers write to."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 from django.db import connection
@@ -58,3 +61,32 @@ def claim_plan(*, start: uuid.UUID, consumers: list[str], now: dt.datetime) -> s
             },
         )
         return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@contextmanager
+def as_web_process() -> Iterator[None]:
+    """Requests through Django's test client as a web process makes them: each starts with the
+    session closed (neither tenant nor bypass: core.rls), so a view sees only what it scopes
+    itself to. Only meaningful when the test role is subject to RLS (not a superuser)."""
+    from core import rls
+
+    before = os.environ.get(rls.PROCESS_ENV)
+    os.environ[rls.PROCESS_ENV] = "false"
+    rls.set_scope()  # marked scoped, so every request_started resets it to closed
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(rls.PROCESS_ENV, None)
+        else:
+            os.environ[rls.PROCESS_ENV] = before
+        rls.set_scope(bypass=rls.process_bypasses())
+        rls.reset_scope()
+
+
+def role_bypasses_rls() -> bool:
+    """True when the test role is a superuser or BYPASSRLS (row-level security does not apply)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
+        row = cursor.fetchone()
+    return bool(row and row[0])

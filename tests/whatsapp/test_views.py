@@ -8,11 +8,13 @@ import urllib.error
 import urllib.request
 
 import pytest
+from django.test import Client
 
 from crm.models import Contact, Conversation, Message
 from crm.services import send_message
 from eventbus.models import EventLog
 from eventbus.worker import Worker, WorkerOptions
+from tests.support.db import as_web_process
 from tests.support.waha import FakeWaha, inbound_message, signed_webhook
 from tests.whatsapp.conftest import HMAC_SECRET
 from whatsapp.conf import SEND_CONSUMER
@@ -245,3 +247,26 @@ def test_a_reply_to_a_first_outbound_message_lands_in_its_conversation(
     deliver(live_server.url, "message", inbound_message(CHAT, "Chegou sim"))  # type: ignore[attr-defined]
     assert Conversation.objects.count() == Contact.objects.count() == 1
     assert conversation.messages.filter(direction="inbound").count() == 1
+
+
+def test_the_receiver_works_in_a_web_process_that_fails_closed(
+    enforced: None, session: WahaSession
+) -> None:
+    """Production's web processes see no tenant's rows until a view scopes itself: the receiver
+    finds the session (bypass, for that lookup only) and writes in the session's tenant."""
+    client = Client()
+    body, headers = signed_webhook(
+        "loja", "message", inbound_message(CHAT, "Oi", name="Ana"), secret=HMAC_SECRET
+    )
+    with as_web_process():
+        response = client.post(
+            "/api/webhooks/waha/loja",
+            data=body,
+            content_type="application/json",
+            headers={k: v for k, v in headers.items() if k.lower() != "content-type"},
+        )
+        assert response.status_code == 200, response.content
+        assert Message.objects.count() == 0  # the test's own session is closed too
+    message = Message.objects.get()
+    assert message.organization_id == session.organization_id
+    assert EventLog.objects.filter(event_type="message.received").count() == 1
