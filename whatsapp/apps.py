@@ -20,6 +20,4 @@ class WhatsappConfig(AppConfig):
         register_encrypted_field(
             API_KEY_CONTEXT, "whatsapp.WahaSession", "webhook_secret_encrypted"
         )
-        health.register(
-            "waha", waha_health.check_sessions, required=False, enabled=waha_health.configured
-        )
+        health.register_family(waha_health.PREFIX, waha_health.session_checks)

@@ -1,44 +1,48 @@
-"""The `waha` health check (not required): every configured session's WAHA answers and lists it
-as WORKING. One check covers all sessions (the health registry's checks are static); the log
-line names each session that is not well, the public answer says `SessionNotWorking`."""
+"""The `waha:<session id>` health checks (not required): one per configured session, ok when
+its WAHA answers and lists it as WORKING. The public answer names the session by id only (the
+health endpoint is unauthenticated; a session's name can say whose it is) and the failure's
+class (`SessionNotWorking`); the log line says the session's name and what is wrong."""
 
 from __future__ import annotations
 
+import uuid
+from functools import partial
+
 from core import rls
+from core.health.registry import Check
 from whatsapp import client as waha
 from whatsapp.models import WahaSession
+
+PREFIX = "waha"
 
 
 class SessionNotWorking(Exception):
     """A WAHA session is not WORKING, or its WAHA cannot be reached."""
 
 
-def configured() -> bool:
+def session_checks() -> list[Check]:
+    """This run's checks: one per session (none before migrate or with no session)."""
     try:
         with rls.scoped(bypass=True):  # the health view has no tenant
-            return WahaSession.objects.exists()
+            ids = list(WahaSession.objects.order_by("name").values_list("pk", flat=True))
     except Exception:  # no table yet (before migrate): nothing to check
-        return False
+        return []
+    return [Check(f"{PREFIX}:{pk}", partial(check_session, pk), required=False) for pk in ids]
 
 
-def check_sessions() -> None:
-    problems: list[str] = []
-    by_server: dict[tuple[str, str], list[WahaSession]] = {}
+def check_session(session_id: uuid.UUID) -> None:
     with rls.scoped(bypass=True):
-        for session in WahaSession.objects.order_by("name"):
-            by_server.setdefault((session.effective_base_url, session.api_key), []).append(session)
+        session = WahaSession.objects.filter(pk=session_id).first()
+    if session is None:
+        return  # removed since the run listed it
     with waha.waha_client() as http:
-        for (base_url, api_key), group in by_server.items():
-            try:
-                listed = {
-                    s.get("name"): s.get("status") for s in waha.sessions(http, base_url, api_key)
-                }
-            except waha.WahaError as exc:
-                problems.extend(f"{s.name}: {exc.code}" for s in group)
-                continue
-            for session in group:
-                status = listed.get(session.name, "MISSING")
-                if status != "WORKING":
-                    problems.append(f"{session.name}: {status}")
-    if problems:
-        raise SessionNotWorking("; ".join(problems))
+        try:
+            listed = {
+                s.get("name"): s.get("status")
+                for s in waha.sessions(http, session.effective_base_url, session.api_key)
+            }
+        except waha.WahaError as exc:
+            raise SessionNotWorking(f"{session.name}: {exc.code}") from exc
+    status = listed.get(session.name, "MISSING")
+    if status != "WORKING":
+        raise SessionNotWorking(f"{session.name}: {status}")

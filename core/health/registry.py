@@ -6,7 +6,9 @@ required check passed. Each check runs on its own daemon thread and is abandoned
 "timeout") when its timeout passes, so a hanging dependency cannot hold the answer past the
 overall budget. Apps register their own checks in `AppConfig.ready` (`register(...)`); the same
 name registered again replaces the earlier check (the jobs app replaces "broker" with its
-broker's own check).
+broker's own check). A family of checks known only at run time (one per configured WAHA
+session) is registered with `register_family(name, provider)`: the provider lists the checks at
+each run; if it fails, the answer shows one failing check under the family's name.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Check:
 
 
 _registry: dict[str, Check] = {}
+_families: dict[str, Callable[[], list[Check]]] = {}
 
 
 def register(
@@ -53,8 +56,29 @@ def register(
     _registry[name] = Check(name, probe, required, timeout, enabled)
 
 
+def register_family(name: str, provider: Callable[[], list[Check]]) -> None:
+    """Add (or replace) a provider of checks listed at run time (their names should start
+    with `name:`)."""
+    _families[name] = provider
+
+
+def _raise(exc: Exception) -> Callable[[], None]:
+    def probe() -> None:
+        raise exc
+
+    return probe
+
+
 def registered() -> list[Check]:
-    return list(_registry.values())
+    """The static checks, then each family's checks of this run."""
+    checks = list(_registry.values())
+    for name, provider in _families.items():
+        try:
+            checks.extend(provider())
+        except Exception as exc:  # the family could not be listed: say so, as a failed check
+            logger.warning("health check family %s could not be listed: %s", name, exc)
+            checks.append(Check(name, _raise(exc), required=False))
+    return checks
 
 
 @dataclass

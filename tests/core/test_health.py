@@ -160,3 +160,25 @@ def test_the_command_exits_non_zero_when_unhealthy(refused_port: str) -> None:
     assert '"status": "ok"' in out.getvalue()
     with override_settings(REDIS_URL=f"redis://{refused_port}/0"), pytest.raises(CommandError):
         call_command("healthcheck", stdout=StringIO())
+
+
+def test_a_family_of_checks_is_listed_at_each_run_and_a_broken_listing_fails_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from core.health import registry
+
+    listed: list[list[registry.Check]] = [[registry.Check("fam:a", lambda: None, required=False)]]
+
+    def provider() -> list[registry.Check]:
+        if not listed:
+            raise RuntimeError("cannot list")
+        return listed.pop()
+
+    monkeypatch.setattr(registry, "_families", {"fam": provider})
+    first = registry.run_checks()
+    assert first["checks"]["fam:a"]["status"] == "ok"
+    second = registry.run_checks()  # the provider now fails
+    assert "fam:a" not in second["checks"]
+    assert second["checks"]["fam"] == {**second["checks"]["fam"], "status": "fail"}
+    assert second["checks"]["fam"]["error"] == "RuntimeError"
+    assert second["status"] == first["status"]  # not required: the answer is unchanged

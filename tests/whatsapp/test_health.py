@@ -9,6 +9,7 @@ from core.metrics import exposition
 from crm.models import Conversation
 from crm.services import send_message
 from tests.support.waha import FakeWaha, Misbehaviour
+from tests.whatsapp.conftest import API_KEY
 from tests.whatsapp.test_sending import drain_once
 from whatsapp.models import WahaSession
 
@@ -20,23 +21,39 @@ def health() -> tuple[int, dict[str, object]]:
     return answer.status_code, answer.json()
 
 
+def waha_checks(report: dict[str, object]) -> dict[str, dict[str, object]]:
+    checks = report["checks"]
+    assert isinstance(checks, dict)
+    return {name: check for name, check in checks.items() if name.startswith("waha")}
+
+
 def test_no_session_no_waha_check(db: None) -> None:
-    assert "waha" not in health()[1]["checks"]  # type: ignore[operator]
+    assert waha_checks(health()[1]) == {}
 
 
-def test_the_waha_check_follows_the_sessions_and_is_not_required(
+def test_one_waha_check_per_session_not_required_and_named_by_id(
     session: WahaSession, waha: FakeWaha
 ) -> None:
+    other = WahaSession(
+        organization=session.organization, name="filial", base_url=waha.url, is_default=False
+    )
+    other.api_key = API_KEY
+    other.save()
+    waha.sessions["filial"] = "WORKING"
     status, report = health()
-    checks = report["checks"]
-    assert isinstance(checks, dict)
-    assert checks["waha"]["status"] == "ok" and checks["waha"]["required"] is False
+    checks = waha_checks(report)
+    assert set(checks) == {f"waha:{session.pk}", f"waha:{other.pk}"}
+    assert {c["status"] for c in checks.values()} == {"ok"}
+    assert {c["required"] for c in checks.values()} == {False}
+
     waha.sessions["loja"] = "SCAN_QR_CODE"
     status, report = health()
-    checks = report["checks"]
-    assert isinstance(checks, dict)
-    assert checks["waha"] == {**checks["waha"], "status": "fail", "error": "SessionNotWorking"}
+    checks = waha_checks(report)
+    failed = checks[f"waha:{session.pk}"]
+    assert (failed["status"], failed["error"]) == ("fail", "SessionNotWorking")
+    assert checks[f"waha:{other.pk}"]["status"] == "ok"  # one session's trouble is its own
     assert (status, report["status"]) == (200, "ok")  # optional: the service stays up
+    assert "loja" not in str(report)  # the unauthenticated answer names no session
 
 
 def sample(name: str, label: str) -> float:
