@@ -176,25 +176,37 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     if events < 1 or repeat < 1 or args.batch_size < 1 or args.emit_chunk < 1:
         parser.error("--events, --repeat, --batch-size and --emit-chunk must be positive")
 
-    base_url = database_url()
-    parts = urlsplit(base_url)
-    base_name = parts.path.lstrip("/")
-    if not base_name:
-        parser.error(f"DATABASE_URL {base_url!r} names no database")
-    scratch_name = f"{base_name}_bench"
-    scratch_url = urlunsplit(parts._replace(path="/" + quote(scratch_name)))
+    try:
+        scratch = scratch_beside("bench")
+    except BenchError as exc:
+        parser.error(str(exc))
     return Config(
         events=events,
         repeat=repeat,
         batch_size=args.batch_size,
         emit_chunk=args.emit_chunk,
         only=(*only, "raw2") if only else MEASUREMENT_KEYS,
-        base_url=base_url,
-        scratch_url=scratch_url,
-        scratch_name=scratch_name,
-        scratch_conninfo=libpq_conninfo(scratch_url),
-        admin_conninfo=libpq_conninfo(scratch_url, dbname="postgres"),
+        **scratch,
     )
+
+
+def scratch_beside(suffix: str) -> dict[str, str]:
+    """The Config fields of a benchmark's scratch database `<DATABASE_URL's name>_<suffix>` on
+    the same server: base_url, scratch_name, scratch_url, scratch_conninfo, admin_conninfo."""
+    base_url = database_url()
+    parts = urlsplit(base_url)
+    base_name = parts.path.lstrip("/")
+    if not base_name:
+        raise BenchError(f"DATABASE_URL {base_url!r} names no database")
+    scratch_name = f"{base_name}_{suffix}"
+    scratch_url = urlunsplit(parts._replace(path="/" + quote(scratch_name)))
+    return {
+        "base_url": base_url,
+        "scratch_name": scratch_name,
+        "scratch_url": scratch_url,
+        "scratch_conninfo": libpq_conninfo(scratch_url),
+        "admin_conninfo": libpq_conninfo(scratch_url, dbname="postgres"),
+    }
 
 
 def database_url() -> str:

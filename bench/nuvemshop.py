@@ -38,10 +38,9 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.drain import (  # noqa: E402  (the repository root must be importable first)
     Admin,
     child_env,
-    database_url,
-    libpq_conninfo,
     recreate_scratch,
     say,
+    scratch_beside,
 )
 
 SHOP_TABLES = (
@@ -73,19 +72,11 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--per-page", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
-    base = database_url()
-    base_name = libpq_conninfo(base).split("dbname=")[-1].split()[0]
-    scratch = f"{base_name}_bench_nuvemshop"
-    scratch_url = base.rsplit("/", 1)[0] + "/" + scratch
     return Config(
         orders=args.orders,
         per_page=args.per_page,
         repeat=args.repeat,
-        base_url=base,
-        scratch_name=scratch,
-        scratch_url=scratch_url,
-        admin_conninfo=libpq_conninfo(base, dbname="postgres"),
-        scratch_conninfo=libpq_conninfo(scratch_url),
+        **scratch_beside("bench_nuvemshop"),
     )
 
 

@@ -47,10 +47,9 @@ sys.path.insert(0, str(REPO_ROOT))
 from bench.drain import (  # noqa: E402  (the repository root must be importable first)
     Admin,
     child_env,
-    database_url,
-    libpq_conninfo,
     recreate_scratch,
     say,
+    scratch_beside,
 )
 
 RECEIVER_CODE = r"""
@@ -97,19 +96,11 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args(argv)
-    base = database_url()
-    base_name = libpq_conninfo(base).split("dbname=")[-1].split()[0]
-    scratch = f"{base_name}_bench_webhooks"
-    scratch_url = base.rsplit("/", 1)[0] + "/" + scratch
     return Config(
         deliveries=args.deliveries,
         repeat=args.repeat,
         concurrency=args.concurrency,
-        base_url=base,
-        scratch_name=scratch,
-        scratch_url=scratch_url,
-        admin_conninfo=libpq_conninfo(base, dbname="postgres"),
-        scratch_conninfo=libpq_conninfo(scratch_url),
+        **scratch_beside("bench_webhooks"),
     )
 
 
