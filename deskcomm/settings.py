@@ -312,8 +312,10 @@ EVENTBUS = given(
         "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=unset),
         # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
         "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=unset),
-        # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next
-        # poll.
+        # Emitting an event of at least this priority (the catalog's, or the emit's own), or of
+        # one of these types, wakes idle workers through LISTEN/NOTIFY instead of waiting for the
+        # next poll.
+        "NOTIFY_MIN_PRIORITY": env.int("EVENTBUS_NOTIFY_MIN_PRIORITY", default=unset),
         "NOTIFY_EVENT_TYPES": env.list("EVENTBUS_NOTIFY_EVENT_TYPES", default=unset),
         # Extra modules imported at start-up to register consumers and event types (tests use
         # it).

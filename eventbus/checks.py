@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 from eventbus import catalog
@@ -53,3 +53,26 @@ def _json_depth_error(problem: str) -> Error:
         hint=f"Use a whole number from 1 to {MAX_ENFORCEABLE_JSON_DEPTH} (default 32).",
         id="eventbus.E002",
     )
+
+
+@register()
+def check_ordered_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """eventbus.W001: an ordered consumer takes a type that has no ordering key in the catalog."""
+    warnings: list[CheckMessage] = []
+    for consumer in registry.all():
+        if not consumer.ordered:
+            continue
+        for event_type in consumer.events:
+            if catalog.is_declared(event_type) and catalog.ordered_by(event_type) is None:
+                warnings.append(
+                    Warning(
+                        f"ordered consumer {consumer.name} takes {event_type}, which the catalog "
+                        "gives no ordering key: those events run unordered unless each emit "
+                        "passes ordering_key=",
+                        hint=f"Declare it with ordered_by='<payload field>' "
+                        f"(eventbus.catalog.declare({event_type!r}, ..., ordered_by=...)).",
+                        obj=consumer.label,
+                        id="eventbus.W001",
+                    )
+                )
+    return warnings

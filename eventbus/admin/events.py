@@ -60,6 +60,8 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
                     "created_at",
                     "updated_at",
                     "request_id",
+                    "priority",
+                    "ordering_key",
                     "last_error",
                 )
             },

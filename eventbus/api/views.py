@@ -232,6 +232,8 @@ def _emit(request: Any, body: dict[str, Any]) -> EventLog:
                 entity_id=body["entity_id"],
                 payload=body["payload"],
                 metadata=body["metadata"],
+                ordering_key=body["ordering_key"],
+                priority=body["priority"],
             )
         except EventValidationError as exc:
             raise emit_error(exc) from None
