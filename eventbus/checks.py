@@ -8,6 +8,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
+from core.checks import PROJECT_TAG
 from eventbus import catalog
 from eventbus.conf import bus_settings
 from eventbus.registry import registry
@@ -17,7 +18,7 @@ from eventbus.registry import registry
 MAX_ENFORCEABLE_JSON_DEPTH = 500
 
 
-@register()
+@register(PROJECT_TAG)
 def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """eventbus.E001: a consumer subscribes to an event type missing from the catalog."""
     errors: list[CheckMessage] = []
@@ -35,7 +36,7 @@ def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     return errors
 
 
-@register()
+@register(PROJECT_TAG)
 def check_emit_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """eventbus.E002: EVENTBUS_MAX_JSON_DEPTH not an integer in 1..MAX_ENFORCEABLE_JSON_DEPTH."""
     try:
