@@ -56,7 +56,7 @@ def _json_depth_error(problem: str) -> Error:
     )
 
 
-@register()
+@register(PROJECT_TAG)
 def check_ordered_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """eventbus.W001: an ordered consumer takes a type that has no ordering key in the catalog."""
     warnings: list[CheckMessage] = []
