@@ -269,3 +269,19 @@ def test_an_ordered_consumer_of_a_type_without_a_key_is_warned_about() -> None:
         [warning] = check_ordered_consumers()
     assert warning.id == "eventbus.W001"
     assert "lead.won" in warning.msg
+
+
+def test_a_delivery_waiting_to_run_alone_also_waits_for_its_keys_turn(org: Organization) -> None:
+    a = uuid.uuid4()
+    probe(org, a, 0)
+    probe(org, a, 1)
+    running = settle()
+    assert [e.payload["seq"] for e in running.events] == [0]
+    # seq 1 was claimed with others by a worker that died: it runs alone next, after seq 0.
+    Delivery.objects.filter(consumer=ORDERED, status="pending").update(isolate=True)
+    assert not claims.isolated_due([ORDERED])  # its key is busy: not due (the drain claims on)
+    assert claims.claim_isolated(consumers=[ORDERED], worker_id=WORKER).events == []
+    claims.ack(running.token, running.ids)
+    assert claims.isolated_due([ORDERED])
+    alone = claims.claim_isolated(consumers=[ORDERED], worker_id=WORKER)
+    assert [e.payload["seq"] for e in alone.events] == [1]
