@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
+from django.template.response import TemplateResponse
 
 from core import rls
 from core.replica.conf import ALIAS, PRIMARY, configured, replica_settings
@@ -77,7 +78,8 @@ def _primary_only(model: type[Model] | None) -> bool:
 def replica_view(view: View) -> View:
     """Let a read-only view (function or method) read the replica for GET and HEAD requests.
 
-    A lazy response (TemplateResponse) is rendered inside, so its template's queries count too.
+    A TemplateResponse is rendered inside, so its template's queries count too (a DRF Response
+    holds data its serializer has already read).
     """
 
     @functools.wraps(view)
@@ -87,8 +89,8 @@ def replica_view(view: View) -> View:
             return view(*args, **kwargs)
         with replica_reads():
             response = view(*args, **kwargs)
-            if callable(getattr(response, "render", None)) and not response.is_rendered:
-                response.render()
+            if isinstance(response, TemplateResponse) and not response.is_rendered:
+                response.render()  # its template reads querysets lazily
             return response
 
     return wrapper  # type: ignore[return-value]
