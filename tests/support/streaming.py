@@ -205,10 +205,10 @@ def _start_primary(primary: Server) -> None:
     primary.start()
     primary.sql(CREATE_APP_ROLE_SQL, database="postgres")
     primary.sql(f'CREATE DATABASE "{DATABASE}" OWNER {APP_ROLE}', database="postgres")
+    # Under the test process's bypass (PGOPTIONS), which pg_dump must be allowed to use.
+    dump_args = ["--no-comments", "--enable-row-security", "-d", conninfo(PRIMARY)]
     dump = subprocess.run(
-        # Under the test process's bypass (PGOPTIONS), which pg_dump must be allowed to use.
-        [str(primary.tools.bin_dir / "pg_dump"), "--no-comments", "--enable-row-security"]
-        + ["-d", conninfo(PRIMARY)],
+        [str(primary.tools.bin_dir / "pg_dump"), *dump_args],
         capture_output=True,
         check=False,
     )
