@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.checks import Tags, run_checks
 
 from core.replica.checks import check_replica_server, check_replica_settings
 from core.replica.conf import ALIAS, PRIMARY
@@ -56,5 +57,8 @@ def test_an_unreachable_replica_is_only_a_warning(
     nowhere = {**streaming_pair.replica.django_settings(template), "PORT": str(closed)}
     with django_db_blocker.unblock(), serving(streaming_pair, replica=nowhere):
         [warning] = check_replica_server(databases=[PRIMARY])
+        # Every database check, even asked about the replica itself, runs through it.
+        everything = run_checks(databases=[PRIMARY, ALIAS], tags=[Tags.database])
     assert warning.id == "deskcomm.W030" and "unreachable" in warning.msg
     assert not warning.is_serious()
+    assert "deskcomm.W030" in ids(everything)
