@@ -26,6 +26,7 @@ from django.db.models import Model
 from django.template.response import TemplateResponse
 
 from core import rls
+from core.metrics import REPLICA_REQUESTS
 from core.replica.conf import ALIAS, PRIMARY, configured, replica_settings
 from core.replica.lag import guard
 
@@ -85,9 +86,13 @@ def replica_view(view: View) -> View:
     @functools.wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         request = args[0] if hasattr(args[0], "method") else args[1]
-        if request.method not in READ_METHODS or not configured() or pinned(request):
+        if request.method not in READ_METHODS or not configured():
             return view(*args, **kwargs)
-        with replica_reads():
+        if pinned(request):
+            REPLICA_REQUESTS.labels("pinned").inc()
+            return view(*args, **kwargs)
+        with replica_reads() as allowed:
+            REPLICA_REQUESTS.labels("replica" if allowed else "fallback").inc()
             response = view(*args, **kwargs)
             if isinstance(response, TemplateResponse) and not response.is_rendered:
                 response.render()  # its template reads querysets lazily

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 import eventbus
 from core.replica.lag import guard, measure
@@ -19,6 +20,11 @@ pytestmark = pytest.mark.django_db(transaction=True)  # see test_routing.py
 
 EVENTS = "/api/v1/events"
 LOGGER = "core.replica.lag"
+
+
+def served_by(outcome: str) -> float:
+    sample = REGISTRY.get_sample_value("deskcomm_db_replica_requests_total", {"served_by": outcome})
+    return sample or 0.0
 
 
 def listed(client: Any) -> set[str]:
@@ -52,7 +58,9 @@ def test_a_lagging_replica_sends_reads_back_to_the_primary(
     assert new not in listed(api)  # within the (generous) limit: the replica serves
     settings.DATABASE_REPLICA = {"MAX_LAG": 1.0, "CHECK_INTERVAL": 0.0}
     # The paused standby falls behind in real time; once past a second, the primary answers.
+    fallbacks = served_by("fallback")
     wait_for(lambda: new in listed(api), timeout=30, what="reads to fall back to the primary")
+    assert served_by("fallback") > fallbacks
     assert any(
         record.levelno == logging.WARNING and "DATABASE_REPLICA_MAX_LAG=1" in record.getMessage()
         for record in caplog.records
