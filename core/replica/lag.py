@@ -89,6 +89,11 @@ class LagGuard:
         else:
             logger.warning("read replica not used, reads go to the primary: %s", verdict.reason)
 
+    def replica_failed(self, error: Exception) -> None:
+        """A query on the replica failed mid-request: unusable until the next measurement."""
+        _close_quietly()
+        self.record(Verdict(False, f"a query failed: {first_line(error)}"))
+
     def forget(self) -> None:
         """Measure again on the next read (tests; after reconfiguring)."""
         self.verdict, self.checked_at = None, -math.inf

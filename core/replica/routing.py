@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connections
+from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.template.response import TemplateResponse
@@ -80,7 +80,8 @@ def replica_view(view: View) -> View:
     """Let a read-only view (function or method) read the replica for GET and HEAD requests.
 
     A TemplateResponse is rendered inside, so its template's queries count too (a DRF Response
-    holds data its serializer has already read).
+    holds data its serializer has already read). A view the replica fails under runs again on
+    the primary, and the replica is not used again until the next measurement says so.
     """
 
     @functools.wraps(view)
@@ -93,12 +94,24 @@ def replica_view(view: View) -> View:
             return view(*args, **kwargs)
         with replica_reads() as allowed:
             REPLICA_REQUESTS.labels("replica" if allowed else "fallback").inc()
-            response = view(*args, **kwargs)
-            if isinstance(response, TemplateResponse) and not response.is_rendered:
-                response.render()  # its template reads querysets lazily
-            return response
+            try:
+                return _rendered(view(*args, **kwargs))
+            except OperationalError as error:
+                if not (allowed and connections[ALIAS].errors_occurred):
+                    raise
+                guard.replica_failed(error)
+        # The replica failed under this request (it went down, or a recovery conflict cancelled
+        # the query): the view only reads, so it runs again on the primary.
+        REPLICA_REQUESTS.labels("fallback").inc()
+        return _rendered(view(*args, **kwargs))
 
     return wrapper  # type: ignore[return-value]
+
+
+def _rendered(response: Any) -> Any:
+    if isinstance(response, TemplateResponse) and not response.is_rendered:
+        response.render()  # its template reads querysets lazily: inside the marked block
+    return response
 
 
 def pinned(request: Any) -> bool:

@@ -164,6 +164,15 @@ class StreamingPair:
             what=f"the replica to replay up to {target}",
         )
 
+    def start_replica(self) -> None:
+        """Start the standby (again); returns once it serves reads."""
+        self.replica.start()
+        wait_for(
+            lambda: self.replica.sql("SELECT pg_is_in_recovery()"),
+            timeout=START_TIMEOUT,
+            what="the standby to accept read-only connections",
+        )
+
     def close(self) -> None:
         for server in (self.replica, self.primary):
             with contextlib.suppress(AssertionError):  # not running (a failed start)
@@ -185,12 +194,7 @@ def start_pair() -> StreamingPair:
     try:
         _start_primary(pair.primary)
         _clone(pair.primary, pair.replica)
-        pair.replica.start()
-        wait_for(
-            lambda: pair.replica.sql("SELECT pg_is_in_recovery()"),
-            timeout=START_TIMEOUT,
-            what="the standby to accept read-only connections",
-        )
+        pair.start_replica()
         pair.wait_caught_up()
     except BaseException:
         pair.close()

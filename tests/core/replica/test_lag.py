@@ -118,20 +118,19 @@ def test_a_replica_that_is_not_a_standby_is_not_used(
     assert not verdict.usable and "not a standby" in verdict.reason
 
 
-def test_the_verdict_is_kept_for_the_check_interval(
-    replicated: StreamingPair, settings: Any
+def test_a_replica_failing_under_a_request_sends_it_to_the_primary(
+    replicated: StreamingPair, api: Any, settings: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings.DATABASE_REPLICA = {"CHECK_INTERVAL": 3600.0}
-    assert guard.usable()
+    settings.DATABASE_REPLICA = {"MAX_LAG": 60.0, "CHECK_INTERVAL": 3600.0}
+    replicated.wait_caught_up()
+    replicated.pause_replay()
+    new = emitted(api)
+    assert new not in listed(api)  # the replica; its verdict is now trusted for an hour
     replicated.replica.stop()
     try:
-        assert guard.usable()  # not measured again within the interval
-        guard.forget()
+        assert guard.usable()  # not measured again within the interval...
+        assert new in listed(api)  # ...but the request its failure hit ran again on the primary
         assert not guard.usable()
+        assert "read replica not used, reads go to the primary: a query failed" in caplog.text
     finally:
-        replicated.replica.start()
-        wait_for(
-            lambda: replicated.replica.sql("SELECT pg_is_in_recovery()"),
-            timeout=60,
-            what="the standby to accept connections again",
-        )
+        replicated.start_replica()
