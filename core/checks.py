@@ -10,6 +10,8 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register, run
 from django.core.checks.registry import registry
 from django.core.management.base import SystemCheckError
 
+from core.replica.conf import ALIAS as REPLICA_ALIAS
+
 POSTGRES_ENGINE = "django.db.backends.postgresql"
 # The project's own checks (no Django tag fits them); `manage.py check --tag deskcomm`.
 PROJECT_TAG = "deskcomm"
@@ -83,7 +85,9 @@ def check_not_superuser(
     from django.db import connections
 
     warnings: list[CheckMessage] = []
-    for alias in databases or []:
+    # The read replica is a copy of the primary, roles included; its own checks (core.replica)
+    # report it, as warnings: a replica that is down must not fail this check run.
+    for alias in [alias for alias in databases or [] if alias != REPLICA_ALIAS]:
         with connections[alias].cursor() as cursor:
             cursor.execute(
                 "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
