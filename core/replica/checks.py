@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import DatabaseError, connections
 
+from core.checks import PROJECT_TAG
 from core.replica.conf import ALIAS, PRIMARY, configured, replica_settings
 from core.replica.lag import first_line
 
@@ -17,7 +18,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", ""})
 HINT = "DATABASE_REPLICA_URL must name a streaming standby of the primary (README: Read replica)."
 
 
-@register()
+@register(PROJECT_TAG)
 def check_replica_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """deskcomm.E030 the replica is the primary; E031 bad knobs; W032 no router."""
     if not configured():
