@@ -37,6 +37,11 @@ def use_database_timeouts(role: str) -> None:
     from django.conf import settings
     from django.db import connections
 
+    from core import pooler
+
+    pooler.use_role(role)
+    if pooler.pooled():
+        return  # the prologue of each transaction sets them (core.pooler)
     timeouts = settings.DATABASE_TIMEOUTS[role]
     for connection in connections.all():
         options = connection.settings_dict.setdefault("OPTIONS", {})
@@ -50,6 +55,10 @@ def lift_statement_timeout_for_migrate(*, using: str, **kwargs: Any) -> None:
     fails instead of holding every query queued behind it."""
     from django.db import connections
 
+    from core import pooler
+
+    if pooler.pooled():
+        return  # `migrate` runs on the direct server (core.pooler.DIRECT_COMMANDS)
     with connections[using].cursor() as cursor:
         cursor.execute("SET statement_timeout = 0")
 
@@ -58,5 +67,9 @@ def restore_statement_timeout_after_migrate(*, using: str, **kwargs: Any) -> Non
     """post_migrate: back to the value the connection opened with."""
     from django.db import connections
 
+    from core import pooler
+
+    if pooler.pooled():
+        return
     with connections[using].cursor() as cursor:
         cursor.execute("RESET statement_timeout")

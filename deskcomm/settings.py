@@ -138,6 +138,17 @@ DATABASE_TIMEOUTS = {
 db_options = DATABASES["default"].setdefault("OPTIONS", {})
 db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
 
+# --- Connection pooler (core.pooler; README "PgBouncer") --------------------------------------
+# DATABASE_POOLER=transaction: DATABASE_URL is a transaction-mode PgBouncer. Scope and timeouts
+# are then set per transaction instead of as startup options (PgBouncer refuses those: empty,
+# also against PGOPTIONS), and server-side cursors are off. DATABASE_DIRECT_URL is the server
+# itself, for what needs a session (LISTEN, session advisory locks, migrate, pg_dump).
+DATABASE_POOLER = env.str("DATABASE_POOLER", default="")
+DATABASE_DIRECT_URL = env.str("DATABASE_DIRECT_URL", default="")
+if DATABASE_POOLER.lower() == "transaction":
+    db_options["options"] = ""
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
