@@ -28,8 +28,9 @@ BIG, SMALL = 1000, 100
 # registry's beat (opened for a moment every few seconds).
 CONNECTIONS_PER_DRAIN = 4
 
+# Another owner's token and lease (long enough that no reaper takes the rows back meanwhile).
 STEAL_SQL = """
-UPDATE eventbus_delivery SET lease_token = %(token)s
+UPDATE eventbus_delivery SET lease_token = %(token)s, locked_until = now() + interval '1 hour'
  WHERE id IN (SELECT id FROM eventbus_delivery WHERE status = 'processing' LIMIT 5)
 RETURNING id
 """
@@ -52,8 +53,8 @@ def emit(org: Organization, n: int) -> None:
 
 class Watcher(threading.Thread):
     """While the drains run, from a connection of its own: takes some processing deliveries'
-    leases away (another token, as if another worker now owned them) and samples how many
-    connections the server has."""
+    leases away (another token and lease, as if another worker now owned them) and samples how
+    many connections the server has."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
