@@ -12,15 +12,20 @@ import psycopg
 import pytest
 from django.db import connection
 from django.test import override_settings
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core import pooler_checks
 from core.models import Organization
 from tests.support.api import issue_key
 from tests.support.consumers import EFFECT_CONSUMERS
-from tests.support.db import database_url, role_bypasses_rls, side_effect_rows
+from tests.support.db import (
+    database_url,
+    listening_backends,
+    role_bypasses_rls,
+    side_effect_rows,
+)
 from tests.support.pgbouncer import PgBouncer, free_port, running_pgbouncer
 from tests.support.processes import Drain, Managed, start_drain
+from tests.support.schedules import every_second, fired_slots
 from tests.support.waiting import wait_for
 
 EVENTS = "/api/v1/events"
@@ -86,24 +91,6 @@ def answering(web: Managed, base_url: str) -> bool:
     return True
 
 
-def listening_backends() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query = 'LISTEN eventbus_wakeup'"
-        )
-        return int(cursor.fetchone()[0])
-
-
-def fired_slots() -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT message->'kwargs'->>'slot' FROM dramatiq.queue"
-            " WHERE queue_name = 'jobs' AND message->>'actor_name' = 'dlq-alert'"
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
 def post_events(client: httpx.Client, token: str, n: int) -> list[str]:
     ids = []
     for i in range(n):
@@ -146,8 +133,7 @@ def test_api_drain_and_scheduler_work_through_pgbouncer_in_transaction_mode(
     if role_bypasses_rls():
         pytest.skip("the test role skips row-level security: the tenant scope is not tested")
     tokens = {org.pk: issue_key(org), org_b.pk: issue_key(org_b)}
-    interval, _ = IntervalSchedule.objects.get_or_create(every=1, period="seconds")
-    PeriodicTask.objects.create(name="fast-dlq-alert", task="dlq-alert", interval=interval)
+    every_second()
     port = free_port()
     web = start_web(bouncer, port)
     scheduler = Managed("run_scheduler", "--max-interval", "0.5", **pooled_env(bouncer))
