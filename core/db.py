@@ -90,7 +90,7 @@ def _check(connection: BaseDatabaseWrapper) -> None:
     # after an error inside an atomic block (TransactionManagementError, not a server error).
     connection.validate_thread_sharing()
     connection.validate_no_broken_transaction()
-    if pooler.pooled():
+    if pooler.pooled(connection.alias):
         pooler.begin(connection)  # no-op outside atomic(): bound_cursor opens one
         return  # PgBouncer 1.18 does not track prepared statements: prepare nothing
     if connection.connection.prepare_threshold is None:
@@ -152,7 +152,7 @@ def pipeline(alias: str = "default") -> Iterator[Callable[[], psycopg.Cursor[Any
     connection = connections[alias]
     connection.ensure_connection()
     with _pooled_transaction(connection), connection.wrap_database_errors:
-        if pooler.pooled():
+        if pooler.pooled(alias):
             pooler.begin(connection)  # before pipeline mode, so it runs once
         with connection.connection.pipeline():
             yield lambda: _cursor(connection)
@@ -161,7 +161,7 @@ def pipeline(alias: str = "default") -> Iterator[Callable[[], psycopg.Cursor[Any
 def _pooled_transaction(connection: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
     """Past a transaction-mode pooler, a block outside `atomic()` becomes one transaction, so
     its statements run under the prologue's scope and timeouts (core.pooler)."""
-    if pooler.pooled() and not connection.in_atomic_block:
+    if pooler.pooled(connection.alias) and not connection.in_atomic_block:
         return transaction.atomic(using=connection.alias)
     return nullcontext()
 

@@ -40,10 +40,10 @@ def use_database_timeouts(role: str) -> None:
     from core import pooler
 
     pooler.use_role(role)
-    if pooler.pooled():
-        return  # the prologue of each transaction sets them (core.pooler)
     timeouts = settings.DATABASE_TIMEOUTS[role]
     for connection in connections.all():
+        if pooler.pooled(connection.alias):
+            continue  # the prologue of each transaction sets them (core.pooler)
         options = connection.settings_dict.setdefault("OPTIONS", {})
         options["options"] = with_timeouts(options.get("options", ""), timeouts)
         connection.close()
@@ -57,7 +57,7 @@ def lift_statement_timeout_for_migrate(*, using: str, **kwargs: Any) -> None:
 
     from core import pooler
 
-    if pooler.pooled():
+    if pooler.pooled(using):
         return  # `migrate` runs on the direct server (core.pooler.DIRECT_COMMANDS)
     with connections[using].cursor() as cursor:
         cursor.execute("SET statement_timeout = 0")
@@ -69,7 +69,7 @@ def restore_statement_timeout_after_migrate(*, using: str, **kwargs: Any) -> Non
 
     from core import pooler
 
-    if pooler.pooled():
+    if pooler.pooled(using):
         return
     with connections[using].cursor() as cursor:
         cursor.execute("RESET statement_timeout")

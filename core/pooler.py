@@ -39,6 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import pq
 
 TRANSACTION = "transaction"
+POOLED_ALIAS = "default"  # the database DATABASE_URL names
 # Commands whose Django connection needs a whole session: non-atomic migrations (CREATE INDEX
 # CONCURRENTLY cannot run in a transaction block), pg_dump's snapshot, an interactive shell.
 DIRECT_COMMANDS = frozenset({"migrate", "backup", "restore_check", "dbshell"})
@@ -57,9 +58,10 @@ def configured() -> bool:
     return str(getattr(settings, "DATABASE_POOLER", "") or "").lower() == TRANSACTION
 
 
-def pooled() -> bool:
-    """This process's Django connections go through the transaction pooler."""
-    return configured() and not _state["direct"]
+def pooled(alias: str = "default") -> bool:
+    """This process's connections of Django database `alias` go through the transaction pooler
+    (DATABASE_URL's: other aliases, e.g. a read replica, connect as they are configured)."""
+    return alias == POOLED_ALIAS and configured() and not _state["direct"]
 
 
 def direct_params() -> dict[str, str]:
@@ -94,12 +96,11 @@ def go_direct() -> None:
     from core.db_timeouts import with_timeouts
 
     _state["direct"] = True
-    for alias in settings.DATABASES:
-        settings_dict = connections[alias].settings_dict
-        settings_dict.update({name.upper(): value for name, value in direct_params().items()})
-        options = settings_dict.setdefault("OPTIONS", {})
-        options["options"] = with_timeouts("", settings.DATABASE_TIMEOUTS[_state["role"]])
-        connections[alias].close()
+    settings_dict = connections[POOLED_ALIAS].settings_dict
+    settings_dict.update({name.upper(): value for name, value in direct_params().items()})
+    options = settings_dict.setdefault("OPTIONS", {})
+    options["options"] = with_timeouts("", settings.DATABASE_TIMEOUTS[_state["role"]])
+    connections[POOLED_ALIAS].close()
 
 
 def use_role(role: str) -> None:
@@ -109,7 +110,7 @@ def use_role(role: str) -> None:
 
 def install(*, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     """connection_created: every query of a pooled connection goes through `run_in_transaction`."""
-    if pooled() and run_in_transaction not in connection.execute_wrappers:
+    if pooled(connection.alias) and run_in_transaction not in connection.execute_wrappers:
         connection.execute_wrappers.append(run_in_transaction)
 
 

@@ -66,12 +66,12 @@ def wants_bypass(argv: Sequence[str], env: Mapping[str, str]) -> bool:
 def bypass_process() -> None:
     """Every connection this process (and its children) opens from now on bypasses RLS."""
     os.environ[PROCESS_ENV] = "true"
-    if pooler.pooled():
-        return  # PgBouncer refuses startup options: the prologue sets the bypass
     options = os.environ.get("PGOPTIONS", "")
     if BYPASS_OPTION not in options:
         os.environ["PGOPTIONS"] = f"{options} {BYPASS_OPTION}".strip()
     for alias in settings.DATABASES:
+        if pooler.pooled(alias):
+            continue  # PgBouncer refuses startup options: the prologue sets the bypass
         db_options = connections[alias].settings_dict.setdefault("OPTIONS", {})
         current = db_options.get("options", "")
         if BYPASS_OPTION not in current:
@@ -92,7 +92,7 @@ def set_scope(
     connection = connections[using]
     tenant = str(organization_id) if organization_id else ""
     mark_scoped(connection)
-    if pooler.pooled():
+    if pooler.pooled(using):
         pooler.remember_scope(connection, tenant, bypass)
         return
     with connection.cursor() as cursor:
@@ -109,7 +109,7 @@ def reset_scope(using: str = "default") -> None:
     if not getattr(connection, _DIRTY, False):
         return
     setattr(connection, _DIRTY, False)
-    if pooler.pooled():
+    if pooler.pooled(using):
         pooler.remember_scope(connection, None, False)
         return
     if connection.connection is None:
