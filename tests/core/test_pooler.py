@@ -213,3 +213,23 @@ def test_a_pooler_the_settings_do_not_know_about_is_named_by_the_database_check(
     check.wait(timeout=120)
     assert "deskcomm.E103" in check.output()
     assert "DATABASE_POOLER" in check.output()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_session_commands_run_on_the_direct_server(managed: list[Managed]) -> None:
+    """`migrate` needs a whole session: with the pooler configured it connects to
+    DATABASE_DIRECT_URL, so it works even with nothing listening at DATABASE_URL."""
+    nowhere = f"postgres://{connection.settings_dict['USER']}@127.0.0.1:{free_port()}"
+    env = {
+        "DATABASE_URL": f"{nowhere}/{connection.settings_dict['NAME']}",
+        "DATABASE_POOLER": "transaction",
+        "DATABASE_DIRECT_URL": database_url(),
+    }
+    migrate = Managed("migrate", "--check", **env)
+    shell = Managed(
+        "shell", "-c", "from core.models import Organization; Organization.objects.count()", **env
+    )
+    managed.extend([migrate, shell])
+    assert migrate.wait(timeout=120) == 0, migrate.output()
+    assert shell.wait(timeout=120) != 0  # any other command uses DATABASE_URL: the pooler
+    assert "Connection refused" in shell.output() or "connection failed" in shell.output()
