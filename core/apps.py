@@ -8,6 +8,7 @@ import sys
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.signals import request_finished, request_started
+from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate, pre_migrate
 
 
@@ -18,6 +19,8 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from core import (
             checks,  # noqa: F401  (registers the system checks)
+            pooler,
+            pooler_checks,  # noqa: F401  (registers the pooler's system checks)
             rls,
         )
         from core.db import skip_health_check_when_quiet
@@ -28,9 +31,11 @@ class CoreConfig(AppConfig):
         from core.health.checks import register_defaults
         from core.replica import checks as replica_checks  # noqa: F401  (registers them too)
 
-        # Before any connection: platform processes bypass row-level security, web ones scope
-        # each request (core.rls).
+        # Before any connection: session commands skip a transaction-mode pooler (core.pooler);
+        # platform processes bypass row-level security, web ones scope each request (core.rls).
+        pooler.select_for_process(sys.argv)
         rls.select_for_process(sys.argv)
+        connection_created.connect(pooler.install, dispatch_uid="core.pooler.install")
         # After Django's close_old_connections, before anything queries (core.db).
         request_started.connect(skip_health_check_when_quiet, dispatch_uid="core.db.health")
         request_started.connect(rls.on_request_boundary, dispatch_uid="core.rls.started")

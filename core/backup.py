@@ -30,6 +30,7 @@ from django.core.files.storage import Storage, storages
 from django.db import connection
 from psycopg import sql
 
+from core import pooler
 from core.db import drop_database
 from core.pg_tools import tools_for
 
@@ -155,6 +156,7 @@ def _conninfo() -> dict[str, Any]:
     s = connection.settings_dict
     info = {"dbname": s["NAME"], "user": s["USER"], "host": s["HOST"] or "127.0.0.1"}
     info.update({"port": s["PORT"] or 5432, "password": s.get("PASSWORD") or None})
+    info.update(pooler.direct_params())  # pg_dump needs a session: never through a pooler
     return {k: v for k, v in info.items() if v is not None}
 
 

@@ -82,17 +82,20 @@ def check_not_superuser(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[CheckMessage]:
     """deskcomm.W003: a superuser (or BYPASSRLS role) skips row-level security: no tenant wall."""
-    from django.db import connections
+    from django.db import OperationalError, connections
 
     warnings: list[CheckMessage] = []
     # The read replica is a copy of the primary, roles included; its own checks (core.replica)
     # report it, as warnings: a replica that is down must not fail this check run.
     for alias in [alias for alias in databases or [] if alias != REPLICA_ALIAS]:
-        with connections[alias].cursor() as cursor:
-            cursor.execute(
-                "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
-            )
-            row = cursor.fetchone()
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute(
+                    "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
+                )
+                row = cursor.fetchone()
+        except OperationalError:
+            continue  # no connection: deskcomm.E103 (core.pooler_checks) says why
         if row and row[0]:
             warnings.append(
                 Warning(

@@ -7,16 +7,18 @@ from __future__ import annotations
 import select
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Self
 
 import psycopg
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import postgres, pq, sql
 from psycopg.abc import Loader
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import tuple_row
+
+from core import pooler
 
 
 def _compiled_timestamptz_loader() -> type[Loader]:
@@ -39,7 +41,9 @@ _IDLE_CURSOR = "_deskcomm_bound_cursor"  # on a connection wrapper: its idle bou
 
 
 def conninfo(alias: str = "default") -> str:
-    """The conninfo of Django database `alias`, read now (the test database under pytest)."""
+    """The conninfo of Django database `alias`, read now (the test database under pytest), for
+    a connection that needs a session of its own: DATABASE_DIRECT_URL's server when it is set
+    (past a transaction-mode pooler: core.pooler), Django's otherwise."""
     settings_dict = connections[alias].settings_dict
     params = {
         "dbname": settings_dict["NAME"],
@@ -48,6 +52,7 @@ def conninfo(alias: str = "default") -> str:
         "host": settings_dict.get("HOST"),
         "port": settings_dict.get("PORT"),
     }
+    params.update(pooler.direct_params())
     return make_conninfo(**{k: str(v) for k, v in params.items() if v})
 
 
@@ -85,6 +90,9 @@ def _check(connection: BaseDatabaseWrapper) -> None:
     # after an error inside an atomic block (TransactionManagementError, not a server error).
     connection.validate_thread_sharing()
     connection.validate_no_broken_transaction()
+    if pooler.pooled(connection.alias):
+        pooler.begin(connection)  # no-op outside atomic(): bound_cursor opens one
+        return  # PgBouncer 1.18 does not track prepared statements: prepare nothing
     if connection.connection.prepare_threshold is None:
         connection.connection.prepare_threshold = PREPARE_ONLY_WHEN_ASKED
 
@@ -123,7 +131,7 @@ def bound_cursor(alias: str = "default") -> Iterator[psycopg.Cursor[Any]]:
     """
     connection = connections[alias]
     connection.ensure_connection()
-    with connection.wrap_database_errors:
+    with _pooled_transaction(connection), connection.wrap_database_errors:
         cursor = _take_cursor(connection)
         try:
             yield cursor
@@ -143,8 +151,19 @@ def pipeline(alias: str = "default") -> Iterator[Callable[[], psycopg.Cursor[Any
     """
     connection = connections[alias]
     connection.ensure_connection()
-    with connection.wrap_database_errors, connection.connection.pipeline():
-        yield lambda: _cursor(connection)
+    with _pooled_transaction(connection), connection.wrap_database_errors:
+        if pooler.pooled(alias):
+            pooler.begin(connection)  # before pipeline mode, so it runs once
+        with connection.connection.pipeline():
+            yield lambda: _cursor(connection)
+
+
+def _pooled_transaction(connection: BaseDatabaseWrapper) -> AbstractContextManager[Any]:
+    """Past a transaction-mode pooler, a block outside `atomic()` becomes one transaction, so
+    its statements run under the prologue's scope and timeouts (core.pooler)."""
+    if pooler.pooled(connection.alias) and not connection.in_atomic_block:
+        return transaction.atomic(using=connection.alias)
+    return nullcontext()
 
 
 def skip_health_check_when_quiet(**kwargs: Any) -> None:

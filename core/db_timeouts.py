@@ -37,8 +37,13 @@ def use_database_timeouts(role: str) -> None:
     from django.conf import settings
     from django.db import connections
 
+    from core import pooler
+
+    pooler.use_role(role)
     timeouts = settings.DATABASE_TIMEOUTS[role]
     for connection in connections.all():
+        if pooler.pooled(connection.alias):
+            continue  # the prologue of each transaction sets them (core.pooler)
         options = connection.settings_dict.setdefault("OPTIONS", {})
         options["options"] = with_timeouts(options.get("options", ""), timeouts)
         connection.close()
@@ -50,6 +55,10 @@ def lift_statement_timeout_for_migrate(*, using: str, **kwargs: Any) -> None:
     fails instead of holding every query queued behind it."""
     from django.db import connections
 
+    from core import pooler
+
+    if pooler.pooled(using):
+        return  # `migrate` runs on the direct server (core.pooler.DIRECT_COMMANDS)
     with connections[using].cursor() as cursor:
         cursor.execute("SET statement_timeout = 0")
 
@@ -58,5 +67,9 @@ def restore_statement_timeout_after_migrate(*, using: str, **kwargs: Any) -> Non
     """post_migrate: back to the value the connection opened with."""
     from django.db import connections
 
+    from core import pooler
+
+    if pooler.pooled(using):
+        return
     with connections[using].cursor() as cursor:
         cursor.execute("RESET statement_timeout")

@@ -17,6 +17,9 @@ deskcomm.W003).
   function `deskcomm_api_key_authenticate` does it in the same statement), the platform admin
   sets the bypass (`AdminBypassMiddleware`), the views with no tenant (cron, metrics, the
   e-mailed export link) set it themselves; `request_finished` puts the session back.
+- **Behind a transaction-mode pooler** (DATABASE_POOLER=transaction) the scope is never a
+  session's: it is remembered on the connection and set transaction-locally at the start of
+  each transaction (core.pooler), the bypass included.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+
+from core import pooler
 
 TENANT = "app.organization_id"
 BYPASS = "app.rls_bypass"
@@ -66,6 +71,8 @@ def bypass_process() -> None:
     if BYPASS_OPTION not in options:
         os.environ["PGOPTIONS"] = f"{options} {BYPASS_OPTION}".strip()
     for alias in settings.DATABASES:
+        if pooler.pooled(alias):
+            continue  # PgBouncer refuses startup options: the prologue sets the bypass
         db_options = connections[alias].settings_dict.setdefault("OPTIONS", {})
         current = db_options.get("options", "")
         if BYPASS_OPTION not in current:
@@ -85,9 +92,12 @@ def set_scope(
     """
     connection = connections[using]
     tenant = str(organization_id) if organization_id else ""
+    mark_scoped(connection, organization_id=organization_id, bypass=bypass)
+    if pooler.pooled(using):
+        pooler.remember_scope(connection, tenant, bypass)
+        return
     with connection.cursor() as cursor:
         cursor.execute(SET_SCOPE_SQL, [TENANT, tenant, BYPASS, "on" if bypass else "off"])
-    mark_scoped(connection, organization_id=organization_id, bypass=bypass)
 
 
 def mark_scoped(
@@ -108,6 +118,9 @@ def reset_scope(using: str = "default") -> None:
         return
     setattr(connection, _DIRTY, False)
     setattr(connection, _SCOPE, None)
+    if pooler.pooled(using):
+        pooler.remember_scope(connection, None, False)
+        return
     if connection.connection is None:
         return  # closed: the session (and its settings) went with it
     bypass = "on" if process_bypasses() else "off"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from django.db import connection
 
-from core import api_keys, rls
+from core import api_keys, pooler, rls
 from core.models import ApiKey
 
 # deskcomm migration 0008: the key by its prefix, and the session scoped to its organization.
 AUTHENTICATE_SQL = "SELECT * FROM deskcomm_api_key_authenticate(%s)"
+# Behind a transaction-mode pooler (core.pooler): the scope set for that statement only, and
+# remembered for the request's next transactions (core migration 0012).
+POOLED_AUTHENTICATE_SQL = "SELECT * FROM deskcomm_api_key_authenticate(%s, true)"
 
 
 def api_key_for_token(token: str) -> ApiKey | None:
@@ -17,9 +20,14 @@ def api_key_for_token(token: str) -> ApiKey | None:
     if prefix is None:
         return None
     # Found by prefix under a bypass, then the session is scoped to the key's tenant (RLS).
-    key = next(iter(ApiKey.objects.raw(AUTHENTICATE_SQL, [prefix])), None)
-    if key is not None:
-        rls.mark_scoped(connection, organization_id=key.organization_id)
+    if pooler.pooled():
+        key = next(iter(ApiKey.objects.raw(POOLED_AUTHENTICATE_SQL, [prefix])), None)
+        if key is not None:
+            rls.set_scope(organization_id=key.organization_id)
+    else:
+        key = next(iter(ApiKey.objects.raw(AUTHENTICATE_SQL, [prefix])), None)
+        if key is not None:
+            rls.mark_scoped(connection, organization_id=key.organization_id)
     if key is None or not api_keys.matches(token, key.secret_hash):
         return None
     return key

@@ -161,6 +161,18 @@ DATABASE_REPLICA = given(
     }
 )
 
+# --- Connection pooler (core.pooler; README "PgBouncer") --------------------------------------
+# DATABASE_POOLER=transaction: DATABASE_URL is a transaction-mode PgBouncer. Scope and timeouts
+# are then set per transaction instead of as startup options (PgBouncer refuses those: empty,
+# also against PGOPTIONS), and server-side cursors are off. DATABASE_DIRECT_URL is the server
+# itself, for what needs a session (LISTEN, session advisory locks, migrate, pg_dump).
+DATABASE_POOLER = env.str("DATABASE_POOLER", default="")
+DATABASE_DIRECT_URL = env.str("DATABASE_DIRECT_URL", default="")
+if DATABASE_POOLER.lower() == "transaction":
+    # (after the replica's alias took its own copy: the replica is never pooled)
+    db_options["options"] = ""
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -9,6 +9,8 @@ seconds instead of blocking the relay.
 
 Connections: each queue (and its delay queue) holds one while consuming, each worker thread takes
 one to ack, plus one LISTEN connection; the pool allows 32 (`?maxconn=` in a `url` changes it).
+They are sessions of their own, so behind a transaction-mode pooler the pool connects to
+DATABASE_DIRECT_URL (`core.db.conninfo`, core.pooler).
 """
 
 from __future__ import annotations

@@ -28,13 +28,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import psycopg
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 import eventbus
+from core import pooler
+from core.db import conninfo
 from crm.models import ConsentRecord, Conversation, Message
 from whatsapp import client as waha
 from whatsapp import metrics
@@ -82,17 +87,31 @@ def send(message_id: uuid.UUID | str, *, last_attempt: bool = False) -> Outcome:
     if session is None:
         fail_message(message, "no_session", "no WAHA session is configured", retryable=False)
         return Outcome("failed")
-    key = f"whatsapp-send:{message.pk}"
+    with _send_lock(f"whatsapp-send:{message.pk}") as locked:
+        if not locked:
+            raise SendRetry(f"message {message.pk} is being sent by another worker")
+        return _send_locked(message, session, last_attempt=last_attempt)
+
+
+@contextmanager
+def _send_lock(key: str) -> Iterator[bool]:
+    """The session-level lock on `key` (True when taken), released at the block's end. Past a
+    transaction-mode pooler (core.pooler) it is held on a direct connection of its own: the
+    pooler would run the unlock on another server session."""
+    if pooler.pooled():
+        with psycopg.connect(conninfo(), autocommit=True) as conn:  # closing it unlocks
+            row = conn.execute(LOCK_SQL, [key]).fetchone()
+            yield bool(row and row[0])
+        return
     with connection.cursor() as cursor:
         cursor.execute(LOCK_SQL, [key])
         locked = bool(cursor.fetchone()[0])
-    if not locked:
-        raise SendRetry(f"message {message.pk} is being sent by another worker")
     try:
-        return _send_locked(message, session, last_attempt=last_attempt)
+        yield locked
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute(UNLOCK_SQL, [key])
+        if locked:
+            with connection.cursor() as cursor:
+                cursor.execute(UNLOCK_SQL, [key])
 
 
 def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) -> Outcome:

@@ -21,7 +21,7 @@ from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
-from tests.support.db import raw_connection, side_effect_rows
+from tests.support.db import listening_backends, raw_connection, side_effect_rows
 from tests.support.processes import REPO, Drain, start_drain, subprocess_env
 from tests.support.waiting import wait_for
 
@@ -107,15 +107,6 @@ def test_sigterm_finishes_the_running_delivery_and_releases_the_rest(
     # Pending again at once: a new claim takes them without waiting for any lease.
     batch = claims.claim(consumers=["slow-effect-worker"], batch_size=20, worker_id="next")
     assert len(batch.events) == 10 - len(done)
-
-
-def listening_backends() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query = 'LISTEN eventbus_wakeup'"
-        )
-        return int(cursor.fetchone()[0])
 
 
 def test_notify_wakes_an_idle_worker_well_under_a_second(

@@ -23,6 +23,7 @@ from jobs.registry import Job, jobs
 from jobs.scheduler import STANDBY_INTERVAL, LeaderDatabaseScheduler, schedule_slot
 from jobs.schedules import schedules_install
 from tests.support.processes import Managed, start_jobs
+from tests.support.schedules import every_second, fired_slots
 from tests.support.waiting import wait_for
 
 UTC = dt.UTC
@@ -83,20 +84,6 @@ def test_reinstalling_updates_untouched_defaults_and_keeps_operator_edits() -> N
 
 
 # -- the scheduler in one process -------------------------------------------------------------
-
-
-def every_second(name: str = "fast-dlq-alert", task: str = "dlq-alert") -> PeriodicTask:
-    interval, _ = IntervalSchedule.objects.get_or_create(every=1, period="seconds")
-    return PeriodicTask.objects.create(name=name, task=task, interval=interval)
-
-
-def fired_slots() -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT message->'kwargs'->>'slot' FROM dramatiq.queue"
-            " WHERE queue_name = 'jobs' AND message->>'actor_name' = 'dlq-alert'"
-        )
-        return [row[0] for row in cursor.fetchall()]
 
 
 @pytest.fixture

@@ -36,6 +36,16 @@ def database_url() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
+def listening_backends() -> int:
+    """Server sessions of the test database waiting on the bus's LISTEN."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = 'LISTEN eventbus_wakeup'"
+        )
+        return int(cursor.fetchone()[0])
+
+
 def raw_connection() -> psycopg.Connection:
     """A second, independent connection to the test database."""
     return psycopg.connect(database_url(), autocommit=True)
