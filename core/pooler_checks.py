@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from core import pooler
+from core.checks import PROJECT_TAG
 
 # PgBouncer's usual port: a DATABASE_URL on it with no DATABASE_POOLER is probably a pooler the
 # settings do not know about.
@@ -18,7 +19,7 @@ _POOLER_HINT = (
 )
 
 
-@register()
+@register(PROJECT_TAG)
 def check_pooler_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """deskcomm.E101 pooler without a direct URL; E102 an unknown DATABASE_POOLER; W101 a
     DATABASE_URL on PgBouncer's port with no DATABASE_POOLER."""
