@@ -31,6 +31,11 @@ class EventbusConfig(AppConfig):
         from eventbus.metrics import QueueCollector, TenantCollector
         from jobs.registry import on_run
 
+        from core.health import registry as health
+        from eventbus.partitions import check_partitions_ahead
+
+        # Partitioned log only: fewer months ready ahead than wanted (emits fail past the last).
+        health.register("event_log_partitions", check_partitions_ahead, required=False)
         register_scrape_collector(QueueCollector)
         register_scrape_collector(TenantCollector)
         on_run(record_job_run)
