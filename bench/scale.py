@@ -128,7 +128,9 @@ def measure_bus(options: Options) -> BusCost:
         started = time.perf_counter()
         with transaction.atomic():
             eventbus.emit(
-                EMIT_TYPE, organization=orgs[i % len(orgs)], entity_kind="conversation",
+                EMIT_TYPE,
+                organization=orgs[i % len(orgs)],
+                entity_kind="conversation",
                 payload=payload,
             )
         if i >= 0:
@@ -194,8 +196,10 @@ def archive_month_both_ways() -> dict[str, float]:
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL(archive.MONTH_DAYS_SQL).format(partition=sql.Identifier(month.name)))
         days = cursor.fetchall()
-        cursor.execute(f"UPDATE eventbus_delivery SET status = 'done' WHERE event_id IN "
-                       f"(SELECT id FROM {name}) AND status IN ('pending', 'processing')")
+        cursor.execute(
+            f"UPDATE eventbus_delivery SET status = 'done' WHERE event_id IN "
+            f"(SELECT id FROM {name}) AND status IN ('pending', 'processing')"
+        )
         # The same rows, to put back between the two removals.
         cursor.execute(f"CREATE TABLE bench_events AS SELECT * FROM {name}")
         cursor.execute(
@@ -275,15 +279,21 @@ def run(config: console.Config, options: Options, archive_root: str) -> int:
     months = archive_month_both_ways()
     emit_ratio, claim_ratio = full.emit_ms / empty.emit_ms, full.claim_ms / empty.claim_ms
     print(f"Partitioned event log, {config.events:,} events of history, {ORGANIZATIONS} tenants")
-    print(f"  emit   empty {empty.emit_ms:7.2f} ms  history {full.emit_ms:7.2f} ms  "
-          f"x{emit_ratio:.2f} (target <= {RATIO_TARGET})")
-    print(f"  claim  empty {empty.claim_ms:7.2f} ms  history {full.claim_ms:7.2f} ms  "
-          f"x{claim_ratio:.2f} (target <= {RATIO_TARGET}; {CLAIM_BATCH} per claim)")
+    print(
+        f"  emit   empty {empty.emit_ms:7.2f} ms  history {full.emit_ms:7.2f} ms  "
+        f"x{emit_ratio:.2f} (target <= {RATIO_TARGET})"
+    )
+    print(
+        f"  claim  empty {empty.claim_ms:7.2f} ms  history {full.claim_ms:7.2f} ms  "
+        f"x{claim_ratio:.2f} (target <= {RATIO_TARGET}; {CLAIM_BATCH} per claim)"
+    )
     for page, ms in pages.items():
         print(f"  {page:<17} {ms:7.1f} ms ({'OK' if ms < console.TARGET_MS else 'MISS'} < 300)")
-    print(f"  archive of a month ({months['rows']:,} events): files {months['files_s']:.1f}s, "
-          f"then row delete {months['delete_s']:.2f}s vs partition detach "
-          f"{months['detach_s']:.2f}s (x{months['delete_s'] / months['detach_s']:.1f})")
+    print(
+        f"  archive of a month ({months['rows']:,} events): files {months['files_s']:.1f}s, "
+        f"then row delete {months['delete_s']:.2f}s vs partition detach "
+        f"{months['detach_s']:.2f}s (x{months['delete_s'] / months['detach_s']:.1f})"
+    )
     print(f"emit_ratio={emit_ratio:.2f}")
     print(f"claim_ratio={claim_ratio:.2f}")
     for page, ms in pages.items():

@@ -267,6 +267,7 @@ def _create_partition(table: str, lower: dt.datetime) -> str:
                 " WITH (fillfactor = {fill})"
             ).format(**params)
         )
+        copy_access(table, name)
         cursor.execute(
             sql.SQL(
                 "ALTER TABLE {table} ATTACH PARTITION {name} FOR VALUES FROM ({lower}) TO ({upper})"
@@ -274,6 +275,58 @@ def _create_partition(table: str, lower: dt.datetime) -> str:
         )
     logger.info("event log: partition %s created", name)
     return name
+
+
+ROW_SECURITY_SQL = """
+SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = to_regclass(%(table)s)
+"""
+POLICIES_SQL = """
+SELECT policyname, permissive, roles, cmd, qual, with_check FROM pg_policies
+ WHERE schemaname = current_schema() AND tablename = %(table)s
+"""
+GRANTS_SQL = """
+SELECT a.privilege_type, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END
+  FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+  LEFT JOIN pg_roles r ON r.oid = a.grantee
+ WHERE c.oid = to_regclass(%(table)s) AND a.grantee <> c.relowner
+"""
+
+
+def copy_access(source: str, target: str) -> None:
+    """Give `target` the row-level security (the tenant wall, core/rls.py), its policies and
+    the grants of `source`: LIKE and PARTITION OF copy none of them, and a partition read by its
+    own name is not covered by its parent's policies."""
+    with connection.cursor() as cursor:
+        cursor.execute(ROW_SECURITY_SQL, {"table": source})
+        enabled, forced = cursor.fetchone()
+        name = sql.Identifier(target)
+        if enabled:
+            cursor.execute(sql.SQL("ALTER TABLE {} ENABLE ROW LEVEL SECURITY").format(name))
+        if forced:
+            cursor.execute(sql.SQL("ALTER TABLE {} FORCE ROW LEVEL SECURITY").format(name))
+        cursor.execute(POLICIES_SQL, {"table": source})
+        for policy, permissive, roles, command, using, check in cursor.fetchall():
+            parts = [
+                sql.SQL("CREATE POLICY {} ON {} AS {} FOR {} TO {}").format(
+                    sql.Identifier(policy),
+                    name,
+                    sql.SQL(permissive),
+                    sql.SQL(command),
+                    sql.SQL(", ").join(
+                        sql.SQL(r) if r == "public" else sql.Identifier(r) for r in roles
+                    ),
+                )
+            ]
+            if using:
+                parts.append(sql.SQL("USING ({})").format(sql.SQL(using)))
+            if check:
+                parts.append(sql.SQL("WITH CHECK ({})").format(sql.SQL(check)))
+            cursor.execute(sql.SQL(" ").join(parts))
+        cursor.execute(GRANTS_SQL, {"table": source})
+        for privilege, grantee in cursor.fetchall():
+            cursor.execute(
+                sql.SQL("GRANT {} ON {} TO {}").format(sql.SQL(privilege), name, sql.SQL(grantee))
+            )
 
 
 def months_covered_ahead(*, now: dt.datetime | None = None) -> int | None:
@@ -405,6 +458,12 @@ def _prepare(now: dt.datetime, ahead: int) -> int:
                 if not primary:
                     cursor.execute(_partitioned_index(name, definition))
             cursor.execute(KEY_TRIGGERS_DDL.format(table=NEW_TABLE))
+            copy_access(TABLE, NEW_TABLE)
+            cursor.execute(
+                "SELECT NOT relrowsecurity FROM pg_class WHERE oid = %s::regclass", [KEYS_TABLE]
+            )
+            if cursor.fetchone()[0]:  # its rows carry organization_id: the same wall
+                copy_access(TABLE, KEYS_TABLE)
         cursor.execute(f"SELECT min(created_at) FROM {TABLE}")
         oldest = cursor.fetchone()[0] or now
     first = month_start(min(oldest, now))

@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 import eventbus
+from core import rls
 from core.models import Organization
 from eventbus import archive, partitions
 from eventbus import claim as claims
@@ -39,7 +40,7 @@ def restore_unpartitioned() -> None:
         cursor.execute("DROP TABLE IF EXISTS event_log_idempotency")
         cursor.execute("ALTER TABLE event_log_unpartitioned RENAME TO event_log")
         cursor.execute(partitions.INDEXES_SQL, {"table": "event_log"})
-        for (name, _, _) in cursor.fetchall():
+        for name, _, _ in cursor.fetchall():
             cursor.execute(f"ALTER INDEX {name} RENAME TO {name.removesuffix('_unpart')}")
         cursor.execute("TRUNCATE event_log")
 
@@ -136,7 +137,8 @@ def test_idempotency_keys_hold_across_partitions(org: Organization, partitioned:
     with transaction.atomic():
         ids = eventbus.emit_many(
             [
-                {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}, "idempotency_key": k}
+                {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}}
+                | {"idempotency_key": k}
                 for k in ("order-1", "order-2", "order-2")
             ],
             organization=org,
@@ -232,3 +234,26 @@ def test_the_command_upgrades_and_drops_the_old_table(
         cursor.execute("SELECT to_regclass('event_log_unpartitioned')")
         assert cursor.fetchone()[0] is None
         cursor.execute("ALTER TABLE saved_event_log RENAME TO event_log_unpartitioned")
+
+
+def test_the_tenant_wall_covers_the_partitions_and_the_key_table(
+    enforced: None, org: Organization, org_b: Organization, partitioned: None
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class c"
+            " WHERE (c.relname LIKE 'event_log%%') AND c.relkind IN ('r', 'p')"
+            "   AND c.relname <> 'event_log_unpartitioned'"
+            "   AND NOT (c.relrowsecurity AND c.relforcerowsecurity AND EXISTS ("
+            "        SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid"
+            "           AND p.polname = 'tenant_wall'))"
+        )
+        assert cursor.fetchall() == []
+    mine = emit_keyed(org, "mine")
+    emit_keyed(org_b, "mine")  # another tenant's key of the same name: its own event
+    with rls.scoped(organization_id=org.pk):
+        assert list(EventLog.objects.values_list("id", flat=True)) == [mine]
+        assert emit_keyed(org, "mine") == mine  # the key trigger works under the wall
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM {partitions.partitions()[0].name}")
+            assert cursor.fetchone()[0] == 1  # a partition read by name: the wall too

@@ -1,4 +1,4 @@
-"""`manage.py partition_event_log`: move event_log to monthly partitions online (eventbus/partitions.py).
+"""`manage.py partition_event_log`: event_log to monthly partitions online (eventbus/partitions.py).
 
 Without options: the upgrade (emits keep flowing; re-run it after an interruption). `--ahead`
 only creates the partitions ahead (what the `event-log-partitions` job does); `--drop-old`
