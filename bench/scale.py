@@ -7,15 +7,16 @@ Run from the repository root with the project's interpreter:
 What it does, in one run against the scratch database `<DATABASE_URL's name>_bench` (dropped and
 re-created, migrated; the base database is never touched):
 
-1. Partitions the empty event log (`eventbus.partitions.upgrade`, monthly partitions from 92 days
-   ago to 3 months ahead) and measures, on the empty database: `--emits` single `eventbus.emit`
-   calls (each its own transaction), then `--claims` claims of 50 due deliveries (each acked),
-   each after a few untimed ones (warm-up); the median of each.
-2. Empties the bus tables and seeds `--events` events of history over 90 days for 30
-   organizations server-side with `generate_series` (bench/admin_changelists.py's seed: ~1.6
-   deliveries per event, 2% dead with attempts, the newest deliveries pending), VACUUM ANALYZE.
-3. Measures emit and claim again the same way, and prints each median with its ratio to the
-   empty database's (target: within 1.2x).
+1. Partitions the empty event log (`eventbus.partitions.upgrade`: monthly partitions from 92
+   days ago to 3 months ahead), adds 30 organizations and copies that empty database as
+   `<scratch>_bench_empty` (CREATE DATABASE ... TEMPLATE).
+2. Seeds `--events` events of history over 90 days for those 30 organizations server-side with
+   `generate_series` (bench/admin_changelists.py's seed: ~1.6 deliveries per event, 2% dead with
+   attempts, the newest deliveries pending), VACUUM ANALYZE.
+3. Measures emit and claim on both databases in alternating rounds, one `--probe` child process
+   each (so both see the same load of this shared machine): `--emits` single `eventbus.emit`
+   calls (each its own transaction) and `--claims` claims of 50 due deliveries (each acked),
+   after an untimed warm-up. Prints each median and the history/empty ratio (target <= 1.2).
 4. Times the admin DLQ, the event browser and the status page (Django test client, median of 5
    after a warm-up; target under 300 ms).
 5. Archives the oldest whole month two ways on the same rows: first writes its files (shared
@@ -31,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,8 +43,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
+from psycopg import sql
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `eventbus`, ... importable
@@ -54,8 +59,8 @@ CLAIM_BATCH = 50
 EMIT_TYPE = "conversation.opened"  # one consumer in bench/admin_consumers.py
 EMIT_CONSUMER = "analytics-worker"
 RATIO_TARGET = 1.2
+BASELINE = "baseline: admin index (no bus table)"  # the load of the moment, for the pages
 WARM_UP = 20  # untimed emits (and a quarter as many claims) first: connection, caches, plans
-BUS_TABLES = "event_log, eventbus_delivery, eventbus_deliveryattempt, eventbus_rollup"
 
 
 @dataclass(frozen=True)
@@ -113,8 +118,10 @@ def partition_empty_log() -> None:
     say(f"partitions: {', '.join(p.name for p in partitions.partitions())}")
 
 
-def measure_bus(options: Options) -> BusCost:
-    """Median ms of one emit (own transaction), and of one claim of CLAIM_BATCH (then acked)."""
+def probe_loop() -> None:
+    """`--probe`: a child on one database. Reads `emit N`, `claim N` or `backlog N` lines on
+    stdin, answers each with a JSON list of per-call ms (emit: one event, own transaction;
+    claim: CLAIM_BATCH due deliveries, then acked; backlog: untimed emit_many)."""
     from django.db import transaction
 
     import eventbus
@@ -123,36 +130,99 @@ def measure_bus(options: Options) -> BusCost:
 
     orgs = list(Organization.objects.filter(slug__startswith="tenant-").order_by("slug"))
     payload = {"conversation_id": "c", "contact_id": "k", "channel": "whatsapp"}
-    emit_times = []
-    for i in range(-WARM_UP, options.emits):  # the first WARM_UP are not timed
-        started = time.perf_counter()
-        with transaction.atomic():
-            eventbus.emit(
-                EMIT_TYPE,
-                organization=orgs[i % len(orgs)],
-                entity_kind="conversation",
-                payload=payload,
-            )
-        if i >= 0:
-            emit_times.append((time.perf_counter() - started) * 1000)
-    backlog = (options.claims + WARM_UP // 4) * CLAIM_BATCH
-    for org in orgs:  # enough due work for every timed claim, spread over the tenants
-        with transaction.atomic():
-            eventbus.emit_many(
-                [
-                    {"event_type": EMIT_TYPE, "entity_kind": "conversation", "payload": payload}
-                    for _ in range(backlog // len(orgs) + 1)
-                ],
-                organization=org,
-            )
-    claim_times = []
-    for i in range(-WARM_UP // 4, options.claims):
-        started = time.perf_counter()
-        batch = claims.claim(consumers=[EMIT_CONSUMER], batch_size=CLAIM_BATCH, worker_id="bench")
-        if i >= 0:
-            claim_times.append((time.perf_counter() - started) * 1000)
-        claims.ack(batch.token, [e.delivery_id for e in batch.events])
-    return BusCost(statistics.median(emit_times), statistics.median(claim_times))
+    item = {"event_type": EMIT_TYPE, "entity_kind": "conversation", "payload": payload}
+    for line in sys.stdin:
+        command, count = line.split()
+        times = []
+        for i in range(int(count)):
+            started = time.perf_counter()
+            if command == "emit":
+                with transaction.atomic():
+                    eventbus.emit(
+                        EMIT_TYPE,
+                        organization=orgs[i % len(orgs)],
+                        entity_kind="conversation",
+                        payload=payload,
+                    )
+            elif command == "claim":
+                batch = claims.claim(
+                    consumers=[EMIT_CONSUMER], batch_size=CLAIM_BATCH, worker_id="bench"
+                )
+                times.append((time.perf_counter() - started) * 1000)
+                claims.ack(batch.token, [e.delivery_id for e in batch.events])
+                continue
+            else:  # backlog: CLAIM_BATCH events per tenant
+                with transaction.atomic():
+                    eventbus.emit_many([item] * CLAIM_BATCH, organization=orgs[i % len(orgs)])
+            times.append((time.perf_counter() - started) * 1000)
+        sys.stdout.write(json.dumps(times) + "\n")
+        sys.stdout.flush()
+
+
+class Probe:
+    """A `--probe` child process on one database."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--probe"],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, command: str, count: int) -> list[float]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{command} {count}\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise SystemExit(f"the probe died during {command!r}")
+        times: list[float] = json.loads(answer)
+        return times
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def measure_bus(
+    options: Options, empty_env: dict[str, str], full_env: dict[str, str]
+) -> dict[str, BusCost]:
+    """Emit and claim on both databases in alternating rounds (the same machine load for both),
+    after an untimed warm-up round each: the median ms per call of each."""
+    probes = {"empty": Probe(empty_env), "history": Probe(full_env)}
+    rounds = 10
+    samples: dict[str, dict[str, list[float]]] = {n: {"emit": [], "claim": []} for n in probes}
+    try:
+        claims_per_round = max(1, options.claims // rounds)
+        for probe in probes.values():  # due work for every claim, and the warm-up
+            probe.run("backlog", (options.claims + 2 * claims_per_round) + ORGANIZATIONS)
+            probe.run("emit", WARM_UP)
+            probe.run("claim", claims_per_round)
+        for _ in range(rounds):
+            for name, probe in probes.items():
+                samples[name]["emit"] += probe.run("emit", max(1, options.emits // rounds))
+                samples[name]["claim"] += probe.run("claim", claims_per_round)
+    finally:
+        for probe in probes.values():
+            probe.close()
+    return {
+        name: BusCost(statistics.median(s["emit"]), statistics.median(s["claim"]))
+        for name, s in samples.items()
+    }
+
+
+def clone_empty(config: console.Config, empty_name: str) -> None:
+    """The empty, partitioned database as a template copy (before the history is seeded)."""
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(config.admin_conninfo, autocommit=True) as conn:
+        target, source = sql.Identifier(empty_name), sql.Identifier(config.scratch_name)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(target))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(target, source))
 
 
 def seed_organizations(config: console.Config) -> None:
@@ -160,15 +230,9 @@ def seed_organizations(config: console.Config) -> None:
         conn.execute(console.SEED_ORGANIZATIONS_SQL, {"n": ORGANIZATIONS})
 
 
-def empty_bus(config: console.Config) -> None:
-    with psycopg.connect(config.scratch_conninfo, autocommit=True) as conn:
-        conn.execute(f"TRUNCATE {BUS_TABLES} CASCADE")  # webhooks_attempt refers to deliveries
-        conn.execute("DELETE FROM deskcomm_organization WHERE slug LIKE 'tenant-%%'")
-
-
 def time_console(config: console.Config) -> dict[str, float]:
     timer = console.Timer(config)
-    wanted = {"DLQ changelist", "event changelist", "status page"}
+    wanted = {BASELINE, "DLQ changelist", "event changelist", "status page"}
     measured = {}
     for page in console.pages():
         if page.name in wanted:
@@ -187,7 +251,6 @@ def timed(action: Callable[[], Any]) -> float:
 def archive_month_both_ways() -> dict[str, float]:
     """Seconds: files written (shared), row delete, partition detach; and the rows removed."""
     from django.db import connection
-    from psycopg import sql
 
     from eventbus import archive, partitions
 
@@ -251,11 +314,21 @@ def _rows_in(partition: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and sys.argv[1:] == ["--probe"]:
+        import django
+
+        django.setup()
+        from core import rls
+
+        rls.bypass_process()
+        probe_loop()
+        return 0
     config, options = parse_args(argv)
+    empty_name = f"{config.scratch_name}_empty"
     console.create_scratch(config)
     with tempfile.TemporaryDirectory(prefix="bench-scale-archive-") as archive_root:
         try:
-            return run(config, options, archive_root)
+            return run(config, options, archive_root, empty_name)
         finally:
             if "django.db" in sys.modules:
                 from django.db import connections
@@ -263,17 +336,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 connections.close_all()
             if not config.keep:
                 console.drop_scratch(config)
+                with psycopg.connect(config.admin_conninfo, autocommit=True) as conn:
+                    name = sql.Identifier(empty_name)
+                    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
 
 
-def run(config: console.Config, options: Options, archive_root: str) -> int:
+def run(config: console.Config, options: Options, archive_root: str, empty_name: str) -> int:
     setup_django(config, archive_root)
     partition_empty_log()
     seed_organizations(config)
-    empty = measure_bus(options)
+    clone_empty(config, empty_name)
+    console.seed(config, organizations=ORGANIZATIONS, existing_organizations=True)
+    full_env = console.child_env(config)
+    empty_url = urlunsplit(urlsplit(config.scratch_url)._replace(path="/" + quote(empty_name)))
+    costs = measure_bus(options, {**full_env, "DATABASE_URL": empty_url}, full_env)
+    empty, full = costs["empty"], costs["history"]
     say(f"empty database: emit {empty.emit_ms:.2f} ms, claim {empty.claim_ms:.2f} ms")
-    empty_bus(config)
-    console.seed(config, organizations=ORGANIZATIONS)
-    full = measure_bus(options)
     say(f"{config.events:,} events: emit {full.emit_ms:.2f} ms, claim {full.claim_ms:.2f} ms")
     pages = time_console(config)
     months = archive_month_both_ways()
@@ -288,7 +366,8 @@ def run(config: console.Config, options: Options, archive_root: str) -> int:
         f"x{claim_ratio:.2f} (target <= {RATIO_TARGET}; {CLAIM_BATCH} per claim)"
     )
     for page, ms in pages.items():
-        print(f"  {page:<17} {ms:7.1f} ms ({'OK' if ms < console.TARGET_MS else 'MISS'} < 300)")
+        verdict = "" if page == BASELINE else ("OK" if ms < console.TARGET_MS else "MISS")
+        print(f"  {page:<36} {ms:7.1f} ms  x{ms / pages[BASELINE]:.1f} baseline  {verdict}")
     print(
         f"  archive of a month ({months['rows']:,} events): files {months['files_s']:.1f}s, "
         f"then row delete {months['delete_s']:.2f}s vs partition detach "
@@ -297,7 +376,8 @@ def run(config: console.Config, options: Options, archive_root: str) -> int:
     print(f"emit_ratio={emit_ratio:.2f}")
     print(f"claim_ratio={claim_ratio:.2f}")
     for page, ms in pages.items():
-        print(f"{page.replace(' ', '_').lower()}_ms={ms:.1f}")
+        if page != BASELINE:
+            print(f"{page.replace(' ', '_').lower()}_ms={ms:.1f}")
     print(f"archive_row_delete_s={months['delete_s']:.2f}")
     print(f"archive_detach_s={months['detach_s']:.2f}")
     return 0

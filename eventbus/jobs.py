@@ -45,8 +45,10 @@ def archive_old_events() -> int:
 def create_partitions_ahead() -> int:
     """A partitioned event log: create the monthly partitions up to EVENT_LOG_PARTITIONS_AHEAD
     (3) months ahead, and alert if fewer than EVENTBUS_PARTITIONS_MIN_AHEAD are ready after it
-    (emits fail once the last partition's month is over). Nothing on an unpartitioned log."""
+    (emits fail once the last partition's month is over); then ANALYZE the partitioned table
+    (autovacuum analyzes the partitions, never their parent). Nothing on an unpartitioned log."""
     created = partitions.ensure_partitions()
+    partitions.analyze_parent()
     try:
         partitions.check_partitions_ahead()
     except partitions.PartitionError as exc:

@@ -355,6 +355,14 @@ def check_partitions_ahead() -> None:
         )
 
 
+def analyze_parent() -> None:
+    """ANALYZE the partitioned event_log: autovacuum analyzes each partition but never the
+    parent, whose statistics the planner uses for joins and filters over the whole log."""
+    if is_partitioned():
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {TABLE}")
+
+
 def release_keys(start: dt.datetime, end: dt.datetime) -> int:
     """Delete the idempotency keys of events created in [start, end) (a dropped month)."""
     with connection.cursor() as cursor:
