@@ -100,7 +100,10 @@ def parse_args(argv: Sequence[str] | None) -> tuple[console.Config, Options]:
 
 
 def setup_django(config: console.Config, archive_root: str) -> None:
-    os.environ.update(console.child_env(config), ARCHIVE_ROOT=archive_root)
+    # No statement timeout: the month's row delete is a job's work (the web role's is 20 s).
+    os.environ.update(
+        console.child_env(config), ARCHIVE_ROOT=archive_root, DB_STATEMENT_TIMEOUT="0"
+    )
     import django
 
     django.setup()

@@ -88,7 +88,8 @@ SELECT e.created_at, e.id, jsonb_build_object(
  LIMIT %(limit)s
 """
 
-# One bounded batch of a day's hot rows: attempts, deliveries, events (FKs are deferred).
+# One bounded batch of a day's hot rows: attempts, deliveries, events (FKs are deferred). The
+# created_at range again on the delete lets a partitioned log read only the day's partition.
 DELETE_BATCH_SQL = """
 WITH ev AS (
     SELECT id FROM event_log
@@ -101,7 +102,8 @@ WITH ev AS (
 ), deliveries AS (
     DELETE FROM eventbus_delivery WHERE id IN (SELECT id FROM dl)
 )
-DELETE FROM event_log WHERE id IN (SELECT id FROM ev)
+DELETE FROM event_log
+ WHERE id IN (SELECT id FROM ev) AND created_at >= %(start)s AND created_at < %(end)s
 """
 
 # A month's partition: its organization-days, and one batch of its events' deliveries (and their
