@@ -84,7 +84,7 @@ class EventLog(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="event_log_status_valid"
             ),
-            # emit(idempotency_key=...): the arbiter of the emits' INSERT ... ON CONFLICT DO NOTHING;
+            # emit(idempotency_key=...): the arbiter of the emits' ON CONFLICT DO NOTHING.
             # A partitioned log (eventbus/partitions.py) has a plain index of this name instead,
             # and the key table event_log_idempotency holds the uniqueness.
             models.UniqueConstraint(
