@@ -257,3 +257,29 @@ def test_the_tenant_wall_covers_the_partitions_and_the_key_table(
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {partitions.partitions()[0].name}")
             assert cursor.fetchone()[0] == 1  # a partition read by name: the wall too
+
+
+def test_concurrent_emits_of_one_key_make_one_event(org: Organization, partitioned: None) -> None:
+    keys = [f"race-{i}" for i in range(40)]
+    results: dict[int, list[uuid.UUID]] = {0: [], 1: []}
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def emitter(side: int) -> None:
+        try:
+            for key in keys:
+                barrier.wait(timeout=30)  # both emit the same key at the same moment
+                results[side].append(emit_keyed(org, key))
+        except BaseException as exc:  # reported by the test below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=emitter, args=(side,)) for side in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    assert results[0] == results[1]
+    assert EventLog.objects.count() == len(keys) == len(set(results[0]))
