@@ -234,10 +234,10 @@ def archive_month(partition: partitions.Partition, report: ArchiveReport) -> Non
         start, end = _day_start(day), _day_start(day + dt.timedelta(days=1))
         with transaction.atomic():
             lock_organization(org_id)
-            manifest_name = paths(org_id, day)[1]
-            if not storage.exists(manifest_name):
-                _write_day(storage, org_id, day, start, end)
-            manifest = read_day(storage, org_id, day)[0]  # read back: SHA-256 and count
+            if storage.exists(paths(org_id, day)[1]):  # written earlier: read it back again
+                manifest = read_day(storage, org_id, day)[0]
+            else:  # store_day has just read it back (SHA-256 and count)
+                manifest = _write_day(storage, org_id, day, start, end)
         if manifest["events"] != hot:
             raise ArchiveError(
                 f"archive of {org_id} {day} holds {manifest['events']} events; the partition "

@@ -283,3 +283,24 @@ def test_concurrent_emits_of_one_key_make_one_event(org: Organization, partition
     assert not errors
     assert results[0] == results[1]
     assert EventLog.objects.count() == len(keys) == len(set(results[0]))
+
+
+def test_a_month_whose_files_do_not_hold_its_rows_is_not_dropped(
+    org: Organization, tmp_path: Path, settings: object, undo_upgrade: None
+) -> None:
+    use_local_storage(settings, "archive", tmp_path)
+    at = dt.datetime.combine(OLD_DAY, dt.time(10), tzinfo=dt.UTC)
+    with time_machine.travel(at):
+        emit_keyed(org, None)
+    archive._write_day(  # archived with one event ...
+        archive.archive_storage(), org.id, OLD_DAY, at.replace(hour=0), at + dt.timedelta(days=1)
+    )
+    with time_machine.travel(at):
+        emit_keyed(org, None)  # ... and a second one arrives (say, a restore of another copy)
+    deliveries = Delivery.objects.update(status="done")
+    with time_machine.travel(NOW, tick=False):
+        partitions.upgrade()
+        with pytest.raises(archive.ArchiveError, match="nothing dropped"):
+            archive.archive_due()
+    assert "event_log_p202602" in {p.name for p in partitions.partitions()}
+    assert EventLog.objects.count() == 2 and Delivery.objects.count() == deliveries
