@@ -34,7 +34,9 @@ def restore_unpartitioned() -> None:
     """Undo an upgrade for the next tests (the kept old table back as event_log; rows go)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('event_log_unpartitioned') IS NOT NULL")
-        if not cursor.fetchone()[0]:
+        if not cursor.fetchone()[0]:  # not swapped (a failed upgrade): drop what it made
+            cursor.execute("DROP TRIGGER IF EXISTS event_log_mirror ON event_log")
+            cursor.execute("DROP TABLE IF EXISTS event_log_partitioned, event_log_idempotency")
             return
         cursor.execute("DROP TABLE event_log")
         cursor.execute("DROP TABLE IF EXISTS event_log_idempotency")
