@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import time_machine
@@ -27,6 +28,11 @@ from tests.support.storage import use_local_storage
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+ALERTS: list[tuple[str, dict[str, object]]] = []
+
+
+def record_alert(subject: str, details: dict[str, object]) -> None:
+    ALERTS.append((subject, details))
 OLD_DAY = dt.date(2026, 2, 20)  # its month is wholly more than 90 days before NOW
 
 
@@ -306,3 +312,15 @@ def test_a_month_whose_files_do_not_hold_its_rows_is_not_dropped(
             archive.archive_due()
     assert "event_log_p202602" in {p.name for p in partitions.partitions()}
     assert EventLog.objects.count() == 2 and Delivery.objects.count() == deliveries
+
+
+def test_the_partitions_job_alerts_when_it_cannot_keep_enough_ahead(
+    org: Organization, partitioned: None, settings: Any
+) -> None:
+    ALERTS.clear()
+    settings.ALERT_HOOKS = [f"{__name__}.record_alert"]
+    settings.EVENTBUS = {**settings.EVENTBUS, "PARTITIONS_AHEAD": 1}  # fewer than the minimum 2
+    with time_machine.travel(dt.datetime.now(dt.UTC) + dt.timedelta(days=95), tick=False):
+        job_run(name="event-log-partitions", trigger="manual")
+    assert [subject for subject, _ in ALERTS] == ["event log partitions behind"]
+    assert "1 month(s) after this one (wanted 2)" in str(ALERTS[0][1]["error"])
