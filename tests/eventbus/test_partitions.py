@@ -33,6 +33,8 @@ ALERTS: list[tuple[str, dict[str, object]]] = []
 
 def record_alert(subject: str, details: dict[str, object]) -> None:
     ALERTS.append((subject, details))
+
+
 OLD_DAY = dt.date(2026, 2, 20)  # its month is wholly more than 90 days before NOW
 
 
