@@ -16,13 +16,13 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import openai
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ai import metrics
 from ai.conf import EMBEDDING_DIMENSIONS, ai_settings
-from core.http import BlockedDestination, guarded_client, retry_after_seconds
+
+if TYPE_CHECKING:
+    import openai
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,10 @@ class OpenAICompatible:
     """An OpenAI-compatible HTTP provider (official SDK, no SDK retries, guarded client)."""
 
     def __init__(self, *, api_key: str, base_url: str, timeout: float | None = None) -> None:
+        import openai  # ~26 MB: imported by the first gateway built, not by every process
+
+        from core.http import guarded_client
+
         seconds = ai_settings.TIMEOUT if timeout is None else timeout
         self.client = openai.OpenAI(
             api_key=api_key or "unset",
@@ -164,7 +168,11 @@ class _classified:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any
     ) -> None:
-        if exc is None or not isinstance(exc, openai.OpenAIError):
+        if exc is None:
+            return
+        import openai
+
+        if not isinstance(exc, openai.OpenAIError):
             return
         error = classify(exc)
         metrics.count_error(self.kind, self.model, error.error_class)
@@ -173,6 +181,10 @@ class _classified:
 
 def classify(exc: openai.OpenAIError) -> GatewayError:
     """429/5xx/timeouts/connection errors: transient; other 4xx and refused targets: permanent."""
+    import openai
+
+    from core.http import BlockedDestination
+
     if isinstance(exc, openai.APITimeoutError):
         return GatewayError(str(exc), transient=True, error_class="timeout")
     if isinstance(exc, openai.APIConnectionError):
@@ -185,6 +197,8 @@ def classify(exc: openai.OpenAIError) -> GatewayError:
 
 
 def _classify_status(exc: openai.APIStatusError) -> GatewayError:
+    from core.http import retry_after_seconds
+
     status = exc.status_code
     if status == 429 or status >= 500:
         return GatewayError(

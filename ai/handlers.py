@@ -15,6 +15,7 @@ from ai.sentiment import classify_message
     events=["message.received"],
     max_attempts=5,
     timeout=dt.timedelta(seconds=120),  # a model call is bounded by AI_TIMEOUT (30 s) and one wait
+    ordered=True,  # one conversation's messages answered one at a time, in arrival order
 )
 def ai_response(event: eventbus.Event) -> None:
     """Answer an inbound message with the model, once (seed 000 §6.2)."""

@@ -7,6 +7,9 @@ scratch database and its worker processes); the product never imports this modul
 - `bench.fanout` has three, `bench-fanout-1-worker` .. `bench-fanout-3-worker`, so every emit
   writes three deliveries.
 - `bench.sleep` has one, `bench-sleep-worker`, which sleeps `payload["ms"]` (bench/isolation.py).
+- `bench.ordered` has one consumer declared `ordered=True`, `bench-ordered-worker`: its events
+  are keyed by `payload["conversation_id"]` (ORDERED_KEYS conversations, round robin), so the
+  drain runs one delivery per conversation at a time (issue #17's ordered-vs-unordered ratio).
 
 The handlers do nothing: the benchmark measures the bus (claim, dispatch, ack), not the work.
 """
@@ -31,6 +34,15 @@ ENTITY_KIND = "bench_item"
 
 declare(SINGLE_EVENT, required=("seq",), description="drain benchmark: one consumer")
 declare(FANOUT_EVENT, required=("seq",), description="drain benchmark: three consumers")
+ORDERED_EVENT = "bench.ordered"
+ORDERED_CONSUMERS: tuple[str, ...] = ("bench-ordered-worker",)
+ORDERED_KEYS = 200
+declare(
+    ORDERED_EVENT,
+    required=("seq", "conversation_id"),
+    description="drain benchmark: one ordered consumer, keyed by conversation",
+    ordered_by="conversation_id",
+)
 SLEEP_EVENT = "bench.sleep"
 SLEEP_CONSUMER = "bench-sleep-worker"
 declare(SLEEP_EVENT, required=("seq", "ms"), description="isolation benchmark: timed handlers")
@@ -50,8 +62,14 @@ for _name in SINGLE_CONSUMERS:
     consumer(_name, events=[SINGLE_EVENT])(noop)
 for _name in FANOUT_CONSUMERS:
     consumer(_name, events=[FANOUT_EVENT])(noop)
+for _name in ORDERED_CONSUMERS:
+    consumer(_name, events=[ORDERED_EVENT], ordered=True)(noop)
 
 
 def consumers_for(event_type: str) -> tuple[str, ...]:
     """The bench consumers subscribed to a bench event type."""
-    return {SINGLE_EVENT: SINGLE_CONSUMERS, FANOUT_EVENT: FANOUT_CONSUMERS}[event_type]
+    return {
+        SINGLE_EVENT: SINGLE_CONSUMERS,
+        FANOUT_EVENT: FANOUT_CONSUMERS,
+        ORDERED_EVENT: ORDERED_CONSUMERS,
+    }[event_type]

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 
 import eventbus
-from bench.bench_consumers import ENTITY_KIND
+from bench.bench_consumers import ENTITY_KIND, ORDERED_EVENT, ORDERED_KEYS
 from core.models import Organization
 
 Item = dict[str, Any]
@@ -23,8 +23,10 @@ def create_organization() -> Organization:
 
 
 def items(event_type: str, n: int) -> list[Item]:
-    """`n` emit_many items of one type (built before any clock starts)."""
-    return [
+    """`n` emit_many items of one type (built before any clock starts); those of the ordered
+    type go to ORDERED_KEYS conversations in turn."""
+    keys = [str(uuid.uuid4()) for _ in range(ORDERED_KEYS)]
+    built: list[Item] = [
         {
             "event_type": event_type,
             "entity_kind": ENTITY_KIND,
@@ -33,6 +35,10 @@ def items(event_type: str, n: int) -> list[Item]:
         }
         for i in range(n)
     ]
+    if event_type == ORDERED_EVENT:
+        for i, item in enumerate(built):
+            item["payload"]["conversation_id"] = keys[i % ORDERED_KEYS]
+    return built
 
 
 def emit_loop(org: Organization, batch: list[Item]) -> float:

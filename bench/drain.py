@@ -27,6 +27,10 @@ What it measures (all in one run, against one PostgreSQL server):
    separately, with where the processes spent it (claim / ack statements / the rest, i.e.
    Python dispatch plus the loop's own statements). For reference the run also times a complete
    `manage.py drain_events --once` on an empty queue (everything that was excluded).
+   `o21` drains one consumer declared `ordered=True` (2 processes): the same N events spread
+   round robin over 200 conversations (bench_consumers.ORDERED_KEYS), so at most one delivery
+   per conversation runs at a time; its ratio to `d21` (the unordered consumer, same run) is
+   printed as `ordered_ratio_to_unordered`.
 3. Raw-SQL ceiling, rows/s: the same number of rows (N) in a plain logged table
    `bench_raw_job(id bigserial, status text, payload jsonb, next_at timestamptz)` with a partial
    index on pending rows, drained by 1 or 2 bare psycopg processes that claim B rows with
@@ -89,6 +93,7 @@ MEASUREMENT_KEYS = (
     "d21",
     "d13",
     "d23",
+    "o21",
     "raw1",
     "raw2",
 )
@@ -675,6 +680,13 @@ def render_targets(by_key: dict[str, Measurement]) -> str:
             f"  (reference) {by_key['emit'].label} / {by_key['insert_rows'].label}: "
             f"{by_key['emit'].median / by_key['insert_rows'].median:.2f}"
         )
+    if "o21" in by_key and "d21" in by_key:
+        ratio = by_key["o21"].median / by_key["d21"].median
+        lines.append(
+            f"  (issue #17) {by_key['o21'].label} / {by_key['d21'].label}: "
+            f"{fmt_rate(by_key['o21'].median)} / {fmt_rate(by_key['d21'].median)} = {ratio:.2f}"
+        )
+        found.append(f"ordered_ratio_to_unordered={ratio:.2f}")
     rss = peak_worker_rss(list(by_key.values()))
     if rss is not None:
         verdict = "met" if rss < 80 else "NOT met"
@@ -731,6 +743,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         Measurement("d13", "drain_events, no-op", "1", "3", "deliveries/s"),
         Measurement("d23", "drain_events, no-op", "2", "3", "deliveries/s"),
         Measurement(
+            "o21",
+            f"drain_events, no-op, ordered ({bench_consumers.ORDERED_KEYS} keys)",
+            "2",
+            "1",
+            "deliveries/s",
+        ),
+        Measurement(
             "raw1", f"raw psycopg: claim {config.batch_size} + batch ack", "1", "-", "rows/s"
         ),
         Measurement(
@@ -752,6 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "d21": lambda: bench.drain(2, bench_consumers.SINGLE_EVENT),
         "d13": lambda: bench.drain(1, bench_consumers.FANOUT_EVENT),
         "d23": lambda: bench.drain(2, bench_consumers.FANOUT_EVENT),
+        "o21": lambda: bench.drain(2, bench_consumers.ORDERED_EVENT),
         "raw1": lambda: bench.raw(1),
         "raw2": lambda: bench.raw(2),
     }

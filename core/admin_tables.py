@@ -16,8 +16,10 @@ from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.views.main import PAGE_VAR
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.functional import cached_property
+
+from core.replica.routing import replica_view
 
 PAGES_AHEAD = 4
 
@@ -90,8 +92,29 @@ class ReadOnlyMixin:
         return False
 
 
-class ReadOnlyAdmin(ReadOnlyMixin, LargeTableAdmin):
-    """A read-only changelist on a big table."""
+class ReplicaListAdmin(admin.ModelAdmin):
+    """A log's changelist, shown (GET) from the read replica when there is one (core.replica);
+    its actions are POSTs, which read and write the primary."""
+
+    @replica_view
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, extra_context)
+
+
+class ReadOnlyAdmin(ReadOnlyMixin, ReplicaListAdmin, LargeTableAdmin):
+    """A read-only changelist on a big table; its view-only pages may read the replica."""
+
+    @replica_view
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        return super().change_view(request, object_id, form_url, extra_context)
 
 
 def _page_number(request: HttpRequest) -> int:

@@ -26,6 +26,7 @@ class CoreConfig(AppConfig):
             restore_statement_timeout_after_migrate,
         )
         from core.health.checks import register_defaults
+        from core.replica import checks as replica_checks  # noqa: F401  (registers them too)
 
         # Before any connection: platform processes bypass row-level security, web ones scope
         # each request (core.rls).

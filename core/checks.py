@@ -7,12 +7,31 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
+from django.core.checks.registry import registry
 from django.core.management.base import SystemCheckError
 
+from core.replica.conf import ALIAS as REPLICA_ALIAS
+
 POSTGRES_ENGINE = "django.db.backends.postgresql"
+# The project's own checks (no Django tag fits them); `manage.py check --tag deskcomm`.
+PROJECT_TAG = "deskcomm"
+# What only the web serves: the URL checks import the whole URLconf (DRF, drf-spectacular,
+# django.test, Jinja2...), the admin's and the template checks load every template tag library
+# (DRF's pulls in requests): ~16 MB together, so the worker commands leave them out.
+WEB_ONLY_TAGS = frozenset({Tags.urls, Tags.admin, Tags.templates})
 
 
-@register()
+def worker_check_tags() -> list[str]:
+    """The tags of every registered check but the web-only ones: what a worker command runs
+    at start (`drain_events`). A check without a tag would be left out: the project's carry
+    PROJECT_TAG (tests/core/test_checks.py holds every check to one)."""
+    tags = {
+        tag for check in registry.get_checks(include_deployment_checks=True) for tag in check.tags
+    }
+    return sorted(tags - WEB_ONLY_TAGS)
+
+
+@register(PROJECT_TAG)
 def check_postgres_only(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """The product *is* SKIP LOCKED, LISTEN/NOTIFY and triggers: refuse any other engine."""
     errors: list[CheckMessage] = []
@@ -30,7 +49,7 @@ def check_postgres_only(app_configs: Any = None, **kwargs: Any) -> list[CheckMes
     return errors
 
 
-@register()
+@register(PROJECT_TAG)
 def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """deskcomm.E002: no key for an encryption context in production; E003: a malformed key."""
     from core import crypto
@@ -66,7 +85,9 @@ def check_not_superuser(
     from django.db import connections
 
     warnings: list[CheckMessage] = []
-    for alias in databases or []:
+    # The read replica is a copy of the primary, roles included; its own checks (core.replica)
+    # report it, as warnings: a replica that is down must not fail this check run.
+    for alias in [alias for alias in databases or [] if alias != REPLICA_ALIAS]:
         with connections[alias].cursor() as cursor:
             cursor.execute(
                 "SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user"
@@ -85,7 +106,7 @@ def check_not_superuser(
     return warnings
 
 
-@register()
+@register(PROJECT_TAG)
 def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """deskcomm.E007: S3 archive storage configured but boto3 (needed by django-storages) absent."""
     if not getattr(settings, "ARCHIVE_S3_BUCKET", ""):

@@ -13,11 +13,17 @@ import base64
 import hashlib
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.crypto import salted_hmac
+
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
+
+# cryptography (~7 MB with its Rust bindings) is imported by the first encrypt, decrypt or key
+# check, not here: every process imports this module (the models' apps declare their fields).
 
 logger = logging.getLogger(__name__)
 
@@ -39,15 +45,21 @@ def encrypt(context: str, plaintext: str) -> str:
 
 def decrypt(context: str, token: str) -> str:
     """Decrypt a token made by `encrypt` with any key of the context."""
+    from cryptography.fernet import MultiFernet
+
     return _open(context, token, MultiFernet.decrypt)
 
 
 def reencrypt(context: str, token: str) -> str:
     """Re-encrypt a token under the context's current key (key rotation)."""
+    from cryptography.fernet import MultiFernet
+
     return _open(context, token, MultiFernet.rotate)
 
 
 def _open(context: str, token: str, operation: Callable[[MultiFernet, bytes], bytes]) -> str:
+    from cryptography.fernet import InvalidToken
+
     try:
         return operation(_fernet(context), token.encode()).decode()
     except InvalidToken:
@@ -80,6 +92,8 @@ def known_contexts() -> list[str]:
 
 def is_current(context: str, token: str) -> bool:
     """True when the context's current (first) key reads the token: nothing to rotate."""
+    from cryptography.fernet import Fernet, InvalidToken
+
     keys = configured_keys(context)
     if not keys:
         return False
@@ -99,11 +113,18 @@ def configured_keys(context: str) -> list[str]:
 def key_problem(context: str) -> str | None:
     """Why the context's configured keys are unusable (None when they are fine or unset)."""
     for key in configured_keys(context):
-        try:
-            Fernet(key)
-        except ValueError:
+        if not is_fernet_key(key):
             return f"a {context} key is not a Fernet key (32 url-safe base64-encoded bytes)"
     return None
+
+
+def is_fernet_key(key: str) -> bool:
+    """What `Fernet(key)` accepts: 32 bytes, url-safe base64-encoded (the Fernet spec). Judged
+    here, without cryptography, because the system checks of every process (the workers') ask."""
+    try:
+        return len(base64.urlsafe_b64decode(key)) == 32
+    except ValueError:  # binascii.Error (bad padding or alphabet), or a non-ASCII string
+        return False
 
 
 def blind_index(context: str, value: str) -> str:
@@ -122,6 +143,8 @@ def dev_keys_allowed() -> bool:
 
 
 def _fernet(context: str) -> MultiFernet:
+    from cryptography.fernet import Fernet, MultiFernet
+
     keys = configured_keys(context)
     if keys:
         problem = key_problem(context)

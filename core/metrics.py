@@ -43,6 +43,14 @@ HTTP_REQUESTS = Counter(
     "HTTP requests answered, by method, route pattern and status code.",
     ["method", "route", "status"],
 )
+# Requests of the views marked replica-readable (core.replica.routing), by who served their reads:
+# `replica`; `pinned` (the primary, just after this browser's write); `fallback` (the primary,
+# the replica lagging, unreachable or not a standby).
+REPLICA_REQUESTS = Counter(
+    "deskcomm_db_replica_requests_total",
+    "Replica-readable requests, by who served their reads (replica, pinned, fallback).",
+    ["served_by"],
+)
 HTTP_DURATION = Histogram(
     "deskcomm_http_request_duration_seconds",
     "Time to answer an HTTP request, by method and route pattern.",

@@ -40,6 +40,7 @@ WEB_COMMANDS = frozenset({"runserver", "testserver"})
 
 SET_SCOPE_SQL = "SELECT set_config(%s, %s, false), set_config(%s, %s, false)"
 _DIRTY = "_deskcomm_rls_scoped"  # attribute on a connection wrapper: scoped away from its default
+_SCOPE = "_deskcomm_rls_scope"  # on a connection wrapper: (tenant, bypass) it was scoped to
 
 
 def select_for_process(argv: Sequence[str]) -> None:
@@ -86,11 +87,18 @@ def set_scope(
     tenant = str(organization_id) if organization_id else ""
     with connection.cursor() as cursor:
         cursor.execute(SET_SCOPE_SQL, [TENANT, tenant, BYPASS, "on" if bypass else "off"])
-    mark_scoped(connection)
+    mark_scoped(connection, organization_id=organization_id, bypass=bypass)
 
 
-def mark_scoped(connection: BaseDatabaseWrapper) -> None:
+def mark_scoped(
+    connection: BaseDatabaseWrapper,
+    *,
+    organization_id: uuid.UUID | None = None,
+    bypass: bool = False,
+) -> None:
+    """Record that `connection`'s session was scoped (by set_scope or by SQL) to this."""
     setattr(connection, _DIRTY, True)
+    setattr(connection, _SCOPE, (str(organization_id) if organization_id else "", bypass))
 
 
 def reset_scope(using: str = "default") -> None:
@@ -99,6 +107,7 @@ def reset_scope(using: str = "default") -> None:
     if not getattr(connection, _DIRTY, False):
         return
     setattr(connection, _DIRTY, False)
+    setattr(connection, _SCOPE, None)
     if connection.connection is None:
         return  # closed: the session (and its settings) went with it
     bypass = "on" if process_bypasses() else "off"
@@ -116,9 +125,26 @@ def scoped(*, organization_id: uuid.UUID | None = None, bypass: bool = False) ->
         reset_scope()
 
 
+def follow_scope(*, source: str, target: str) -> None:
+    """Give connection `target` the session scope of `source` (the read replica reads a
+    request's rows as the primary would): one statement when they differ, none otherwise."""
+    wanted = getattr(connections[source], _SCOPE, None)
+    follower = connections[target]
+    # A closed connection reopens with the process's default scope, whatever it was given.
+    current = getattr(follower, _SCOPE, None) if follower.connection is not None else None
+    if current == wanted:
+        return
+    if wanted is None:
+        reset_scope(target)
+        return
+    tenant, bypass = wanted
+    set_scope(organization_id=uuid.UUID(tenant) if tenant else None, bypass=bypass, using=target)
+
+
 def on_request_boundary(**kwargs: Any) -> None:
     """request_started / request_finished: never let a request inherit another's scope."""
-    reset_scope()
+    for alias in connections:
+        reset_scope(alias)
 
 
 class AdminBypassMiddleware:

@@ -19,7 +19,7 @@ def api_key_for_token(token: str) -> ApiKey | None:
     # Found by prefix under a bypass, then the session is scoped to the key's tenant (RLS).
     key = next(iter(ApiKey.objects.raw(AUTHENTICATE_SQL, [prefix])), None)
     if key is not None:
-        rls.mark_scoped(connection)
+        rls.mark_scoped(connection, organization_id=key.organization_id)
     if key is None or not api_keys.matches(token, key.secret_hash):
         return None
     return key

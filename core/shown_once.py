@@ -13,14 +13,17 @@ import hashlib
 import json
 import secrets
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet  # imported by _fernet: the admin loads this module
 
 SESSION_KEY = "core.shown_once"
 TTL_SECONDS = 600
@@ -68,6 +71,8 @@ def shown_once_view(request: HttpRequest, token: str) -> HttpResponse:
 def _open(sealed: str | None) -> ShownOnce | None:
     if sealed is None:
         return None
+    from cryptography.fernet import InvalidToken
+
     try:
         data = json.loads(_fernet().decrypt(sealed.encode(), ttl=TTL_SECONDS))
     except InvalidToken:
@@ -77,6 +82,8 @@ def _open(sealed: str | None) -> ShownOnce | None:
 
 
 def _fernet() -> Fernet:
+    from cryptography.fernet import Fernet
+
     # Its own key derived from SECRET_KEY: the session store (a table) never holds the secret
     # in clear, even for the minutes between the redirect and the page.
     digest = hashlib.sha256(f"deskcomm.shown-once:{settings.SECRET_KEY}".encode()).digest()

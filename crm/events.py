@@ -9,4 +9,5 @@ catalog.declare(
     "message.queued",
     required=["message_id", "conversation_id", "contact_id", "channel"],
     description="crm: send_message queued an outbound message; the channel's worker sends it",
+    priority=catalog.HIGH_PRIORITY,  # a customer waits for it
 )

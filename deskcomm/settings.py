@@ -8,6 +8,8 @@ from typing import Any
 import environ
 
 from core.db_timeouts import with_timeouts
+from core.replica.conf import ALIAS as REPLICA_ALIAS
+from core.replica.conf import replica_database
 from jobs.broker_config import choose_backend, dramatiq_broker
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -71,6 +73,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Row-level security: the platform admin sees every tenant (core.rls).
     "core.rls.AdminBypassMiddleware",
+    # Read-your-writes: after a write, this browser's reads skip the read replica for a while.
+    "core.replica.routing.PrimaryAfterWriteMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -137,6 +141,25 @@ DATABASE_TIMEOUTS = {
 }
 db_options = DATABASES["default"].setdefault("OPTIONS", {})
 db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
+
+# Read replica (README "Read replica"): a streaming standby that serves the read-only admin pages,
+# the status page and the API lists (core.replica); writes, workers and migrations stay on the
+# primary. Set after the primary's options: the replica's sessions get the same timeouts.
+DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
+if DATABASE_REPLICA_URL:
+    DATABASES[REPLICA_ALIAS] = replica_database(
+        env.db_url_config(DATABASE_REPLICA_URL), DATABASES["default"]
+    )
+    DATABASE_ROUTERS = ["core.replica.routing.ReplicaRouter"]
+DATABASE_REPLICA = given(
+    {
+        "MAX_LAG": env.float("DATABASE_REPLICA_MAX_LAG", default=unset),
+        "CHECK_INTERVAL": env.float("DATABASE_REPLICA_CHECK_INTERVAL", default=unset),
+        "PRIMARY_AFTER_WRITE_SECONDS": env.float(
+            "DATABASE_REPLICA_PRIMARY_AFTER_WRITE", default=unset
+        ),
+    }
+)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -312,8 +335,10 @@ EVENTBUS = given(
         "MAX_METADATA_BYTES": env.int("EVENTBUS_MAX_METADATA_BYTES", default=unset),
         # Nesting of payload and metadata (catalog payloads use <= 4 levels); deeper is refused.
         "MAX_JSON_DEPTH": env.int("EVENTBUS_MAX_JSON_DEPTH", default=unset),
-        # Emitting these wakes idle workers through LISTEN/NOTIFY instead of waiting for the next
-        # poll.
+        # Emitting an event of at least this priority (the catalog's, or the emit's own), or of
+        # one of these types, wakes idle workers through LISTEN/NOTIFY instead of waiting for the
+        # next poll.
+        "NOTIFY_MIN_PRIORITY": env.int("EVENTBUS_NOTIFY_MIN_PRIORITY", default=unset),
         "NOTIFY_EVENT_TYPES": env.list("EVENTBUS_NOTIFY_EVENT_TYPES", default=unset),
         # Extra modules imported at start-up to register consumers and event types (tests use
         # it).

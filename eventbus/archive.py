@@ -133,13 +133,19 @@ TENANT_SQL = "SELECT id FROM deskcomm_organization WHERE id = %s FOR KEY SHARE"
 # being replaced.
 ARCHIVE_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('eventbus.archive'), hashtext(%s::text))"
 
+# Archives written before a NOT NULL column existed lack its key: it gets the column's default.
 RESTORE_EVENT_SQL = """
-INSERT INTO event_log SELECT * FROM jsonb_populate_record(NULL::event_log, %s::jsonb)
+INSERT INTO event_log
+SELECT * FROM jsonb_populate_record(NULL::event_log, '{"priority": 0}'::jsonb || %s::jsonb)
 ON CONFLICT DO NOTHING
 """
 RESTORE_DELIVERY_SQL = """
 INSERT INTO eventbus_delivery
-SELECT * FROM jsonb_populate_record(NULL::eventbus_delivery, %s::jsonb)
+SELECT * FROM jsonb_populate_record(
+    NULL::eventbus_delivery,
+    '{"priority": 0, "isolate": false, "redelivered": false, "publish_failures": 0}'::jsonb
+    || %s::jsonb
+)
 ON CONFLICT DO NOTHING
 """
 RESTORE_ATTEMPT_SQL = """

@@ -12,6 +12,15 @@ delivery of an old event (a dead letter reprocessed after a deploy, a replay, or
 emitted just before it) is upcast, step by step, before its handler runs (`upcast`; the stored
 event stays as written). An upcast that cannot be done is an `UpcastError`: dead-lettered with
 its reason. Types without upcasters cost nothing: their payloads are handed over as stored.
+
+Each type also has a **priority** (`declare(..., priority=N)`, an integer from -10 to 10, 0 by
+default; an emit may override it): within a consumer, deliveries of higher priority are claimed
+first, and types at or above `EVENTBUS_NOTIFY_MIN_PRIORITY` wake idle workers at once. And an
+**ordering key**: `message.*` and `conversation.*` are keyed by their conversation (the payload's
+`conversation_id`, or the entity id of a `conversation` entity), so consumers declared
+`ordered=True` handle one conversation's events one at a time, in emit order
+(`declare(..., ordered_by="field")` keys another type by a payload field; an emit may pass its
+own `ordering_key`).
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ from eventbus.errors import EventValidationError, UpcastError
 EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
 _EVENT_TYPE_RE = re.compile(EVENT_TYPE_PATTERN)
 SUPPORT_WINDOW = dt.timedelta(days=30)
+PRIORITY_RANGE = range(-10, 11)  # -10 (background) .. 0 (normal) .. 10 (most urgent)
+HIGH_PRIORITY = 5  # the seed's user-facing types; EVENTBUS_NOTIFY_MIN_PRIORITY's default
+# Types under these entities are ordered by their conversation unless declared otherwise.
+ORDERED_ENTITIES = {"message": "conversation_id", "conversation": "conversation_id"}
+MAX_ORDERING_KEY_LENGTH = 255
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,8 @@ class EventSchema:
 
 
 _schemas: dict[str, dict[int, EventSchema]] = {}
+_priorities: dict[str, int] = {}  # type -> priority (per type, not per version)
+_ordered_by: dict[str, str] = {}  # type -> the payload field that keys its order
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 _upcasters: dict[str, dict[int, Upcaster]] = {}  # type -> from_version -> function
@@ -67,15 +83,65 @@ def declare(
     version: int = 1,
     description: str = "",
     superseded_on: dt.date | None = None,
+    priority: int | None = None,
+    ordered_by: str | None = None,
 ) -> EventSchema:
-    """Declare (or re-declare identically) one version of an event type."""
+    """Declare (or re-declare identically) one version of an event type.
+
+    `priority` and `ordered_by` belong to the type (every version): given once, they stay.
+    """
     validate_event_type(name)
     schema = EventSchema(name, version, tuple(required), description, superseded_on)
-    existing = _schemas.setdefault(name, {}).get(version)
+    existing = _schemas.get(name, {}).get(version)
     if existing is not None and existing != schema:
         raise EventValidationError(f"event type {name} v{version} is already declared differently")
-    _schemas[name][version] = schema
+    if priority is not None:
+        _priorities[name] = validate_priority(priority)
+    if ordered_by is not None:
+        if not isinstance(ordered_by, str) or not ordered_by:
+            raise EventValidationError(f"{name}: ordered_by must name a payload field")
+        _ordered_by[name] = ordered_by
+    _schemas.setdefault(name, {})[version] = schema
     return schema
+
+
+def validate_priority(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value not in PRIORITY_RANGE:
+        raise EventValidationError(
+            f"priority must be an integer from {PRIORITY_RANGE.start} to "
+            f"{PRIORITY_RANGE.stop - 1}, got {value!r}",
+            field="priority",
+        )
+    return value
+
+
+def priority_of(name: str) -> int:
+    """The type's priority (0 unless declared)."""
+    return _priorities.get(name, 0)
+
+
+def ordered_by(name: str) -> str | None:
+    """The payload field that keys the type's order, if any."""
+    found = _ordered_by.get(name)
+    if found is None:
+        found = ORDERED_ENTITIES.get(name.partition(".")[0])
+    return found
+
+
+def ordering_key(
+    name: str, entity_kind: str, entity_id: object, payload: Mapping[str, Any]
+) -> str | None:
+    """The catalog's ordering key of an event: its `ordered_by` payload field, else the entity
+    id when the entity is what that field names (`conversation_id` and a `conversation`)."""
+    field = ordered_by(name)
+    if field is None:
+        return None
+    value = payload.get(field)
+    if value is None and entity_id is not None and f"{entity_kind}_id" == field:
+        value = entity_id
+    if value is None or isinstance(value, bool | dict | list):
+        return None
+    return str(value)[:MAX_ORDERING_KEY_LENGTH]
 
 
 def is_declared(name: str) -> bool:
@@ -253,8 +319,15 @@ def _declare_seed_catalog() -> None:
         "webhook.delivery_failed": ("subscription_id", "event_id", "attempt", "error"),
         "webhook.subscription_disabled": ("subscription_id", "reason", "last_error"),
     }
+    # User-facing work first (a customer waits for it); bulk sync last.
+    priorities = {
+        "ai.handoff_triggered": HIGH_PRIORITY,
+        "conversation.opened": HIGH_PRIORITY,
+        "message.failed": HIGH_PRIORITY,
+        "nuvemshop.product_synced": -5,
+    }
     for name, required in seed.items():
-        declare(name, required=required, description="seed 000 §3")
+        declare(name, required=required, description="seed 000 §3", priority=priorities.get(name))
     # Seed 000's v1 carried `export_url_signed`, a bearer link to the subject's whole export, to
     # every consumer and webhook. v2 holds ids, states and dates only; the link goes to the data
     # subject by e-mail (lgpd.services).
@@ -272,6 +345,7 @@ def _declare_seed_catalog() -> None:
         required=("direction", "conversation_id", "contact_id", "body", "waha_message_id"),
         description="seed 000 §3 (superseded: it carried the message text)",
         superseded_on=dt.date(2026, 12, 1),
+        priority=HIGH_PRIORITY,
     )
     declare(
         "message.received",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
+from core.checks import PROJECT_TAG
 from eventbus import catalog
 from eventbus.conf import bus_settings
 from eventbus.registry import registry
@@ -17,7 +18,7 @@ from eventbus.registry import registry
 MAX_ENFORCEABLE_JSON_DEPTH = 500
 
 
-@register()
+@register(PROJECT_TAG)
 def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """eventbus.E001: a consumer subscribes to an event type missing from the catalog."""
     errors: list[CheckMessage] = []
@@ -35,7 +36,7 @@ def check_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     return errors
 
 
-@register()
+@register(PROJECT_TAG)
 def check_emit_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """eventbus.E002: EVENTBUS_MAX_JSON_DEPTH not an integer in 1..MAX_ENFORCEABLE_JSON_DEPTH."""
     try:
@@ -53,3 +54,26 @@ def _json_depth_error(problem: str) -> Error:
         hint=f"Use a whole number from 1 to {MAX_ENFORCEABLE_JSON_DEPTH} (default 32).",
         id="eventbus.E002",
     )
+
+
+@register(PROJECT_TAG)
+def check_ordered_consumers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """eventbus.W001: an ordered consumer takes a type that has no ordering key in the catalog."""
+    warnings: list[CheckMessage] = []
+    for consumer in registry.all():
+        if not consumer.ordered:
+            continue
+        for event_type in consumer.events:
+            if catalog.is_declared(event_type) and catalog.ordered_by(event_type) is None:
+                warnings.append(
+                    Warning(
+                        f"ordered consumer {consumer.name} takes {event_type}, which the catalog "
+                        "gives no ordering key: those events run unordered unless each emit "
+                        "passes ordering_key=",
+                        hint=f"Declare it with ordered_by='<payload field>' "
+                        f"(eventbus.catalog.declare({event_type!r}, ..., ordered_by=...)).",
+                        obj=consumer.label,
+                        id="eventbus.W001",
+                    )
+                )
+    return warnings

@@ -29,6 +29,7 @@ from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 from core.db import bound_cursor
 from eventbus.conf import bus_settings
 from eventbus.event import Event
+from eventbus.registry import registry
 from eventbus.retry import Verdict
 from eventbus.sql import statement
 
@@ -397,7 +398,13 @@ def replay(
         return []
     now = now or timezone.now()
     params: dict[str, Any] = {"ids": list(event_ids), "now": now}
-    replayed = {"consumer": consumer, "max_attempts": max_attempts, "replay_id": replay_id}
+    declared = registry.find(consumer)
+    replayed = {
+        "consumer": consumer,
+        "max_attempts": max_attempts,
+        "replay_id": replay_id,
+        "ordered": bool(declared and declared.ordered),
+    }
     with transaction.atomic():
         rows = _fetch("replay", {**params, **replayed})
         _fetch("resummarise", params, rows=False)

@@ -26,7 +26,10 @@ class BusSettings(AppSettings, namespace="EVENTBUS"):
     MAX_PAYLOAD_BYTES: int = 256 * 1024
     MAX_METADATA_BYTES: int = 8 * 1024
     MAX_JSON_DEPTH: int = 32
-    NOTIFY_EVENT_TYPES: tuple[str, ...] = ("message.received", "ai.handoff_triggered")
+    # An emit at or above this priority (catalog.priority_of, or the emit's own) wakes idle
+    # workers through LISTEN/NOTIFY at commit; so do the types listed in NOTIFY_EVENT_TYPES.
+    NOTIFY_MIN_PRIORITY: int = 5
+    NOTIFY_EVENT_TYPES: tuple[str, ...] = ()
     HANDLER_MODULES: tuple[str, ...] = ()
     DEAD_LETTER_HOOKS: tuple[str, ...] = ()
     # Per-consumer max attempts set by operators (name -> attempts), e.g. ORDER_POST_ATTEMPTS.

@@ -17,13 +17,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
 from django.core.mail import mail_admins
 from django.db import connection
 from django.utils import timezone
 
 from core.alerts import alert
-from core.http import guarded_client
 from eventbus.claim import DeadDelivery
 from eventbus.conf import bus_settings
 
@@ -139,6 +137,10 @@ def _send(due: Sequence[DlqGrowth], interval: float) -> None:
 
 
 def _post_webhook(url: str, text: str) -> None:
+    import httpx  # with core.http ~11 MB: only a process that posts an alert needs them
+
+    from core.http import guarded_client
+
     try:
         with guarded_client(timeout=WEBHOOK_TIMEOUT) as client:
             response = client.post(url, json={"text": text})

@@ -18,6 +18,7 @@ import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
 from psycopg.rows import dict_row
+from psycopg.types.numeric import Int2
 
 from core import context
 from core.db import bound_cursor, pipeline
@@ -50,6 +51,8 @@ class PreparedEvent:
     payload_json: str
     metadata_json: str
     idempotency_key: str | None
+    ordering_key: str | None
+    priority: int
 
 
 def emit(
@@ -62,10 +65,16 @@ def emit(
     metadata: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
     causation_id: uuid.UUID | str | None = None,
+    ordering_key: str | None = None,
+    priority: int | None = None,
 ) -> EventLog:
     """Write one event and its deliveries inside the caller's transaction; return the event.
 
     The same `idempotency_key` within an organization returns the existing event unchanged.
+    `ordering_key` (default: the catalog's, e.g. the conversation of a `message.*`): consumers
+    declared `ordered=True` handle the events of one key one at a time, in emit order.
+    `priority` (-10..10; default: the type's, `catalog.priority_of`): within a consumer, higher
+    priority is claimed first; at `EVENTBUS_NOTIFY_MIN_PRIORITY` or above it wakes idle workers.
     `causation_id`: the id of the event that caused this one (seed 004's envelope), stored as
     the metadata key `causation_id` next to the correlation ids.
     Raises `EventValidationError` (and writes nothing) for a bad type, payload or organization.
@@ -84,6 +93,8 @@ def emit(
         payload=payload,
         metadata=metadata,
         idempotency_key=idempotency_key,
+        ordering_key=ordering_key,
+        priority=priority,
     )
     routes = registry.for_event(prepared.event_type)
     with bound_cursor() as cursor:
@@ -102,7 +113,10 @@ def emit(
                 "consumers": [c.name for c in routes],
                 "max_attempts": [c.effective_max_attempts() for c in routes],
                 "delays": [c.delay_seconds for c in routes],
-                "notify": prepared.event_type in set(bus_settings.NOTIFY_EVENT_TYPES),
+                "ordered": [c.ordered for c in routes],
+                "ordering_key": prepared.ordering_key,
+                "priority": prepared.priority,
+                "notify": wakes(prepared),
                 "channel": WAKEUP_CHANNEL,
             },
             prepare=True,  # its planning cost ~4x its run (core.db.PREPARE_ONLY_WHEN_ASKED)
@@ -123,9 +137,9 @@ def emit_many(
     """Bulk emit for high volume; returns the event ids in input order.
 
     Each item is a mapping with `event_type`, `entity_kind` and optionally `entity_id`, `payload`,
-    `metadata`, `idempotency_key`. All or nothing: an invalid item raises `EventValidationError`
-    and nothing is written (the call runs in a savepoint, or its own transaction). A repeated
-    idempotency key yields the existing event's id.
+    `metadata`, `idempotency_key`, `ordering_key`, `priority` (as in `emit`). All or nothing: an
+    invalid item raises `EventValidationError` and nothing is written (the call runs in a
+    savepoint, or its own transaction). A repeated idempotency key yields the existing event's id.
 
     The items go out in statements of `EMIT_MANY_STATEMENT_ROWS` in pipeline mode: the server
     inserts one statement while this process validates and serialises the next.
@@ -144,15 +158,15 @@ def emit_many(
         if chunk:
             sent.append((_send_chunk(new_cursor(), chunk, org_id, now), chunk))
     ids: list[uuid.UUID] = []
-    types: set[str] = set()
+    wake = False
     for cursor, chunk in sent:
         inserted = {row["id"] for row in cursor.fetchall()}
         if None in inserted:  # every statement found it missing: nothing was written
             raise _missing_organization(org_id)
         ids.extend(_ids_in_order(chunk, inserted, org_id))
-        types.update(e.event_type for e in chunk)
+        wake = wake or any(wakes(e) for e in chunk)
     _count_on_commit([e.event_type for _, chunk in sent for e in chunk])
-    if types & set(bus_settings.NOTIFY_EVENT_TYPES):
+    if wake:
         with bound_cursor() as cursor:
             cursor.execute(statement("emit_wakeup"), {"channel": WAKEUP_CHANNEL})
     return ids
@@ -191,6 +205,8 @@ class Preparer:
         payload: object,
         metadata: object,
         idempotency_key: object,
+        ordering_key: object = None,
+        priority: object = None,
     ) -> PreparedEvent:
         name = self._event_type(event_type)
         kind = _validate_entity_kind(entity_kind)
@@ -202,6 +218,14 @@ class Preparer:
         )
         schema = self._schema(name, extra.get("schema_version"))
         catalog.check_payload(schema, body)
+        order = (
+            _validate_ordering_key(ordering_key)
+            if ordering_key is not None
+            else catalog.ordering_key(name, kind, ent_id, body)
+        )
+        rank = (
+            catalog.priority_of(name) if priority is None else catalog.validate_priority(priority)
+        )
         payload_json = json_text("payload", body, self.payload_limits)
         if not extra and key is None:
             meta, metadata_json = self._metadata_without_extras(schema)
@@ -216,7 +240,17 @@ class Preparer:
                 meta["idempotency_key"] = key
             metadata_json = json_text("metadata", meta, self.metadata_limits)
         return PreparedEvent(
-            uuid7(), schema.name, kind, ent_id, body, meta, payload_json, metadata_json, key
+            uuid7(),
+            schema.name,
+            kind,
+            ent_id,
+            body,
+            meta,
+            payload_json,
+            metadata_json,
+            key,
+            order,
+            rank,
         )
 
     def _event_type(self, event_type: object) -> str:
@@ -248,6 +282,14 @@ class Preparer:
         return found
 
 
+def wakes(event: PreparedEvent) -> bool:
+    """Whether emitting `event` wakes idle workers (LISTEN/NOTIFY at commit)."""
+    return (
+        event.priority >= bus_settings.NOTIFY_MIN_PRIORITY
+        or event.event_type in bus_settings.NOTIFY_EVENT_TYPES
+    )
+
+
 def resolve_organization(organization: object) -> uuid.UUID:
     """The organization's id; an id given as such must exist."""
     from core.models import Organization
@@ -277,6 +319,8 @@ def _prepare_item(index: int, item: Mapping[str, Any], preparer: Preparer) -> Pr
         "payload",
         "metadata",
         "idempotency_key",
+        "ordering_key",
+        "priority",
     }
     if unknown:
         raise EventValidationError(f"item {index}: unknown field(s) {sorted(unknown)}")
@@ -288,6 +332,8 @@ def _prepare_item(index: int, item: Mapping[str, Any], preparer: Preparer) -> Pr
             payload=item.get("payload"),
             metadata=item.get("metadata"),
             idempotency_key=item.get("idempotency_key"),
+            ordering_key=item.get("ordering_key"),
+            priority=item.get("priority"),
         )
     except EventValidationError as exc:
         raise EventValidationError(f"item {index}: {exc}", field=exc.field) from None
@@ -312,10 +358,13 @@ def _send_chunk(
             "payloads": [e.payload_json for e in chunk],
             "metadatas": [e.metadata_json for e in chunk],
             "idempotency_keys": [e.idempotency_key for e in chunk],
+            "ordering_keys": [e.ordering_key for e in chunk],
+            "priorities": [Int2(e.priority) for e in chunk],
             "r_types": [t for t, _ in routes],
             "r_consumers": [c.name for _, c in routes],
             "r_max": [c.effective_max_attempts() for _, c in routes],
             "r_delays": [float(c.delay_seconds) for _, c in routes],
+            "r_ordered": [c.ordered for _, c in routes],
         },
         binary=True,
     )
@@ -382,6 +431,8 @@ def _as_model(
         status="pending" if fanout else "done",
         fanout=fanout,
         idempotency_key=prepared.idempotency_key,
+        ordering_key=prepared.ordering_key,
+        priority=prepared.priority,
         created_at=now,
         updated_at=now,
     )
@@ -429,6 +480,16 @@ def _causation(value: object) -> str:
         raise EventValidationError(
             f"causation_id {value!r} is not an event id (a UUID)", field="causation_id"
         ) from None
+
+
+def _validate_ordering_key(value: object) -> str:
+    if not isinstance(value, str) or not value or len(value) > catalog.MAX_ORDERING_KEY_LENGTH:
+        raise EventValidationError(
+            f"ordering_key must be a non-empty string of at most "
+            f"{catalog.MAX_ORDERING_KEY_LENGTH} characters",
+            field="ordering_key",
+        )
+    return check_text("ordering_key", value)
 
 
 def _validate_idempotency_key(value: object) -> str | None:

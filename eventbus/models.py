@@ -71,6 +71,11 @@ class EventLog(models.Model):
     fanout = models.SmallIntegerField(default=0)
     # Also in metadata (seed); a column so the unique index below can serve ON CONFLICT.
     idempotency_key = models.TextField(null=True, blank=True)
+    # The catalog's ordering key (a conversation, for message.* and conversation.*) or the emit's
+    # own; copied to the deliveries of ordered consumers. The priority (catalog or emit), copied
+    # to every delivery (claimed highest first).
+    ordering_key = models.TextField(null=True, blank=True)
+    priority = models.SmallIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -185,6 +190,10 @@ class Delivery(models.Model):
     # Set by an operator's replay of this consumer over a time window (eventbus/replays.py): the
     # run it queued is a replay, and the same replay never queues it twice.
     replay_id = models.UUIDField(null=True, blank=True)
+    # Set only for consumers declared ordered=True (the event's key): claim.sql runs one
+    # delivery per (consumer, organization, key) at a time, the lowest id (emit order) first.
+    ordering_key = models.TextField(null=True, blank=True)
+    priority = models.SmallIntegerField(default=0, db_default=0)  # the event's: highest first
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -198,13 +207,21 @@ class Delivery(models.Model):
             ),
         ]
         indexes = [
-            # The claim: per organization and consumer, due pending work in due order. Only
-            # pending rows are in it, so a claim costs O(batch), not O(backlog); the leading
-            # organization_id also serves the loose scan that lists organizations with work.
+            # The claim: per organization and consumer, due pending work, highest priority
+            # first, then in due order. Only pending rows are in it, so a claim costs O(batch),
+            # not O(backlog); the leading organization_id also serves the loose scan that lists
+            # organizations with work.
             models.Index(
-                fields=["organization", "consumer", "next_attempt_at"],
+                fields=["organization", "consumer", "-priority", "next_attempt_at"],
                 condition=Q(status="pending"),
                 name="delivery_claim_idx",
+            ),
+            # Ordered consumers: is an earlier delivery of this key still pending, or one
+            # running? (claim.sql). Only keyed, unfinished rows are in it.
+            models.Index(
+                fields=["consumer", "organization", "ordering_key", "id"],
+                condition=Q(ordering_key__isnull=False, status__in=["pending", "processing"]),
+                name="delivery_ordering_idx",
             ),
             # claim_isolated.sql: deliveries waiting to run alone (usually none).
             models.Index(
@@ -313,6 +330,7 @@ class Route(models.Model):
     event_type = models.TextField()
     max_attempts = models.SmallIntegerField()
     delay_seconds = models.FloatField(default=0)
+    ordered = models.BooleanField(default=False, db_default=False)  # @consumer(ordered=True)
 
     class Meta:
         constraints = [
@@ -329,6 +347,8 @@ class EventTypeSchema(models.Model):
     version = models.IntegerField()
     required = ArrayField(models.TextField(), default=list)
     notify = models.BooleanField(default=False)  # emit_event sends the LISTEN/NOTIFY wake-up
+    priority = models.SmallIntegerField(default=0, db_default=0)  # catalog.priority_of
+    ordered_by = models.TextField(null=True, blank=True)  # catalog.ordered_by
 
 
 class DlqAlertState(models.Model):

@@ -44,6 +44,8 @@ class Consumer:
     atomic: bool = False  # run the handler and the ack in one transaction
     runs_on: RunsOn = "drain"
     timeout: dt.timedelta | None = None  # None: settings.EVENTBUS["HANDLER_TIMEOUT_SECONDS"]
+    # One delivery per ordering key at a time, in emit order (eventbus/sql/claim.sql).
+    ordered: bool = False
 
     @property
     def delay_seconds(self) -> float:
@@ -145,6 +147,7 @@ def make_consumer(
     atomic: bool = False,
     runs_on: RunsOn = "drain",
     timeout: float | dt.timedelta | None = None,
+    ordered: bool = False,
 ) -> Consumer:
     """Validate a declaration and build the Consumer (does not register it)."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
@@ -168,8 +171,10 @@ def make_consumer(
         raise ConsumerRegistrationError(
             f"{name}: runs_on must be one of {RUNS_ON}, got {runs_on!r}"
         )
+    if not isinstance(ordered, bool):
+        raise ConsumerRegistrationError(f"{name}: ordered must be True or False")
     limit = _timeout(name, timeout)
-    return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on, limit)
+    return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on, limit, ordered)
 
 
 def _timeout(name: str, timeout: float | dt.timedelta | None) -> dt.timedelta | None:
@@ -193,6 +198,7 @@ def consumer(
     atomic: bool = False,
     runs_on: RunsOn = "drain",
     timeout: float | dt.timedelta | None = None,
+    ordered: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register `fn(event) -> None` as consumer `name` of `events`.
 
@@ -205,6 +211,11 @@ def consumer(
     broker and the actor runs it and acks/nacks the same delivery row. `timeout` (seconds or a
     timedelta; default EVENTBUS_HANDLER_TIMEOUT_SECONDS) bounds one run: past it the attempt
     fails with `HandlerTimeout` and is retried per the table, and the worker's slot is freed.
+    `ordered=True` runs at most one delivery per ordering key (the catalog's: a conversation for
+    `message.*` and `conversation.*`, or the emit's `ordering_key`) at a time, across all
+    workers, in emit order: a delivery waiting for a retry holds back the later ones of its key
+    until it is done or dead-lettered (the dead letter releases the key). Events without a key
+    run unordered.
     """
 
     def decorate(fn: Handler) -> Handler:
@@ -218,6 +229,7 @@ def consumer(
                 atomic=atomic,
                 runs_on=runs_on,
                 timeout=timeout,
+                ordered=ordered,
             )
         )
         return fn
@@ -225,10 +237,10 @@ def consumer(
     return decorate
 
 
-def route_rows(consumers: Iterable[Consumer]) -> list[tuple[str, str, int, float]]:
-    """(consumer, event_type, max_attempts, delay_seconds) rows for the route table."""
+def route_rows(consumers: Iterable[Consumer]) -> list[tuple[str, str, int, float, bool]]:
+    """(consumer, event_type, max_attempts, delay_seconds, ordered) rows for the route table."""
     return [
-        (c.name, event_type, c.effective_max_attempts(), c.delay_seconds)
+        (c.name, event_type, c.effective_max_attempts(), c.delay_seconds, c.ordered)
         for c in consumers
         for event_type in c.events
     ]
@@ -243,5 +255,6 @@ def describe(consumer_: Consumer) -> dict[str, Any]:
         "atomic": consumer_.atomic,
         "runs_on": consumer_.runs_on,
         "timeout_seconds": consumer_.timeout_seconds(),
+        "ordered": consumer_.ordered,
         "handler": consumer_.label,
     }

@@ -19,6 +19,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
+from core.replica.routing import read_connection
 from eventbus.conf import bus_settings
 from eventbus.sql import statement
 
@@ -206,7 +207,7 @@ def _summed(tenants: list[Tenant]) -> Tenant:
 def sample_lag(*, now: dt.datetime | None = None) -> int:
     """Record each (organization, consumer) pair's oldest-due lag in this minute's rows;
     returns how many pairs had pending work."""
-    [row] = _rows("rollup_sample", {"now": now or timezone.now()})
+    [row] = _rows("rollup_sample", {"now": now or timezone.now()}, writes=True)
     return int(row["pairs"])
 
 
@@ -218,8 +219,9 @@ def purge(*, now: dt.datetime | None = None) -> int:
         return cursor.rowcount
 
 
-def _rows(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    with connection.cursor() as cursor:
+def _rows(name: str, params: dict[str, Any], *, writes: bool = False) -> list[dict[str, Any]]:
+    """A named statement's rows; a read-only one may run on the read replica (status page)."""
+    with (connection if writes else read_connection()).cursor() as cursor:
         cursor.execute(statement(name), params)
         columns = [column.name for column in cursor.description or ()]
         return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]

@@ -17,18 +17,29 @@ def sync_routes() -> tuple[int, int]:
     routes = route_rows(registry.all())
     schemas = [catalog.latest(name) for name in catalog.declared_types()]
     notify = set(bus_settings.NOTIFY_EVENT_TYPES)
+    wake_at = bus_settings.NOTIFY_MIN_PRIORITY
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_LOCK_SQL)
         cursor.execute("DELETE FROM eventbus_route")
         cursor.executemany(
-            "INSERT INTO eventbus_route (consumer, event_type, max_attempts, delay_seconds) "
-            "VALUES (%s, %s, %s, %s)",
+            "INSERT INTO eventbus_route (consumer, event_type, max_attempts, delay_seconds, "
+            "ordered) VALUES (%s, %s, %s, %s, %s)",
             routes,
         )
         cursor.execute("DELETE FROM eventbus_eventtypeschema")
         cursor.executemany(
-            "INSERT INTO eventbus_eventtypeschema (name, version, required, notify) "
-            "VALUES (%s, %s, %s, %s)",
-            [(s.name, s.version, list(s.required), s.name in notify) for s in schemas],
+            "INSERT INTO eventbus_eventtypeschema (name, version, required, notify, priority, "
+            "ordered_by) VALUES (%s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    s.name,
+                    s.version,
+                    list(s.required),
+                    s.name in notify or catalog.priority_of(s.name) >= wake_at,
+                    catalog.priority_of(s.name),
+                    catalog.ordered_by(s.name),
+                )
+                for s in schemas
+            ],
         )
     return len(routes), len(schemas)

@@ -18,10 +18,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
 from django.utils import timezone
 
 from core.models import Organization
+from core.replica.routing import read_connection
 from eventbus import rollup
 from eventbus.admin.selectors import distinct_values
 
@@ -183,7 +183,7 @@ def _read_backlog(
     by_type: dict[tuple[str, str], Counts],
     by_org: dict[uuid.UUID, Counts],
 ) -> None:
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(BACKLOG_SQL, {"now": now})
         for event_type, consumer, org_id, *backlog in cursor.fetchall():
             # organization_id is NOT NULL, so NULL marks the (event type, consumer) grouping set.
@@ -206,7 +206,7 @@ def _read_throughput(
         "buckets": BUCKETS,
         "consumers": consumers,
     }
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(THROUGHPUT_SQL, params)
         for event_type, consumer, org_id, bucket, done in cursor.fetchall():
             if org_id is not None:
@@ -217,7 +217,7 @@ def _read_throughput(
 
 def _read_failures_and_latency(now: dt.datetime, by_type: dict[tuple[str, str], Counts]) -> None:
     params: dict[str, Any] = {"now": now, "since": now - WINDOW}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(FAILURES_SQL, params)
         for event_type, consumer, failed in cursor.fetchall():
             by_type[(event_type, consumer)].failed = failed
@@ -249,7 +249,7 @@ def _organization_rows(by_org: dict[uuid.UUID, Counts]) -> list[Row]:
 
 
 def _events_estimate() -> int:
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(ESTIMATE_SQL)
         row = cursor.fetchone()
     return int(row[0]) if row else -1

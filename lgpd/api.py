@@ -23,6 +23,7 @@ from core.api.errors import Gone
 from core.api.pagination import CursorField, Position, page
 from core.api.schema import REQUEST_ID_PARAMETER, errors
 from core.api.views import ApiView, found_or_404
+from core.replica.routing import replica_view
 from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest
@@ -103,6 +104,7 @@ class DataRequestsView(ApiView):
         parameters=[DataRequestFilter, REQUEST_ID_PARAMETER],
         responses={200: DataRequestPageSerializer, **errors(400, 403)},
     )
+    @replica_view
     def get(self, request: Any) -> Response:
         query = self.validated(DataRequestFilter, request.query_params.dict())
         limit = query.get("limit") or api_settings.PAGE_SIZE

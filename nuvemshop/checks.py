@@ -6,10 +6,11 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Warning, register
 
+from core.checks import PROJECT_TAG
 from nuvemshop.conf import nuvemshop_settings
 
 
-@register()
+@register(PROJECT_TAG)
 def check_nuvemshop_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Once the app id is set, the secret and an https webhook base must be too."""
     if not nuvemshop_settings.APP_ID:

@@ -12,15 +12,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from core.http import guarded_client, retry_after_seconds
 from nuvemshop import ratelimit
 from nuvemshop.conf import nuvemshop_settings
 from nuvemshop.metrics import API_REQUESTS, count_response
 from nuvemshop.models import Store
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx and core.http (~11 MB) are imported where a client is built or a request is sent: the
+# services and the consumers import this module in every process, drain workers included.
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +54,10 @@ class Page:
 
 def http_client() -> httpx.Client:
     """The outbound client for Nuvemshop hosts (SSRF guard; private hosts only if allowed)."""
+    import httpx
+
+    from core.http import guarded_client
+
     return guarded_client(
         timeout=httpx.Timeout(
             nuvemshop_settings.TIMEOUT, connect=nuvemshop_settings.CONNECT_TIMEOUT
@@ -80,6 +87,8 @@ def next_link(header: str) -> str:
 def wait_seconds(response: httpx.Response) -> float:
     """How long a throttled store waits: Retry-After, else x-rate-limit-reset (milliseconds),
     else one second (at least 50 ms)."""
+    from core.http import retry_after_seconds
+
     retry_after = retry_after_seconds(response.headers.get("retry-after"))
     if retry_after is not None:
         return max(retry_after, 0.05)
@@ -117,6 +126,8 @@ class NuvemshopClient:
     def request_response(
         self, method: str, url: str, *, json: Any = None, params: Any = None
     ) -> httpx.Response:
+        import httpx
+
         for _ in range(THROTTLE_RETRIES):
             ratelimit.acquire(self.store.ns_store_id)
             try:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
-
-import httpx
 
 from nuvemshop.client import NuvemshopError, http_client
 from nuvemshop.conf import nuvemshop_settings
+
+if TYPE_CHECKING:
+    import httpx  # imported by code_exchange: the services import this module everywhere
 
 SESSION_STATE_KEY = "nuvemshop_oauth_state"
 SESSION_ORG_KEY = "nuvemshop_oauth_organization"
@@ -48,6 +50,8 @@ def state_matches(expected: str | None, given: str | None) -> bool:
 
 def code_exchange(code: str, client: httpx.Client | None = None) -> TokenGrant:
     """POST the code with the app's credentials; the grant, or OAuthError."""
+    import httpx
+
     body = {
         "client_id": nuvemshop_settings.APP_ID,
         "client_secret": nuvemshop_settings.CLIENT_SECRET,

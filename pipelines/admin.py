@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core import audit
+from core.admin_tables import ReplicaListAdmin
 from pipelines import graph, services
 from pipelines.definition import DefinitionError, parse
 from pipelines.models import AllowedHost, Execution, Pipeline, Step
@@ -154,7 +155,7 @@ class StepInline(admin.TabularInline):
 
 
 @admin.register(Execution)
-class ExecutionAdmin(admin.ModelAdmin):
+class ExecutionAdmin(ReplicaListAdmin):
     list_display = ["started_at", "pipeline", "trigger", "status", "attempts", "failed_node"]
     list_filter = ["status", "trigger", "organization"]
     search_fields = ["=id", "=event_id", "=order_id"]

@@ -25,20 +25,21 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from django.db import transaction
 from django.utils import timezone
 
 import eventbus
-from core.http import UnsendableURL, guarded_client, parse_url
 from crm.models import Order
 from eventbus import catalog
 from pipelines import metrics, templating
 from pipelines.conf import ALLOW_PRIVATE_SETTING, pipeline_settings
 from pipelines.definition import DefinitionError, Graph, Node, parse
 from pipelines.models import AllowedHost, Execution, Pipeline, Step
+
+if TYPE_CHECKING:
+    import httpx  # imported by the http_request node (~11 MB with core.http), not every process
 
 logger = logging.getLogger(__name__)
 RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
@@ -244,6 +245,10 @@ def _execute(state: _Run, node: Node, inputs: dict[str, Any]) -> NodeResult:
 
 
 def _http_request(state: _Run, node: Node, inputs: dict[str, Any]) -> dict[str, Any]:
+    import httpx
+
+    from core.http import UnsendableURL, guarded_client, parse_url
+
     config = node.config
     method = config.get("method", "POST")
     url_text = templating.render(config["url"], state.context)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import SandboxedEnvironment
+if TYPE_CHECKING:
+    from jinja2.sandbox import SandboxedEnvironment
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# Jinja2 is imported by the first template or expression compiled, not with this module: the
+# admin and the consumers import it in every process, drain workers included.
 MAX_TEMPLATE_CHARS = 10_000
 
 
@@ -24,18 +25,28 @@ class TemplateFailure(ValueError):
     """A template or expression that does not compile or does not render."""
 
 
+@lru_cache(maxsize=1)
+def _env() -> SandboxedEnvironment:
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+
+
 @lru_cache(maxsize=512)
 def _template(source: str) -> Any:
-    return _ENV.from_string(source)
+    return _env().from_string(source)
 
 
 @lru_cache(maxsize=512)
 def _expression(source: str) -> Any:
-    return _ENV.compile_expression(source, undefined_to_none=False)
+    return _env().compile_expression(source, undefined_to_none=False)
 
 
 def check_template(source: str) -> None:
     """Raise TemplateFailure if `source` does not compile."""
+    from jinja2 import TemplateError
+
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateFailure(f"a template may be at most {MAX_TEMPLATE_CHARS} characters")
     try:
@@ -45,6 +56,8 @@ def check_template(source: str) -> None:
 
 
 def check_expression(source: str) -> None:
+    from jinja2 import TemplateError
+
     if not source.strip():
         raise TemplateFailure("the expression is empty")
     if len(source) > MAX_TEMPLATE_CHARS:
@@ -63,6 +76,8 @@ def check_templates(value: Any) -> None:
 
 def render(value: Any, context: Mapping[str, Any]) -> Any:
     """Render every string of a JSON value (keys included) against `context`."""
+    from jinja2 import TemplateError
+
     if isinstance(value, str):
         if "{" not in value:
             return value
@@ -78,6 +93,8 @@ def render(value: Any, context: Mapping[str, Any]) -> Any:
 
 
 def evaluate(source: str, context: Mapping[str, Any]) -> bool:
+    from jinja2 import TemplateError
+
     try:
         return bool(_expression(source)(**context))
     except TemplateError as exc:

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from core import audit, shown_once
+from core.admin_tables import ReplicaListAdmin
 from webhooks import services
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery
@@ -216,7 +217,7 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReplicaListAdmin):
     list_display = ["id", "event_type", "subscription", "status", "attempts", "next_attempt_at"]
     list_filter = ["status"]
     list_select_related = ["event"]

@@ -9,7 +9,6 @@ from django.db import connection
 from eventbus.emitter import WAKEUP_CHANNEL
 from jobs.registry import job, job_setting
 from webhooks.services import attempts_purge
-from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
 
 @job("webhook-attempts-purge", crontab="15 4 * * *")
@@ -25,6 +24,9 @@ def wake_webhooks() -> int:
     The fallback for when no `deliver_webhooks` process is running: the same worker class, run
     until nothing is due or the limit is reached.
     """
+    # The sender (httpx, ~11 MB) is imported by the run, not by every process that loads jobs.
+    from webhooks.worker import WebhookWorker, WebhookWorkerOptions
+
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, 'process-pending-webhooks')", [WAKEUP_CHANNEL])
     limit = int(job_setting("process-pending-webhooks", "LIMIT", 500))

@@ -12,12 +12,17 @@ subscription is saved, and `sendable_url` judges the stored URL again before eve
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
-import httpx
 from django.conf import settings
 
-from core.http import parse_url, refusal_with_hint, switch_hint
 from webhooks.conf import webhook_settings
+
+if TYPE_CHECKING:
+    import httpx
+
+# core.http (httpx, httpcore: ~11 MB) is imported by the functions that judge a URL, not here:
+# the admin and the services import this module in every process, drain workers included.
 
 MAX_URL_LENGTH = 2000
 # The development switch that lets webhooks reach private targets; named in refusals.
@@ -30,6 +35,8 @@ def allow_private_targets() -> bool:
 
 def sendable_url(url: str) -> httpx.URL:
     """The URL as the client sends it, or core.http.UnsendableURL (a ValueError)."""
+    from core.http import parse_url
+
     return parse_url(url)
 
 
@@ -47,6 +54,8 @@ def validate_url(url: str) -> str:
 
 
 def _check_literal_host(host: str) -> None:
+    from core.http import refusal_with_hint, switch_hint
+
     if host == "localhost" or host.endswith(".localhost"):
         if not allow_private_targets():
             raise ValueError(

@@ -21,13 +21,16 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
-
-from core.http import guarded_client, retry_after_seconds
 from whatsapp.conf import whatsapp_settings
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx and core.http (~11 MB) are imported where a client is built or a call is made: the
+# admin, the services and the send consumer import this module in every process.
 
 ALLOW_PRIVATE_SETTING = "WAHA_ALLOW_PRIVATE_TARGETS"
 
@@ -69,6 +72,10 @@ class Target:
 
 
 def build_client() -> httpx.Client:
+    import httpx
+
+    from core.http import guarded_client
+
     return guarded_client(
         timeout=httpx.Timeout(
             whatsapp_settings.TIMEOUT,
@@ -213,6 +220,8 @@ def _call(
             code="not_configured",
             retryable=False,
         )
+    import httpx
+
     headers = {"Accept": "application/json"}
     if target.api_key:
         headers["X-Api-Key"] = target.api_key
@@ -240,6 +249,8 @@ def _call(
 
 
 def _status_error(response: httpx.Response) -> WahaError:
+    from core.http import retry_after_seconds
+
     status = response.status_code
     detail = response.text[:300]
     if status == 429 or status >= 500:

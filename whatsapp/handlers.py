@@ -14,6 +14,7 @@ from whatsapp.sending import send
     events=["message.queued"],
     max_attempts=6,  # operators: EVENTBUS CONSUMER_MAX_ATTEMPTS
     timeout=dt.timedelta(seconds=60),
+    ordered=True,  # one conversation's messages go out in the order they were queued
 )
 def send_queued_message(event: eventbus.Event) -> None:
     """Send a queued WhatsApp message through the organization's WAHA session, exactly once

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 
 from core import workers
 from core.models import Organization
+from core.replica.routing import replica_view
 from eventbus import replays, selectors, services
 from eventbus.registry import registry
 
@@ -23,6 +24,7 @@ PAUSE_PERMISSION = "eventbus.pause_consumer"
 REPLAY_PERMISSION = "eventbus.replay_consumer"
 
 
+@replica_view
 def workers_view(request: HttpRequest) -> TemplateResponse:
     """Every registered process: alive, stale (missed heartbeats) or stopped."""
     _require(request, "core.view_workerprocess")
@@ -39,6 +41,7 @@ def workers_view(request: HttpRequest) -> TemplateResponse:
     return TemplateResponse(request, "admin/eventbus/workers.html", context)
 
 
+@replica_view
 def consumers_view(request: HttpRequest) -> TemplateResponse:
     """Each consumer's state (running, paused, breaker open / half-open), since when, why."""
     _require(request, "eventbus.view_consumerstate")

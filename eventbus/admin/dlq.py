@@ -29,6 +29,7 @@ from django.utils.safestring import SafeString
 
 from core import context
 from core.admin_tables import ReadOnlyAdmin
+from core.replica.routing import replica_view
 from eventbus import consumer_labels
 from eventbus.admin import dlq_disabled, filters, rendering, selectors
 from eventbus.admin.dlq_actions import (
@@ -202,6 +203,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
 
     # -- pages -------------------------------------------------------------------------------
 
+    @replica_view
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -214,6 +216,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         }
         return super().changelist_view(request, extra)
 
+    @replica_view
     def change_view(
         self,
         request: HttpRequest,

@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
+from core.replica.routing import replica_view
 from eventbus.admin import filters, rendering, selectors
 from eventbus.admin.rendering import EventColumns, OrganizationColumn
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
@@ -60,6 +61,8 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
                     "created_at",
                     "updated_at",
                     "request_id",
+                    "priority",
+                    "ordering_key",
                     "last_error",
                 )
             },
@@ -80,12 +83,14 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             return queryset, False
         return queryset.filter(pk__in=selectors.events_matching(search_term).values("pk")), False
 
+    @replica_view
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         extra = {"hides_system": filters.hides_system(request), **(extra_context or {})}
         return super().changelist_view(request, extra)
 
+    @replica_view
     def change_view(
         self,
         request: HttpRequest,

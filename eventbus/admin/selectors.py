@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
 from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
 from core.models import AuditLog, Organization
+from core.replica.routing import read_connection
 from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
 from eventbus.registry import registry
 
@@ -51,7 +51,7 @@ def distinct_values(name: str, *, limit: int = CHOICES_LIMIT) -> list[str]:
     """Distinct entity kinds, consumers or dead consumers, by a loose index scan (any size)."""
     table, column, condition = DISTINCT_COLUMNS[name]
     sql = LOOSE_SCAN_SQL.format(table=table, column=column, condition=condition)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(sql, {"limit": limit})
         return [row[0] for row in cursor.fetchall()]
 

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from core.replica.routing import replica_view
 from eventbus.admin import rendering, selectors, status_charts
 from eventbus.admin.status_charts import ChartFilterForm
 from eventbus.registry import registry
@@ -31,6 +32,7 @@ class StatusLine:
     latency: str = "-"  # emit -> done, "p50 / p95"
 
 
+@replica_view
 def status_view(request: HttpRequest) -> TemplateResponse:
     """Backlog, lag, DLQ and throughput per event type/consumer and per organization, and the
     rollup's charts. Each section of the page has its own context function and template
@@ -134,6 +136,7 @@ class CorrelationForm(forms.Form):
     )
 
 
+@replica_view
 def correlation_view(request: HttpRequest) -> TemplateResponse:
     """Everything one request id caused, oldest first: audit, events, deliveries, attempts."""
     _require(request, "eventbus.view_eventlog")

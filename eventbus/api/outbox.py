@@ -27,6 +27,7 @@ from rest_framework.response import Response
 from core.api.pagination import CursorField
 from core.api.schema import REQUEST_ID_PARAMETER, errors
 from core.api.views import ApiView
+from core.replica.routing import replica_view
 from eventbus import selectors, services
 from eventbus.api import scopes
 from eventbus.api.serializers import EventFilterSerializer, StrictCharField, StrictSerializer
@@ -116,6 +117,7 @@ class OutboxListView(ApiView):
         parameters=[OutboxFilterSerializer, REQUEST_ID_PARAMETER],
         responses={200: OutboxPageSerializer, **errors(400, 403)},
     )
+    @replica_view
     def get(self, request: Any) -> Response:
         query = self.validated(OutboxFilterSerializer, request.query_params.dict())
         statuses = OUTBOX_STATUSES.get(query.get("status", ""))

@@ -60,6 +60,23 @@ class EmitSerializer(StrictSerializer):
         + ".",
     )
 
+    ordering_key = StrictCharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=255,
+        help_text="Consumers declared ordered handle one key's events one at a time, in emit "
+        "order. Default: the catalog's (a `message.*` or `conversation.*` event's conversation).",
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=-10,
+        max_value=10,
+        help_text="Higher is claimed first within each consumer (-10..10). Default: the type's.",
+    )
+
     def validate_event_type(self, value: str) -> str:
         namespace = value.split(".", 1)[0]
         if namespace in api_settings.RESERVED_EVENT_NAMESPACES:
@@ -130,6 +147,8 @@ class EventSerializer(serializers.Serializer):
     consumed_by = serializers.ListField(child=serializers.CharField())
     attempts = serializers.IntegerField(help_text="Failed attempts, all consumers together.")
     last_error = serializers.CharField(allow_null=True)
+    ordering_key = serializers.CharField(allow_null=True)
+    priority = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 

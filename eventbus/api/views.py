@@ -20,6 +20,7 @@ from core.api.pagination import Position, page
 from core.api.schema import REQUEST_ID_PARAMETER, errors
 from core.api.views import ApiView, found_or_404
 from core.models import Organization
+from core.replica.routing import replica_view
 from eventbus import selectors, services
 from eventbus.api import scopes
 from eventbus.api.serializers import (
@@ -71,6 +72,7 @@ class EventsView(ApiView):
         parameters=[EventFilterSerializer, REQUEST_ID_PARAMETER],
         responses={200: EventPageSerializer, **errors(400, 403)},
     )
+    @replica_view
     def get(self, request: Any) -> Response:
         query = self.validated(EventFilterSerializer, request.query_params.dict())
         filters = selectors.EventFilters(
@@ -232,6 +234,8 @@ def _emit(request: Any, body: dict[str, Any]) -> EventLog:
                 entity_id=body["entity_id"],
                 payload=body["payload"],
                 metadata=body["metadata"],
+                ordering_key=body["ordering_key"],
+                priority=body["priority"],
             )
         except EventValidationError as exc:
             raise emit_error(exc) from None

@@ -13,6 +13,19 @@
 -- left to claim_isolated.sql, which runs each of them alone. The claim counts the attempt; the
 -- reaper and the release give it back when the handler never ran.
 --
+-- Priority: each pair's share is taken highest priority first, then in due order (the claim
+-- index leads with it), so an urgent event overtakes its consumer's backlog in the next claim;
+-- shares stay equal per (organization, consumer), so one tenant's urgent flood never takes
+-- another tenant's share.
+--
+-- Ordering keys: a delivery of a consumer declared ordered=True carries its event's key and is
+-- claimable only when it is its key's next (no earlier delivery of the key still pending, i.e.
+-- waiting or retrying) and none of the key's is running (one delivery_ordering_idx probe each).
+-- Within one snapshot a key has at most one such delivery, and SKIP LOCKED plus the UPDATE's
+-- re-check give it to one claimer; a dead letter (dead, or discarded) releases its key. The
+-- rows of busy keys are scanned past: a claim of an ordered consumer costs O(its due rows) in
+-- the worst case, never a wait, and other keys' rows are claimed as usual.
+--
 -- Paused consumers (eventbus_consumer_state not 'running': an operator's pause or an open
 -- circuit breaker) are dropped from the list first, one primary-key probe per consumer named,
 -- so their deliveries stay pending and uncharged; %(probing)s names the consumers whose
@@ -54,7 +67,13 @@ WITH RECURSIVE runnable(consumer) AS MATERIALIZED (
         SELECT 1 FROM eventbus_delivery d
          WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
-         ORDER BY d.next_attempt_at
+           AND (d.ordering_key IS NULL OR NOT EXISTS (  -- ordered: this key's next, none running
+                 SELECT 1 FROM eventbus_delivery o
+                  WHERE o.consumer = d.consumer AND o.organization_id = d.organization_id
+                    AND o.ordering_key = d.ordering_key AND o.ordering_key IS NOT NULL
+                    AND o.status IN ('pending', 'processing')
+                    AND (o.id < d.id OR o.status = 'processing')))
+         ORDER BY d.priority DESC, d.next_attempt_at
          LIMIT 1
      ) AS probe
 ), share AS MATERIALIZED (
@@ -66,7 +85,13 @@ WITH RECURSIVE runnable(consumer) AS MATERIALIZED (
         SELECT d.id FROM eventbus_delivery d
          WHERE d.organization_id = active.org AND d.consumer = active.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
-         ORDER BY d.next_attempt_at
+           AND (d.ordering_key IS NULL OR NOT EXISTS (  -- ordered: this key's next, none running
+                 SELECT 1 FROM eventbus_delivery o
+                  WHERE o.consumer = d.consumer AND o.organization_id = d.organization_id
+                    AND o.ordering_key = d.ordering_key AND o.ordering_key IS NOT NULL
+                    AND o.status IN ('pending', 'processing')
+                    AND (o.id < d.id OR o.status = 'processing')))
+         ORDER BY d.priority DESC, d.next_attempt_at
          LIMIT (SELECT n FROM share)
            FOR UPDATE SKIP LOCKED
      ) c

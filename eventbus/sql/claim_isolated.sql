@@ -6,6 +6,7 @@
 -- now runs alone. The drain claims them one at a time (%(batch)s = 1) and runs nothing else
 -- meanwhile, so a handler that kills its worker again is the only delivery of that worker and
 -- is charged for it (see reap.sql); the relay, which runs no handler, publishes them as usual.
+-- Ordered consumers' deliveries wait for their key's turn as in claim.sql.
 -- Served by delivery_isolated_idx (only isolated pending rows are in it: usually none).
 WITH picked AS MATERIALIZED (
     SELECT d.id FROM eventbus_delivery d
@@ -13,7 +14,13 @@ WITH picked AS MATERIALIZED (
        AND d.consumer = ANY(%(consumers)s::text[])
        AND NOT EXISTS (SELECT 1 FROM eventbus_consumer_state s  -- paused: left pending
                         WHERE s.consumer = d.consumer AND s.state <> 'running')
-     ORDER BY d.next_attempt_at
+       AND (d.ordering_key IS NULL OR NOT EXISTS (  -- ordered: this key's next, none running
+               SELECT 1 FROM eventbus_delivery o
+                WHERE o.consumer = d.consumer AND o.organization_id = d.organization_id
+                  AND o.ordering_key = d.ordering_key AND o.ordering_key IS NOT NULL
+                  AND o.status IN ('pending', 'processing')
+                  AND (o.id < d.id OR o.status = 'processing')))
+     ORDER BY d.priority DESC, d.next_attempt_at
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED
 )

@@ -11,6 +11,8 @@
 -- them) so one slow consumer never holds more than its slots. Each pair with due work gets an
 -- equal share, taken in due order with FOR UPDATE SKIP LOCKED; the UPDATE re-checks it.
 --
+-- Highest priority first within each pair, as in claim.sql (webhook subscriptions are never
+-- ordered: their deliveries have no ordering key).
 -- `isolate` is ignored here: these pumps run no handler code that could kill the worker.
 -- Paused consumers (eventbus_consumer_state not 'running': a paused webhook subscription) are
 -- skipped with one primary-key probe per pair, so their deliveries stay pending and uncharged.
@@ -64,7 +66,7 @@ WITH RECURSIVE after_start(org) AS (
         SELECT 1 FROM eventbus_delivery d
          WHERE d.organization_id = capped.org AND d.consumer = capped.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
-         ORDER BY d.next_attempt_at
+         ORDER BY d.priority DESC, d.next_attempt_at
          LIMIT 1
      ) AS probe
 ), share AS MATERIALIZED (
@@ -76,7 +78,7 @@ WITH RECURSIVE after_start(org) AS (
         SELECT d.id FROM eventbus_delivery d
          WHERE d.organization_id = active.org AND d.consumer = active.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
-         ORDER BY d.next_attempt_at
+         ORDER BY d.priority DESC, d.next_attempt_at
          LIMIT least((SELECT n FROM share), active.cap)
            FOR UPDATE SKIP LOCKED
      ) c

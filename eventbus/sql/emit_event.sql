@@ -9,13 +9,19 @@
 -- The organization row is locked FOR KEY SHARE (the tenant check of every emit path); routes
 -- come from eventbus_route (the registry's mirror) plus eventbus_org_routes(), counted into
 -- `fanout` and written as deliveries in one statement (one snapshot).
+-- The priority is the caller's (p_priority) or the catalog's; the ordering key the caller's
+-- (p_ordering_key) or the catalog's (its `ordered_by` payload field, or the entity id when the
+-- entity is what that field names), given to the deliveries of ordered consumers only. The
+-- wake-up follows the type (its catalog priority, or EVENTBUS_NOTIFY_EVENT_TYPES).
 CREATE OR REPLACE FUNCTION emit_event(
     p_event_type      text,
     p_entity_kind     text,
     p_entity_id       uuid,
     p_payload         jsonb DEFAULT '{}'::jsonb,
     p_metadata        jsonb DEFAULT '{}'::jsonb,
-    p_organization_id uuid  DEFAULT NULL
+    p_organization_id uuid  DEFAULT NULL,
+    p_ordering_key    text  DEFAULT NULL,
+    p_priority        int   DEFAULT NULL
 ) RETURNS uuid
 LANGUAGE plpgsql
 AS $$
@@ -28,6 +34,8 @@ DECLARE
     v_missing  text[];
     v_inserted int;  -- events inserted (0, or 1)
     v_existing uuid;
+    v_order    text;
+    v_priority smallint;
 BEGIN
     IF p_organization_id IS NULL THEN
         RAISE EXCEPTION 'emit_event: organization is required (every event belongs to a tenant)'
@@ -60,34 +68,47 @@ BEGIN
               p_event_type, v_schema.version, array_to_string(v_missing, ', ')
               USING ERRCODE = '22023';
     END IF;
+    IF p_priority IS NOT NULL AND p_priority NOT BETWEEN -10 AND 10 THEN
+        RAISE EXCEPTION 'emit_event: priority must be an integer from -10 to 10, got %', p_priority
+              USING ERRCODE = '22023';
+    END IF;
+    v_priority := coalesce(p_priority, v_schema.priority);
+    v_order := left(coalesce(
+        nullif(p_ordering_key, ''),
+        CASE WHEN jsonb_typeof(v_payload -> v_schema.ordered_by) IN ('string', 'number')
+             THEN v_payload ->> v_schema.ordered_by END,
+        CASE WHEN p_entity_kind || '_id' = v_schema.ordered_by THEN p_entity_id::text END
+    ), 255);
 
     -- One statement (one snapshot): the routes are counted into `fanout` and turned into
     -- deliveries from the same rows, even while subscriptions change concurrently.
     WITH routes AS MATERIALIZED (
-        SELECT r.consumer, r.max_attempts, r.delay_seconds
+        SELECT r.consumer, r.max_attempts, r.delay_seconds, r.ordered
           FROM eventbus_route r WHERE r.event_type = p_event_type
         UNION ALL
-        SELECT o.consumer, o.max_attempts, o.delay_seconds
+        SELECT o.consumer, o.max_attempts, o.delay_seconds, false
           FROM eventbus_org_routes(p_organization_id, p_event_type, v_payload) o
     ), ev AS (
         INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
                                metadata, consumed_by, attempts, status, fanout, idempotency_key,
-                               created_at, updated_at)
+                               ordering_key, priority, created_at, updated_at)
         SELECT v_event_id, p_organization_id, p_event_type, p_entity_kind, p_entity_id, v_payload,
                v_metadata || jsonb_build_object(
                    'schema_version', v_schema.version,
                    'emitted_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')),
-               '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n, v_key, now(), now()
+               '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n, v_key, v_order,
+               v_priority, now(), now()
           FROM (SELECT count(*)::int AS n FROM routes) c
         -- No conflict target: the unique index, or when partitioned the key trigger (partitions.py).
         ON CONFLICT DO NOTHING
         RETURNING id
     ), deliveries AS (
         INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
-                                       attempts, max_attempts, next_attempt_at, created_at,
-                                       updated_at)
+                                       attempts, max_attempts, next_attempt_at, ordering_key,
+                                       priority, created_at, updated_at)
         SELECT ev.id, p_organization_id, r.consumer, p_event_type, 'pending', 0, r.max_attempts,
-               now() + r.delay_seconds * interval '1 second', now(), now()
+               now() + r.delay_seconds * interval '1 second',
+               CASE WHEN r.ordered THEN v_order END, v_priority, now(), now()
           FROM ev, routes r
     )
     SELECT count(*) INTO v_inserted FROM ev;

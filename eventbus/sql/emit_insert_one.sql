@@ -6,25 +6,28 @@
 -- own from eventbus_org_routes, e.g. webhook subscriptions), the event with `fanout` = how many,
 -- then one delivery per route. ON CONFLICT makes a repeated idempotency key a no-op (no row from
 -- `ev`, so no deliveries and no wake-up either).
--- `notify`: high-priority types also wake idle workers on `channel`; PostgreSQL delivers the
+-- The event's `priority` goes to every delivery; its `ordering_key` to those of the consumers
+-- declared ordered (`ordered`: one flag per registry route; the organization's routes, webhook
+-- subscriptions, are unordered).
+-- `notify`: high-priority events also wake idle workers on `channel`; PostgreSQL delivers the
 -- NOTIFY when the caller commits, and never for a rolled-back emit.
 -- Rows: (id, fanout, woken) of the new event; none for a repeated key; NULLs without a tenant.
 WITH tenant AS MATERIALIZED (
     SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
 ), routes AS MATERIALIZED (
-    SELECT r.consumer, r.max_attempts, r.delay
-      FROM unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[])
-           AS r(consumer, max_attempts, delay)
+    SELECT r.consumer, r.max_attempts, r.delay, r.ordered
+      FROM unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[],
+                  %(ordered)s::bool[]) AS r(consumer, max_attempts, delay, ordered)
     UNION ALL
-    SELECT o.consumer, o.max_attempts, o.delay_seconds
+    SELECT o.consumer, o.max_attempts, o.delay_seconds, false
       FROM eventbus_org_routes(%(org)s, %(event_type)s, %(payload)s::jsonb) o
 ), ev AS (
     INSERT INTO event_log (id, organization_id, event_type, entity_kind, entity_id, payload,
                            metadata, consumed_by, attempts, status, fanout, idempotency_key,
-                           created_at, updated_at)
+                           ordering_key, priority, created_at, updated_at)
     SELECT %(id)s, %(org)s, %(event_type)s, %(entity_kind)s, %(entity_id)s, %(payload)s::jsonb,
            %(metadata)s::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n,
-           %(idempotency_key)s, %(now)s, %(now)s
+           %(idempotency_key)s, %(ordering_key)s::text, %(priority)s::int2, %(now)s, %(now)s
       FROM (SELECT count(*)::int AS n FROM routes) c, tenant
     -- No conflict target: unpartitioned, event_log_idempotency_uniq is the arbiter; partitioned
     -- (eventbus/partitions.py), a trigger claims the key in event_log_idempotency.
@@ -32,9 +35,11 @@ WITH tenant AS MATERIALIZED (
     RETURNING id, fanout
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
-                                   attempts, max_attempts, next_attempt_at, created_at, updated_at)
+                                   attempts, max_attempts, next_attempt_at, ordering_key,
+                                   priority, created_at, updated_at)
     SELECT ev.id, %(org)s, r.consumer, %(event_type)s, 'pending', 0, r.max_attempts,
-           %(now)s + r.delay * interval '1 second', %(now)s, %(now)s
+           %(now)s + r.delay * interval '1 second',
+           CASE WHEN r.ordered THEN %(ordering_key)s::text END, %(priority)s::int2, %(now)s, %(now)s
       FROM ev, routes r
 )
 SELECT id, fanout,

@@ -5,10 +5,15 @@
 -- An operator replay (eventbus/replays.py) has an id: the deliveries it resets carry it, and a
 -- delivery already replayed under that id is not reset again (re-running a replay that was cut
 -- off continues it). Archive restores pass none.
+-- The event's priority, and for an ordered consumer (%(ordered)s) its ordering key, as at emit:
+-- a replayed key runs in delivery id order (a delivery created here comes after the key's
+-- existing ones, whatever its event's time).
 INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status, attempts,
-                               max_attempts, next_attempt_at, created_at, updated_at, replay_id)
+                               max_attempts, next_attempt_at, created_at, updated_at, replay_id,
+                               ordering_key, priority)
 SELECT e.id, e.organization_id, %(consumer)s, e.event_type, 'pending', 0, %(max_attempts)s,
-       %(now)s, %(now)s, %(now)s, %(replay_id)s::uuid
+       %(now)s, %(now)s, %(now)s, %(replay_id)s::uuid,
+       CASE WHEN %(ordered)s::boolean THEN e.ordering_key END, e.priority
   FROM event_log e
  WHERE e.id = ANY(%(ids)s::uuid[])
 ON CONFLICT (event_id, consumer) DO UPDATE
@@ -16,7 +21,8 @@ ON CONFLICT (event_id, consumer) DO UPDATE
        last_error = NULL, error_class = NULL, locked_until = NULL, lease_token = NULL,
        locked_by = NULL, finished_at = NULL, isolate = false,
            redelivered = false, redelivery_reason = NULL, updated_at = %(now)s,
-           replay_id = %(replay_id)s::uuid
+           replay_id = %(replay_id)s::uuid, ordering_key = EXCLUDED.ordering_key,
+           priority = EXCLUDED.priority
  WHERE eventbus_delivery.status IN ('done', 'dead', 'discarded')
    AND (%(replay_id)s::uuid IS NULL
         OR eventbus_delivery.replay_id IS DISTINCT FROM %(replay_id)s::uuid)

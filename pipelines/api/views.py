@@ -21,6 +21,7 @@ from core.api.errors import InvalidState, error_body
 from core.api.permissions import HasRequiredScope
 from core.api.schema import REQUEST_ID_PARAMETER, ErrorSerializer, errors
 from core.api.views import ApiView, found_or_404
+from core.replica.routing import replica_view
 from pipelines import selectors, services
 from pipelines.api.serializers import (
     ExecutionFilterSerializer,
@@ -166,6 +167,7 @@ class PipelinesView(PipelineView):
         scope=PIPELINES_READ,
         responses={200: PipelineListSerializer, **errors(403)},
     )
+    @replica_view
     def get(self, request: Any) -> Response:
         rows = selectors.pipeline_list(self.client(request).organization_id)
         return Response(PipelineListSerializer({"results": rows}).data)
@@ -234,6 +236,7 @@ class PipelineExecutionsView(PipelineView):
         parameters=[ExecutionFilterSerializer],
         responses={200: ExecutionListSerializer, **errors(400, 403, 404)},
     )
+    @replica_view
     def get(self, request: Any, pipeline_id: uuid.UUID) -> Response:
         query = self.validated(ExecutionFilterSerializer, request.query_params.dict())
         pipeline = self.pipeline(request, pipeline_id)

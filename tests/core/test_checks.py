@@ -73,3 +73,25 @@ def test_private_outbound_targets_are_flagged_for_deploys(settings: object) -> N
     assert warning.id == "deskcomm.W002" and "WEBHOOKS_ALLOW_PRIVATE_TARGETS" in warning.msg
     settings.DEBUG = True  # type: ignore[attr-defined]
     assert check_outbound_http() == []
+
+
+def test_drain_events_runs_every_check_but_the_webs() -> None:
+    """A check without a tag would silently be left out of the worker's (core.checks)."""
+    from django.core.checks import Tags
+    from django.core.checks.registry import registry as checks
+
+    from core.checks import WEB_ONLY_TAGS, worker_check_tags
+
+    worker_tags = set(worker_check_tags())
+    assert worker_tags.isdisjoint(WEB_ONLY_TAGS)
+    assert {"deskcomm", Tags.models, Tags.database} <= worker_tags
+    left_out = [
+        f"{check.__module__}.{check.__name__}"
+        for check in checks.get_checks(include_deployment_checks=True)
+        if worker_tags.isdisjoint(check.tags) and WEB_ONLY_TAGS.isdisjoint(check.tags)
+    ]
+    # Untagged, and the web's too: the middleware, and the API schema (a deploy check)
+    assert sorted(left_out) == [
+        "django.contrib.auth.checks.check_middleware",
+        "drf_spectacular.checks.schema_check",
+    ]

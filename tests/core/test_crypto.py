@@ -59,3 +59,24 @@ def test_development_uses_a_derived_key_and_says_so(caplog: pytest.LogCaptureFix
         assert crypto.decrypt("dev_ctx", token) == "x"
         assert check_encryption_keys() == []
     assert "DEVELOPMENT ONLY" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        Fernet.generate_key().decode(),
+        Fernet.generate_key().decode().rstrip("="),  # padding missing
+        Fernet.generate_key().decode()[:-4],  # 29 bytes
+        "A" * 64,  # 48 bytes
+        "not a key!",
+        "çãé" * 15,  # not ASCII
+        "",
+    ],
+)
+def test_the_key_format_check_agrees_with_fernet(key: str) -> None:
+    try:
+        Fernet(key)
+        accepted = True
+    except ValueError:
+        accepted = False
+    assert crypto.is_fernet_key(key) is accepted

@@ -333,3 +333,18 @@ def test_discard_requires_a_reason_and_audits_it(org: Organization) -> None:
     entry = AuditLog.objects.get(action="delivery.discard")
     assert entry.reason == "customer gone"
     error_of(client.post(url, {"reason": "again"}, format="json"), 409, "invalid_state")
+
+
+def test_an_api_emit_may_set_its_ordering_key_and_priority(org: Organization) -> None:
+    client = api_client(org, "events:write")
+    body = {**lead_stage_changed(), "ordering_key": "lead:7", "priority": 6}
+    response = client.post(EVENTS, body, format="json")
+    assert response.status_code == 201, response.content
+    assert (response.json()["ordering_key"], response.json()["priority"]) == ("lead:7", 6)
+    event = EventLog.objects.get(pk=response.json()["id"])
+    assert (event.ordering_key, event.priority) == ("lead:7", 6)
+    for field, bad in (("priority", 11), ("priority", "high"), ("ordering_key", 5)):
+        response = client.post(EVENTS, {**body, field: bad}, format="json")
+        error = error_of(response, 400, "validation_error")
+        assert field in error["fields"], error
+    assert EventLog.objects.count() == 1

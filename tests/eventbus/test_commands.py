@@ -64,3 +64,22 @@ def test_drain_events_rejects_an_unknown_consumer() -> None:
 def test_drain_events_rejects_bad_flags(args: list[str]) -> None:
     with pytest.raises(CommandError):
         call_command("drain_events", *args)
+
+
+def test_drain_events_runs_the_projects_checks_but_not_the_webs() -> None:
+    """The worker's start-up checks (core.checks.worker_check_tags): a bad key still stops it;
+    the URLconf is not imported (a URLconf that cannot be imported fails only the web's)."""
+    from django.core.management.base import SystemCheckError
+    from django.test.utils import override_settings
+
+    from eventbus.management.commands.drain_events import Command
+
+    with (
+        override_settings(ENCRYPTION_KEYS={"webhook_secrets": ["not-a-key"]}),
+        pytest.raises(SystemCheckError, match=r"deskcomm\.E003"),
+    ):
+        Command().check()  # what `manage.py drain_events` runs before it starts
+    with override_settings(ROOT_URLCONF="tests.no_such_urlconf"):
+        with pytest.raises(ImportError):
+            call_command("check")
+        Command().check()

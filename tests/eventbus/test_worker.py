@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import time_machine
@@ -18,7 +22,7 @@ from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import raw_connection, side_effect_rows
-from tests.support.processes import Drain, start_drain
+from tests.support.processes import REPO, Drain, start_drain, subprocess_env
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -194,3 +198,78 @@ def test_connection_lost_mid_ack_reconnects_and_settles_once(
     drain.send_signal(signal.SIGTERM)
     assert drain.wait(timeout=20) == 0
     assert "database error" in drain.output()
+
+
+# What a drain worker does not load at start (docs/architecture.md, "The hot path": a drain
+# worker loads less): the client libraries of the integrations and the web's stack, imported by
+# the code that uses them (a gateway built, a request sent, a template compiled, a secret
+# decrypted) or only by the web (URLconf, admin and template checks). celery/kombu
+# (django_celery_beat's models) and pgvector (ai's model field) stay: installed apps' models.
+NOT_LOADED_BY_A_DRAIN_WORKER = (
+    "openai",
+    "httpx",
+    "httpcore",
+    "jinja2",
+    "cryptography",
+    "requests",
+    "rest_framework.views",
+    "drf_spectacular.openapi",
+    "django.test",
+    "sentry_sdk",
+    "pygments",
+    "rich",
+)
+
+# `manage.py drain_events ARGS` as deployed (system checks included), then, at exit, what it
+# had imported and the consumers it had registered.
+IMPORT_PROBE = """
+import atexit, json, os, runpy, sys
+
+def report():
+    from eventbus.registry import registry
+
+    consumers = {c.name: c.handler.__module__ for c in registry.all()}
+    with open(os.environ["IMPORT_PROBE_OUT"], "w") as out:
+        json.dump({"modules": sorted(sys.modules), "consumers": consumers}, out)
+
+atexit.register(report)
+sys.argv = ["manage.py", "drain_events", *sys.argv[1:]]
+runpy.run_path("manage.py", run_name="__main__")
+"""
+
+
+def test_a_drain_worker_starts_without_the_client_libraries_and_registers_every_consumer(
+    tmp_path: Path,
+) -> None:
+    from eventbus.registry import registry
+
+    out = tmp_path / "probe.json"
+    probe = subprocess.run(
+        [sys.executable, "-c", IMPORT_PROBE, "--once", "--no-listen"],
+        cwd=REPO,
+        env=subprocess_env(IMPORT_PROBE_OUT=str(out), SENTRY_DSN=""),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stdout + probe.stderr
+    report = json.loads(out.read_text())
+
+    loaded = set(report["modules"])
+    assert [name for name in NOT_LOADED_BY_A_DRAIN_WORKER if name in loaded] == []
+    # every app's consumers are registered all the same (the handlers modules were imported)
+    product = {
+        name: module
+        for name, module in report["consumers"].items()
+        if not module.startswith("tests.")
+    }
+    expected = {c.name: c.handler.__module__ for c in registry.all()}
+    assert product == {n: m for n, m in expected.items() if not m.startswith("tests.")}
+    assert {m.split(".")[0] for m in product.values()} >= {
+        "ai",
+        "lgpd",
+        "nuvemshop",
+        "pipelines",
+        "whatsapp",
+    }

@@ -249,3 +249,79 @@ def chain(event: eventbus.Event) -> None:
         payload={"n": event.payload["n"] + 1},
         idempotency_key=f"chain:{event.id}",
     )
+
+
+# Ordering keys (tests/eventbus/test_ordering.py): a `message.*` type, so the catalog keys it by
+# its conversation. The ordered handler proves "one at a time per key" with a unique row held
+# while it runs, logs each success in completion order, and fails some first attempts.
+catalog.declare(
+    "message.order_probe",
+    required=["conversation_id", "seq"],
+    description="tests: messages of one conversation, numbered in emit order",
+)
+ORDER_PROBE_TABLES_SQL = """
+CREATE TABLE IF NOT EXISTS test_key_running (key text PRIMARY KEY, seq int);
+CREATE TABLE IF NOT EXISTS test_order_log (
+    id bigserial PRIMARY KEY, consumer text, key text, seq int, pid int, clock timestamptz
+);
+CREATE TABLE IF NOT EXISTS test_order_violation (key text, seq int, other_seq int);
+TRUNCATE test_key_running, test_order_log, test_order_violation;
+"""
+ORDER_PROBE_FAIL_EVERY = 7  # seq % 7 == 3 fails its first two attempts
+
+
+def _order_probe_log(event: eventbus.Event, key: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO test_order_log (consumer, key, seq, pid, clock)"
+            " VALUES (%s, %s, %s, %s, clock_timestamp())",
+            [event.consumer, key, event.payload["seq"], os.getpid()],
+        )
+
+
+@eventbus.consumer(
+    "ordered-probe-worker", events=["message.order_probe"], ordered=True, max_attempts=10
+)
+def ordered_probe(event: eventbus.Event) -> None:
+    key = str(event.payload["conversation_id"])
+    seq = int(event.payload["seq"])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO test_key_running (key, seq) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING"
+            " RETURNING key",
+            [key, seq],
+        )
+        if cursor.fetchone() is None:  # another delivery of this key is running right now
+            cursor.execute(
+                "INSERT INTO test_order_violation (key, seq, other_seq)"
+                " SELECT %s, %s, seq FROM test_key_running WHERE key = %s",
+                [key, seq, key],
+            )
+            return
+    try:
+        time.sleep(0.001 * (seq % 3))  # simulated I/O, so runs of different keys overlap
+        if seq % ORDER_PROBE_FAIL_EVERY == 3 and event.attempt <= 2:
+            raise ConnectionError(f"order probe: simulated failure of seq {seq}")
+        _order_probe_log(event, key)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM test_key_running WHERE key = %s AND seq = %s", [key, seq])
+
+
+@eventbus.consumer("unordered-probe-worker", events=["message.order_probe"], max_attempts=10)
+def unordered_probe(event: eventbus.Event) -> None:
+    _order_probe_log(event, str(event.payload["conversation_id"]))
+
+
+# Priorities (tests/eventbus/test_priority.py): completion order of a backlog and urgent events.
+catalog.declare("test.priority", required=["n"], description="tests: a backlog and urgent work")
+
+
+@eventbus.consumer("priority-probe-worker", events=["test.priority"])
+def priority_probe(event: eventbus.Event) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO test_order_log (consumer, key, seq, pid, clock)"
+            " VALUES (%s, %s, %s, %s, clock_timestamp())",
+            [event.consumer, str(event.organization_id), event.payload["n"], os.getpid()],
+        )

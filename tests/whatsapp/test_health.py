@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from core.metrics import exposition
 from crm.models import Conversation
 from crm.services import send_message
+from tests.support.factories import ConversationFactory
 from tests.support.waha import FakeWaha, Misbehaviour
 from tests.whatsapp.conftest import API_KEY
 from tests.whatsapp.test_sending import drain_once
@@ -72,6 +74,13 @@ def test_metrics_count_sends_by_outcome(
     send_message(conversation=conversation, body="Oi")
     drain_once()
     assert sample("deskcomm_whatsapp_sends_total", 'outcome="retry"') == retried + 1
-    send_message(conversation=conversation, body="Oi de novo")
+    # Another conversation: the sender is ordered per conversation, so this one's next message
+    # waits for the retry of its first.
+    other = ConversationFactory(
+        organization=conversation.organization,
+        external_chat_id="5511977776666@c.us",
+        last_inbound_at=timezone.now(),
+    )
+    send_message(conversation=other, body="Oi de novo")
     drain_once()
     assert sample("deskcomm_whatsapp_sends_total", 'outcome="sent"') >= sent + 1

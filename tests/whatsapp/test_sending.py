@@ -317,3 +317,27 @@ def test_a_send_whose_fate_waha_cannot_tell_is_never_resent(
     assert message.status == "sending" and message.attempts == 1
     assert len(waha.sends()) == 1  # asked, got no answer, did not send again
     assert Delivery.objects.get(consumer=SEND_CONSUMER).status == "pending"
+
+
+def test_one_conversations_messages_go_out_in_queue_order_a_retry_holding_the_next(
+    session: WahaSession, waha: FakeWaha, conversation: Conversation
+) -> None:
+    # The sender is an ordered consumer (by conversation): the second message waits for the
+    # first, which WAHA refuses once with a 500.
+    waha.fail_next(Misbehaviour(status=500))
+    first = send_message(conversation=conversation, body="Primeira")
+    second = send_message(conversation=conversation, body="Segunda")
+    drain_once()
+    assert [(c.body or {}).get("text") for c in waha.sends()] == ["Primeira"]  # second waits
+    second.refresh_from_db()
+    assert second.status == "queued"
+    Delivery.objects.filter(consumer=SEND_CONSUMER, status="pending").update(
+        next_attempt_at="2000-01-01T00:00Z"
+    )
+    drain_once()
+    drain_once()  # the second becomes its conversation's next once the first is sent
+    chat = waha.chats[conversation.external_chat_id]
+    assert [m["body"] for m in chat] == ["Primeira", "Segunda"]
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert (first.status, second.status) == ("sent", "sent")

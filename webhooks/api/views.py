@@ -22,6 +22,7 @@ from core.api.errors import InvalidState
 from core.api.permissions import HasRequiredScope
 from core.api.schema import REQUEST_ID_PARAMETER, errors
 from core.api.views import ApiView, found_or_404
+from core.replica.routing import replica_view
 from webhooks import selectors, services
 from webhooks.api.serializers import (
     WebhookDeliveryDetailSerializer,
@@ -124,6 +125,7 @@ class SubscriptionsView(WebhookView):
         "types, state and failure count (never their secrets).",
         responses={200: WebhookSubscriptionListSerializer, **errors(403)},
     )
+    @replica_view
     def get(self, request: Any) -> Response:
         rows = selectors.subscription_list(organization=self.client(request).organization_id)
         return Response(WebhookSubscriptionListSerializer({"results": rows}).data)
@@ -279,6 +281,7 @@ class DeliveriesView(WebhookView):
         parameters=[WebhookDeliveryFilterSerializer],
         responses={200: WebhookDeliveryListSerializer, **errors(400, 403)},
     )
+    @replica_view
     def get(self, request: Any) -> Response:
         query = self.validated(WebhookDeliveryFilterSerializer, request.query_params.dict())
         rows = selectors.delivery_list(

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from argparse import ArgumentParser
+from collections.abc import Sequence
 from typing import Any
 
+from django.apps import AppConfig
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 
+from core.checks import worker_check_tags
 from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
@@ -35,6 +39,26 @@ class Command(BaseCommand):
             help="Handler threads for I/O-bound consumers (default 1: inline).",
         )
         add_loop_arguments(parser)
+
+    def check(  # noqa: PLR0917  (BaseCommand.check's own signature)
+        self,
+        app_configs: Sequence[AppConfig] | None = None,
+        tags: Sequence[str] | None = None,
+        display_num_errors: bool = False,
+        include_deployment_checks: bool = False,
+        fail_level: int = checks.ERROR,
+        databases: Sequence[str] | None = None,
+    ) -> None:
+        # Every system check but the web's (core.checks.WEB_ONLY_TAGS: the URLconf, the admin,
+        # the templates), which would import the API's and the admin's stack into the worker.
+        super().check(
+            app_configs,
+            worker_check_tags() if tags is None else tags,
+            display_num_errors,
+            include_deployment_checks,
+            fail_level,
+            databases,
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         use_database_timeouts("worker")

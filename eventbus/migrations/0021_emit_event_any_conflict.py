@@ -14,7 +14,7 @@ from typing import Any
 from django.db import migrations
 
 PREVIOUS_EMIT_EVENT_SQL: str = import_module(
-    "eventbus.migrations.0012_event_tenant_check"
+    "eventbus.migrations.0020_ordering_and_priority"
 ).EMIT_EVENT_SQL
 TARGETED = (
     "        ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL"
@@ -40,6 +40,6 @@ def backwards(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-    dependencies = [("eventbus", "0019_delivery_replay_id")]
+    dependencies = [("eventbus", "0020_ordering_and_priority")]
 
     operations = [migrations.RunPython(forwards, backwards)]
