@@ -26,7 +26,8 @@ re-created, migrated; the base database is never touched):
    count-check the files, delete the deliveries in batches, detach and drop the partition).
    Prints both times, their ratio and where the partition path's time goes.
 
-The last lines of stdout are `key=value` figures. `--events 1000000` gives a quick run.
+The last lines of stdout are `key=value` figures. `--events 1000000` gives a quicker run;
+`--no-archive` stops after the pages; `--keep` leaves both databases for EXPLAIN.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Options:
     emits: int
     claims: int
     requests: int
+    archive: bool = True
 
 
 @dataclass
@@ -84,6 +86,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[console.Config, Options]:
     parser.add_argument("--claims", type=int, default=60, help="timed claims per phase")
     parser.add_argument("--requests", type=int, default=5, help="timed requests per page")
     parser.add_argument("--keep", action="store_true", help="leave the scratch database")
+    parser.add_argument("--no-archive", action="store_true", help="skip the month's archive")
     args = parser.parse_args(argv)
     if args.events < 1000 or min(args.emits, args.claims, args.requests) < 1:
         parser.error("--events must be at least 1000, the counts positive")
@@ -97,7 +100,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[console.Config, Options]:
         scratch_conninfo=names["scratch_conninfo"],
         admin_conninfo=names["admin_conninfo"],
     )
-    return config, Options(args.emits, args.claims, args.requests)
+    return config, Options(args.emits, args.claims, args.requests, not args.no_archive)
 
 
 def setup_django(config: console.Config, archive_root: str) -> None:
@@ -370,7 +373,6 @@ def run(config: console.Config, options: Options, archive_root: str, empty_name:
     say(f"empty database: emit {empty.emit_ms:.2f} ms, claim {empty.claim_ms:.2f} ms")
     say(f"{config.events:,} events: emit {full.emit_ms:.2f} ms, claim {full.claim_ms:.2f} ms")
     pages = time_console(config)
-    months = archive_month_both_ways()
     emit_ratio, claim_ratio = full.emit_ms / empty.emit_ms, full.claim_ms / empty.claim_ms
     print(f"Partitioned event log, {config.events:,} events of history, {ORGANIZATIONS} tenants")
     print(
@@ -384,6 +386,15 @@ def run(config: console.Config, options: Options, archive_root: str, empty_name:
     for page, ms in pages.items():
         verdict = "" if page == BASELINE else ("OK" if ms < console.TARGET_MS else "MISS")
         print(f"  {page:<36} {ms:7.1f} ms  x{ms / pages[BASELINE]:.1f} baseline  {verdict}")
+    print(f"emit_ratio={emit_ratio:.2f}")
+    print(f"claim_ratio={claim_ratio:.2f}")
+    for page, ms in pages.items():
+        if page != BASELINE:
+            print(f"{page.replace(' ', '_').lower()}_ms={ms:.1f}")
+    sys.stdout.flush()
+    if not options.archive:
+        return 0
+    months = archive_month_both_ways()
     print(
         f"  archive of a month ({months['rows']:,} events): files {months['files_s']:.1f}s, "
         f"then row delete {months['delete_s']:.2f}s vs partition detach "
@@ -393,11 +404,6 @@ def run(config: console.Config, options: Options, archive_root: str, empty_name:
         f"    partition path: deliveries and attempts deleted {months['deliveries_s']:.2f}s, "
         f"detach + drop {months['drop_s']:.2f}s, the rest reading the files back"
     )
-    print(f"emit_ratio={emit_ratio:.2f}")
-    print(f"claim_ratio={claim_ratio:.2f}")
-    for page, ms in pages.items():
-        if page != BASELINE:
-            print(f"{page.replace(' ', '_').lower()}_ms={ms:.1f}")
     print(f"archive_row_delete_s={months['delete_s']:.2f}")
     print(f"archive_detach_s={months['detach_s']:.2f}")
     print(f"archive_detach_ratio={months['delete_s'] / months['detach_s']:.2f}")
