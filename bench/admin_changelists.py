@@ -241,8 +241,11 @@ def drop_scratch(config: Config) -> None:
     say(f"dropped {config.scratch_name}")
 
 
-def seed(config: Config) -> None:
-    """Organizations, events, deliveries, attempts and summaries, all server-side."""
+def seed(
+    config: Config, *, organizations: int = ORGANIZATIONS, existing_organizations: bool = False
+) -> None:
+    """Organizations (unless they exist already), events, deliveries, attempts and summaries,
+    all server-side."""
     n = config.events
     spacing = 90 * 86400 / n  # seconds between consecutive events
     now = time.time()
@@ -253,7 +256,8 @@ def seed(config: Config) -> None:
     route_types = [t for _, types in ROUTES.items() for t in types]
     route_consumers = [c for c, types in ROUTES.items() for _ in types]
     with psycopg.connect(config.scratch_conninfo, autocommit=True) as conn:
-        conn.execute(SEED_ORGANIZATIONS_SQL, {"n": ORGANIZATIONS})
+        if not existing_organizations:
+            conn.execute(SEED_ORGANIZATIONS_SQL, {"n": organizations})
         now_ts = conn.execute("SELECT to_timestamp(%s)", [now]).fetchone()[0]
         for lo in range(1, n + 1, SEED_CHUNK):
             hi = min(lo + SEED_CHUNK - 1, n)
@@ -264,7 +268,7 @@ def seed(config: Config) -> None:
                     "hi": hi,
                     "now": now_ts,
                     "spacing": spacing,
-                    "orgs": ORGANIZATIONS,
+                    "orgs": organizations,
                     "types": [t for t, _ in EVENT_MIX],
                     "thresholds": thresholds,
                     "route_types": route_types,

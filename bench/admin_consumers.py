@@ -11,7 +11,7 @@ from eventbus.registry import consumer
 
 ROUTES: dict[str, tuple[str, ...]] = {
     "crm-sync-worker": ("lead.created", "lead.stage_changed", "lead.won", "contact.created"),
-    "ai-response-worker": ("message.received",),
+    "ai-suggest-worker": ("message.received",),  # not ai-response-worker: the ai app has it
     "webhook-fanout-worker": ("lead.created", "message.received", "message.sent", "lead.won"),
     "analytics-worker": ("conversation.opened", "message.delivered", "message.sent"),
 }

@@ -378,6 +378,8 @@ EVENTBUS = given(
         "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=unset),
         # Rows deleted per statement after a day is archived and verified.
         "ARCHIVE_DELETE_BATCH": env.int("EVENT_ARCHIVE_DELETE_BATCH", default=unset),
+        # Partitioned event log (eventbus/partitions.py): monthly partitions kept ready ahead.
+        "PARTITIONS_AHEAD": env.int("EVENT_LOG_PARTITIONS_AHEAD", default=unset),
         # DLQ growth alert: this many deliveries of one consumer dying within the interval alerts
         # ADMINS (and the webhook, when set), at most once per interval per consumer.
         "DLQ_ALERT_THRESHOLD": env.int("EVENTBUS_DLQ_ALERT_THRESHOLD", default=unset),

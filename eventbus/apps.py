@@ -26,11 +26,15 @@ class EventbusConfig(AppConfig):
             import_module(module)
         post_migrate.connect(_sync_after_migrate, sender=self)
 
+        from core.health import registry as health
         from core.metrics import register_scrape_collector
         from eventbus.job_runs import record_job_run
         from eventbus.metrics import QueueCollector, TenantCollector
+        from eventbus.partitions import check_partitions_ahead
         from jobs.registry import on_run
 
+        # Partitioned log only: fewer months ready ahead than wanted (emits fail past the last).
+        health.register("event_log_partitions", check_partitions_ahead, required=False)
         register_scrape_collector(QueueCollector)
         register_scrape_collector(TenantCollector)
         on_run(record_job_run)

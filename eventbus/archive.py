@@ -10,6 +10,13 @@ run never rewrites that day, it only removes hot rows still there (say, after a 
 deleted in bounded batches, each its own short transaction. A day with deliveries still pending or
 running is left for a later run.
 
+A partitioned log (eventbus/partitions.py) is archived a month at a time instead: once a month's
+partition is wholly older than the hot window and none of its deliveries is unfinished, every
+organization-day in it is written (or found archived) as above, the files are read back and their
+event counts checked against the partition's rows, its deliveries and attempts are deleted in
+batches, its idempotency keys released, and the partition is detached and dropped: no row-by-row
+delete of the events, no dead tuples left for vacuum.
+
 `restore_day` reads a day back into the hot tables (same ids; existing rows are kept) so it can be
 inspected and replayed to a chosen consumer. `eventbus.archive_rewrite` rewrites archived days
 (the LGPD redaction): the manifest names the current file.
@@ -32,8 +39,10 @@ from django.core.files import File
 from django.core.files.storage import Storage, storages
 from django.db import connection, transaction
 from django.utils import timezone
+from psycopg import sql
 
 from eventbus import claim as claims
+from eventbus import partitions
 from eventbus.conf import bus_settings
 
 logger = logging.getLogger(__name__)
@@ -79,7 +88,8 @@ SELECT e.created_at, e.id, jsonb_build_object(
  LIMIT %(limit)s
 """
 
-# One bounded batch of a day's hot rows: attempts, deliveries, events (FKs are deferred).
+# One bounded batch of a day's hot rows: attempts, deliveries, events (FKs are deferred). The
+# created_at range again on the delete lets a partitioned log read only the day's partition.
 DELETE_BATCH_SQL = """
 WITH ev AS (
     SELECT id FROM event_log
@@ -92,7 +102,27 @@ WITH ev AS (
 ), deliveries AS (
     DELETE FROM eventbus_delivery WHERE id IN (SELECT id FROM dl)
 )
-DELETE FROM event_log WHERE id IN (SELECT id FROM ev)
+DELETE FROM event_log
+ WHERE id IN (SELECT id FROM ev) AND created_at >= %(start)s AND created_at < %(end)s
+"""
+
+# A month's partition: its organization-days, and one batch of its events' deliveries (and their
+# attempts) in event id order after the last batch (the partition is read by its own name).
+MONTH_DAYS_SQL = """
+SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*)
+  FROM {partition} GROUP BY 1, 2 ORDER BY 2, 1
+"""
+MONTH_DELETE_BATCH_SQL = """
+WITH ev AS MATERIALIZED (
+    SELECT id FROM {partition} WHERE id > %(after)s ORDER BY id LIMIT %(limit)s
+), dl AS MATERIALIZED (
+    SELECT d.id FROM eventbus_delivery d WHERE d.event_id IN (SELECT id FROM ev)
+), attempts AS (
+    DELETE FROM eventbus_deliveryattempt WHERE delivery_id IN (SELECT id FROM dl)
+), deliveries AS (
+    DELETE FROM eventbus_delivery WHERE id IN (SELECT id FROM dl)
+)
+SELECT (SELECT id FROM ev ORDER BY id DESC LIMIT 1), (SELECT count(*) FROM ev)
 """
 
 TENANT_SQL = "SELECT id FROM deskcomm_organization WHERE id = %s FOR KEY SHARE"
@@ -134,6 +164,7 @@ class ArchiveReport:
     """What one archive run did."""
 
     days: int = 0  # organization-days written (or found archived) and removed from hot tables
+    months: int = 0  # partitions dropped (a partitioned log)
     events: int = 0  # hot event rows deleted
     skipped: int = 0  # days left for later (deliveries still pending or running)
 
@@ -163,6 +194,8 @@ def archive_due(*, now: dt.datetime | None = None) -> ArchiveReport:
     now = now or timezone.now()
     hot_days = bus_settings.ARCHIVE_HOT_DAYS
     cutoff = _day_start(now.astimezone(dt.UTC).date() - dt.timedelta(days=hot_days))
+    if partitions.is_partitioned():
+        return archive_months(cutoff)
     with connection.cursor() as cursor:
         cursor.execute(DUE_DAYS_SQL, {"cutoff": cutoff, "limit": DAYS_PER_RUN})
         due = cursor.fetchall()
@@ -175,6 +208,66 @@ def archive_due(*, now: dt.datetime | None = None) -> ArchiveReport:
         report.days += 1
         report.events += deleted
     return report
+
+
+def archive_months(cutoff: dt.datetime) -> ArchiveReport:
+    """A partitioned log: archive and drop the oldest month wholly before `cutoff` (one a run:
+    bounded work; a backlog of months is caught up over several runs)."""
+    report = ArchiveReport()
+    due = [p for p in partitions.partitions() if p.upper <= cutoff]
+    if due:
+        archive_month(due[0], report)
+    return report
+
+
+def archive_month(partition: partitions.Partition, report: ArchiveReport) -> None:
+    """Archive every organization-day of a month's partition, verify, then drop the partition.
+
+    Leaves the month for a later run (report.skipped) while any delivery is unfinished; raises
+    ArchiveError (dropping nothing) when a file does not hold the partition's rows.
+    """
+    name = sql.Identifier(partition.name)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.SQL(MONTH_DAYS_SQL).format(partition=name))
+        days = cursor.fetchall()
+    for org_id, day, _ in days:
+        if _has_unfinished(org_id, _day_start(day), _day_start(day + dt.timedelta(days=1))):
+            logger.info("archive: %s has deliveries still running; later", partition.name)
+            report.skipped += 1
+            return
+    storage = archive_storage()
+    for org_id, day, hot in days:
+        start, end = _day_start(day), _day_start(day + dt.timedelta(days=1))
+        with transaction.atomic():
+            lock_organization(org_id)
+            if storage.exists(paths(org_id, day)[1]):  # written earlier: read it back again
+                manifest = read_day(storage, org_id, day)[0]
+            else:  # store_day has just read it back (SHA-256 and count)
+                manifest = _write_day(storage, org_id, day, start, end)
+        if manifest["events"] != hot:
+            raise ArchiveError(
+                f"archive of {org_id} {day} holds {manifest['events']} events; the partition "
+                f"{partition.name} has {hot}: nothing dropped"
+            )
+        report.days += 1
+        report.events += hot
+    _delete_month_deliveries(name)
+    partitions.release_keys(partition.lower, partition.upper)
+    partitions.drop_partition(partition)
+    report.months += 1
+    logger.info("archive: %s archived (%d days) and dropped", partition.name, len(days))
+
+
+def _delete_month_deliveries(partition: sql.Identifier) -> None:
+    statement = sql.SQL(MONTH_DELETE_BATCH_SQL).format(partition=partition)
+    after = uuid.UUID(int=0)
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement, {"after": after, "limit": bus_settings.ARCHIVE_DELETE_BATCH})
+            last, seen = cursor.fetchone()
+        if not seen:
+            return
+        after = last
 
 
 def archive_day(organization_id: uuid.UUID, day: dt.date) -> int | None:
@@ -232,6 +325,8 @@ def restore_day(
     with transaction.atomic(), connection.cursor() as cursor:
         lock_organization(organization_id)
         lines = read_day(archive_storage(), organization_id, day)[1]
+        if partitions.is_partitioned():  # its month may have been dropped: create it again
+            partitions.ensure_range(_day_start(day), _day_start(day + dt.timedelta(days=1)))
         # event_log has no per-row foreign key (see eventbus.emitter): check the tenant here,
         # holding it until the restore commits, as every emit does.
         cursor.execute(TENANT_SQL, [organization_id])
@@ -243,8 +338,8 @@ def restore_day(
         for line in lines:
             record = json.loads(line)
             event_ids.append(uuid.UUID(record["event"]["id"]))
-            for kind, sql, row in _rows_of(record):
-                cursor.execute(sql, [json.dumps(row)])
+            for kind, statement, row in _rows_of(record):
+                cursor.execute(statement, [json.dumps(row)])
                 counts[kind] += cursor.rowcount
         replayed = _replay(event_ids, replay_to) if replay_to else 0
     return RestoreReport(counts[0], counts[1], counts[2], replayed)

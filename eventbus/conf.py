@@ -42,6 +42,11 @@ class BusSettings(AppSettings, namespace="EVENTBUS"):
     RELAY_MAX_ATTEMPTS: int = 10  # OUTBOX_MAX_ATTEMPTS: publish failures before the delivery dies
     ARCHIVE_HOT_DAYS: int = 90  # R-E6: events older than this are archived, then deleted
     ARCHIVE_DELETE_BATCH: int = 5000  # rows per DELETE after an archive is verified
+    # The partitioned event log (eventbus/partitions.py): months of partitions kept ready after
+    # this one, the health check's minimum, and each partition's fillfactor (HOT summary updates).
+    PARTITIONS_AHEAD: int = 3  # EVENT_LOG_PARTITIONS_AHEAD
+    PARTITIONS_MIN_AHEAD: int = 2
+    PARTITION_FILLFACTOR: int = 80
     DLQ_ALERT_THRESHOLD: int = 10
     DLQ_ALERT_INTERVAL: float = 3600.0
     DLQ_ALERT_WEBHOOK_URL: str = ""

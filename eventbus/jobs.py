@@ -8,7 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from eventbus import archive, rollup, settle
+from core.alerts import alert
+from eventbus import archive, partitions, rollup, settle
 from eventbus.conf import bus_settings
 from eventbus.dlq_alerts import dlq_alerts_check
 from eventbus.worker import Worker, WorkerOptions
@@ -36,8 +37,23 @@ def drain_fallback() -> int:
 @job("event-log-archive", crontab="30 3 * * *")
 def archive_old_events() -> int:
     """Archive events older than the hot window (gzip NDJSON per organization and day), then
-    delete them (R-E6)."""
+    delete them (R-E6); a partitioned log drops whole months' partitions instead."""
     return archive.archive_due().events
+
+
+@job("event-log-partitions", crontab="15 3 * * *")
+def create_partitions_ahead() -> int:
+    """A partitioned event log: create the monthly partitions up to EVENT_LOG_PARTITIONS_AHEAD
+    (3) months ahead, and alert if fewer than EVENTBUS_PARTITIONS_MIN_AHEAD are ready after it
+    (emits fail once the last partition's month is over); then ANALYZE the partitioned table
+    (autovacuum analyzes the partitions, never their parent). Nothing on an unpartitioned log."""
+    created = partitions.ensure_partitions()
+    partitions.analyze_parent()
+    try:
+        partitions.check_partitions_ahead()
+    except partitions.PartitionError as exc:
+        alert("event log partitions behind", error=str(exc))
+    return len(created)
 
 
 @job("dlq-alert", every=dt.timedelta(minutes=5))

@@ -89,7 +89,9 @@ class EventLog(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="event_log_status_valid"
             ),
-            # emit(idempotency_key=...): INSERT ... ON CONFLICT (organization_id, idempotency_key)
+            # emit(idempotency_key=...): the arbiter of the emits' ON CONFLICT DO NOTHING.
+            # A partitioned log (eventbus/partitions.py) has a plain index of this name instead,
+            # and the key table event_log_idempotency holds the uniqueness.
             models.UniqueConstraint(
                 fields=["organization", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),

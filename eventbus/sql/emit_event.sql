@@ -99,7 +99,8 @@ BEGIN
                '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n, v_key, v_order,
                v_priority, now(), now()
           FROM (SELECT count(*)::int AS n FROM routes) c
-        ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        -- No conflict target: the unique index, or when partitioned the key trigger (partitions.py).
+        ON CONFLICT DO NOTHING
         RETURNING id
     ), deliveries AS (
         INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,

@@ -36,7 +36,9 @@ WITH tenant AS MATERIALIZED (
            coalesce(c.n, 0), i.idempotency_key, i.ordering_key, i.priority, %(now)s, %(now)s
       FROM i LEFT JOIN counts c ON c.event_id = i.id CROSS JOIN tenant
      ORDER BY i.ord
-    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    -- No conflict target: unpartitioned, event_log_idempotency_uniq is the arbiter; partitioned
+    -- (eventbus/partitions.py), a trigger claims the key in event_log_idempotency.
+    ON CONFLICT DO NOTHING
     RETURNING id, event_type, ordering_key, priority
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,

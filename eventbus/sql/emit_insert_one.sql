@@ -29,7 +29,9 @@ WITH tenant AS MATERIALIZED (
            %(metadata)s::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n,
            %(idempotency_key)s, %(ordering_key)s::text, %(priority)s::int2, %(now)s, %(now)s
       FROM (SELECT count(*)::int AS n FROM routes) c, tenant
-    ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    -- No conflict target: unpartitioned, event_log_idempotency_uniq is the arbiter; partitioned
+    -- (eventbus/partitions.py), a trigger claims the key in event_log_idempotency.
+    ON CONFLICT DO NOTHING
     RETURNING id, fanout
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
