@@ -59,5 +59,18 @@ def _sync_after_migrate(using: str = "default", **kwargs: Any) -> None:
     from eventbus.routes import sync_routes
     from jobs.migrate_hooks import tables_exist
 
-    if tables_exist(using, *ROUTE_TABLES):  # absent after `migrate eventbus zero`
+    # Absent after `migrate eventbus zero`; and a partial migrate (to an older migration) leaves
+    # the tables without the columns this code writes: the next full migrate, or a worker's
+    # start, syncs them.
+    if tables_exist(using, *ROUTE_TABLES) and _fully_migrated(using, "eventbus"):
         sync_routes()
+
+
+def _fully_migrated(using: str, app_label: str) -> bool:
+    """Whether every migration of `app_label` in the code is applied on `using`."""
+    from django.db import connections
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connections[using])
+    leaves = [node for node in executor.loader.graph.leaf_nodes() if node[0] == app_label]
+    return not executor.migration_plan(leaves)
