@@ -86,7 +86,8 @@ def emit(
         }
     org_id = resolve_organization(organization)
     now = timezone.now()
-    prepared = Preparer(now).prepare(
+    preparer = Preparer(now)
+    prepared = preparer.prepare(
         event_type,
         entity_kind=entity_kind,
         entity_id=entity_id,
@@ -116,7 +117,7 @@ def emit(
                 "ordered": [c.ordered for c in routes],
                 "ordering_key": prepared.ordering_key,
                 "priority": prepared.priority,
-                "notify": wakes(prepared),
+                "notify": preparer.wakes(prepared),
                 "channel": WAKEUP_CHANNEL,
             },
             prepare=True,  # its planning cost ~4x its run (core.db.PREPARE_ONLY_WHEN_ASKED)
@@ -164,7 +165,7 @@ def emit_many(
         if None in inserted:  # every statement found it missing: nothing was written
             raise _missing_organization(org_id)
         ids.extend(_ids_in_order(chunk, inserted, org_id))
-        wake = wake or any(wakes(e) for e in chunk)
+        wake = wake or any(preparer.wakes(e) for e in chunk)
     _count_on_commit([e.event_type for _, chunk in sent for e in chunk])
     if wake:
         with bound_cursor() as cursor:
@@ -192,6 +193,8 @@ class Preparer:
         self.metadata_limits = JsonLimits(
             bus_settings.MAX_METADATA_BYTES, "EVENTBUS_MAX_METADATA_BYTES", depth
         )
+        self.wake_at = bus_settings.NOTIFY_MIN_PRIORITY
+        self.wake_types = frozenset(bus_settings.NOTIFY_EVENT_TYPES)
         self._valid_types: set[str] = set()
         self._schemas: dict[tuple[str, int | None], catalog.EventSchema] = {}
         self._plain_metadata: dict[catalog.EventSchema, tuple[dict[str, Any], str]] = {}
@@ -253,6 +256,10 @@ class Preparer:
             rank,
         )
 
+    def wakes(self, event: PreparedEvent) -> bool:
+        """Whether emitting `event` wakes idle workers (LISTEN/NOTIFY at commit)."""
+        return event.priority >= self.wake_at or event.event_type in self.wake_types
+
     def _event_type(self, event_type: object) -> str:
         if isinstance(event_type, str) and event_type in self._valid_types:
             return event_type
@@ -280,14 +287,6 @@ class Preparer:
         # Shared by this call's events, like the JSON text: a Preparer lives for one emit call,
         # and only emit() hands the dict out (on the one event it returns).
         return found
-
-
-def wakes(event: PreparedEvent) -> bool:
-    """Whether emitting `event` wakes idle workers (LISTEN/NOTIFY at commit)."""
-    return (
-        event.priority >= bus_settings.NOTIFY_MIN_PRIORITY
-        or event.event_type in bus_settings.NOTIFY_EVENT_TYPES
-    )
 
 
 def resolve_organization(organization: object) -> uuid.UUID:
