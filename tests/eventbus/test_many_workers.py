@@ -29,9 +29,12 @@ BIG, SMALL = 1000, 100
 CONNECTIONS_PER_DRAIN = 4
 
 # Another owner's token and lease (long enough that no reaper takes the rows back meanwhile).
+# The outer status test matters: a row its owner acks between the subquery's snapshot and the
+# UPDATE's row lock is re-checked against its new version, and a done row is left alone.
 STEAL_SQL = """
 UPDATE eventbus_delivery SET lease_token = %(token)s, locked_until = now() + interval '1 hour'
  WHERE id IN (SELECT id FROM eventbus_delivery WHERE status = 'processing' LIMIT 5)
+   AND status = 'processing'
 RETURNING id
 """
 BACKENDS_SQL = """
