@@ -52,7 +52,13 @@ if (os.environ.get("LOG_FORMAT") or ("plain" if _debug else "json")) == "json":
                 "level": loglevel.upper(),
                 "propagate": False,
             },
-            "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+            # gunicorn writes access lines whenever a logging config is given: off here unless
+            # GUNICORN_ACCESS_LOG asks for them (each line costs the request a JSON record).
+            "gunicorn.access": {
+                "handlers": ["console"] if accesslog else [],
+                "level": "INFO" if accesslog else "CRITICAL",
+                "propagate": False,
+            },
         },
     }
 

@@ -52,7 +52,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `deskcomm`... importable
 
-from bench.scratch import ScratchDatabase  # noqa: E402  (needs the sys.path line above)
+from bench.scratch import ScratchDatabase, production_secrets  # noqa: E402  (needs the sys.path line above)
 
 BENCH_EVENT = "bench.single"  # bench/bench_consumers.py: one consumer, so one delivery each
 START_TIMEOUT = 60.0
@@ -216,13 +216,22 @@ def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise RuntimeError(f"gunicorn exited with {server.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return server
-        except OSError:
-            time.sleep(0.1)  # polling for the port to open, with a deadline
+        if _pings(port):  # the master binds the port before a worker has booted
+            return server
+        time.sleep(0.1)  # polling for a booted worker, with a deadline
     server.kill()
-    raise RuntimeError("gunicorn did not start listening in time")
+    raise RuntimeError("gunicorn did not answer GET /api/ping in time")
+
+
+def _pings(port: int) -> bool:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        connection.request("GET", "/api/ping")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
 
 
 def stop(server: subprocess.Popen[bytes]) -> None:
@@ -274,6 +283,7 @@ def server_env(scratch: ScratchDatabase, args: argparse.Namespace) -> dict[str, 
         "GUNICORN_LOG_LEVEL": "warning",
         "DB_CONN_MAX_AGE": "600",
         "ALLOWED_HOSTS": "localhost,127.0.0.1",
+        **production_secrets(),  # DEBUG stays off: the deploy checks want real keys
     }
     if args.workers:
         extra["WEB_CONCURRENCY"] = str(args.workers)

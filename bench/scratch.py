@@ -20,6 +20,28 @@ from psycopg import sql
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deskcomm"  # as deskcomm/settings.py
+# Every encryption key context of deskcomm/settings.py's ENCRYPTION_KEYS, by its variable.
+ENCRYPTION_KEY_VARIABLES = (
+    "WEBHOOK_SECRETS_KEY",
+    "CPF_ENCRYPTION_KEY",
+    "AI_PROVIDER_KEYS_KEY",
+    "ENCRYPTION_KEY_OAUTH",
+    "WAHA_ENCRYPTION_KEY",
+)
+
+
+def production_secrets() -> dict[str, str]:
+    """A SECRET_KEY and a Fernet key per context, fresh for this run, for those the environment
+    (or `.env`) does not set: a server run with DEBUG off refuses to start without them (the
+    deploy checks), and a benchmark measures the production settings."""
+    import secrets
+
+    from cryptography.fernet import Fernet
+
+    environ.Env.read_env(REPO_ROOT / ".env", overwrite=False)
+    generated = {name: Fernet.generate_key().decode() for name in ENCRYPTION_KEY_VARIABLES}
+    generated["SECRET_KEY"] = secrets.token_urlsafe(64)
+    return {name: value for name, value in generated.items() if not os.environ.get(name)}
 
 
 @dataclass(frozen=True)

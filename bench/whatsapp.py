@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api_load import free_port, start_gunicorn, stop
-from bench.scratch import REPO_ROOT, ScratchDatabase
+from bench.scratch import REPO_ROOT, ScratchDatabase, production_secrets
 
 SECRET = "bench-hmac-secret"  # pragma: allowlist secret
 SESSION = "bench"
@@ -200,17 +200,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from cryptography.fernet import Fernet
-
     from tests.support.waha import fake_waha
 
     scratch = ScratchDatabase.beside("wabench")
-    keys = {  # production-like settings: the deploy checks refuse development defaults
-        name: Fernet.generate_key().decode()
-        for name in ("WEBHOOK_SECRETS_KEY", "CPF_ENCRYPTION_KEY", "WAHA_ENCRYPTION_KEY")
-    }
-    keys["SECRET_KEY"] = uuid.uuid4().hex * 2
-    os.environ.update(keys)
+    os.environ.update(production_secrets())  # the deploy checks refuse development defaults
     env = scratch.env(
         LOG_LEVEL="WARNING",
         GUNICORN_LOG_LEVEL="warning",

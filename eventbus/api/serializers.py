@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from core.api.conf import api_settings
 from core.api.pagination import CursorField
+from core.api.serializers import ReusedFields
 from eventbus.catalog import EVENT_TYPE_PATTERN
 from eventbus.errors import EventValidationError
 from eventbus.models import DeliveryStatus, Status
@@ -40,7 +41,7 @@ class StrictCharField(serializers.CharField):
         return str(super().to_internal_value(data))
 
 
-class EmitSerializer(StrictSerializer):
+class EmitSerializer(ReusedFields, StrictSerializer):
     event_type = serializers.RegexField(
         EVENT_TYPE_PATTERN,
         max_length=200,
@@ -136,7 +137,7 @@ class DeliverySerializer(serializers.Serializer):
     redelivery_reason = serializers.CharField(allow_null=True)
 
 
-class EventSerializer(serializers.Serializer):
+class EventSerializer(ReusedFields, serializers.Serializer):
     id = serializers.UUIDField()
     event_type = serializers.CharField()
     entity_kind = serializers.CharField()
