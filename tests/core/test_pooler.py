@@ -1,7 +1,7 @@
 """Through a real PgBouncer in transaction pooling mode (core.pooler): the API (emit and lists,
 scoped per tenant), a `drain_events` woken by LISTEN on the direct server, the scheduler's leader
-lock and the jobs process, and no tenant scope left on a pooled server session; the pooler's
-system checks."""
+lock and the jobs process, the admin (login, every tenant's events, the status page), and no
+tenant scope or bypass left on a pooled server session; the pooler's system checks."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import override_settings
+from django.urls import reverse
 
+import eventbus
 from core import pooler_checks
 from core.models import Organization
 from jobs.models import JobRun
@@ -175,6 +178,44 @@ def test_api_drain_scheduler_and_jobs_work_through_pgbouncer_in_transaction_mode
     assert len(servers) <= POOL_SIZE
     assert len(bouncer.show("CLIENTS")) > len(servers)  # the pool really was shared
     assert drain.poll() is None, drain.output()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_works_through_pgbouncer_and_leaves_no_bypass_behind(
+    bouncer: PgBouncer, org: Organization, org_b: Organization, managed: list[Managed]
+) -> None:
+    if role_bypasses_rls():
+        pytest.skip("the test role skips row-level security: the bypass is not tested")
+    events = [
+        eventbus.emit("test.effect", organization=tenant, entity_kind="thing", payload={"n": 1})
+        for tenant in (org, org_b)
+    ]
+    password = "correct horse battery staple"
+    get_user_model().objects.create_superuser("ops", "ops@example.com", password)
+    port = free_port()
+    web = start_web(bouncer, port)
+    managed.append(web)
+    base_url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: answering(web, base_url), timeout=60, what=web.output)
+
+    login = reverse("admin:login")
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        assert client.get(login).status_code == 200  # sets the CSRF cookie
+        form = {"username": "ops", "password": password, "next": reverse("admin:index")}
+        form["csrfmiddlewaretoken"] = client.cookies["csrftoken"]
+        signed_in = client.post(login, data=form, headers={"Referer": base_url + login})
+        assert signed_in.status_code == 302, signed_in.text  # the session row went through
+        # The platform admin's bypass, set per transaction on pooled sessions: both tenants.
+        page = client.get(reverse("admin:eventbus_eventlog_changelist"))
+        assert page.status_code == 200, page.text
+        for event in events:
+            assert reverse("admin:eventbus_eventlog_change", args=[event.pk]) in page.text
+        assert client.get(reverse("eventbus_ops:status")).status_code == 200
+
+    # No server session kept the admin's bypass for the next client.
+    assert probe_every_server_session(bouncer) == [("", "", 0)] * POOL_SIZE
+    assert web.poll() is None, web.output()
 
 
 @pytest.mark.parametrize(
