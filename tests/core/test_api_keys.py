@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from core import api_keys, scopes, services
+from core import api_keys, scopes, selectors, services
 from core.models import ApiKey, AuditLog, Organization
 from tests.support.api import client_for, issue_key
 
@@ -131,3 +131,18 @@ def test_revoke_api_key_command(org: Organization) -> None:
     assert client_for(token).get("/api/v1/events").status_code == 401
     with pytest.raises(CommandError, match="no API key"):
         call_command("revoke_api_key", "dck_000000000000")
+
+
+def test_the_request_lookup_loads_the_key_as_the_orm_does(org: Organization) -> None:
+    key, full = services.api_key_create(
+        organization=org, name="ERP", scopes_granted=["events:read", "events:write"], actor="t"
+    )
+    services.api_key_revoke(api_key=key, actor="t")
+    loaded = selectors.api_key_for_token(full)
+    assert loaded is not None and not loaded._state.adding
+    stored = ApiKey.objects.get(pk=key.pk)
+    fields = [f.attname for f in ApiKey._meta.concrete_fields]
+    assert {f: getattr(loaded, f) for f in fields} == {f: getattr(stored, f) for f in fields}
+    assert loaded.revoked_at is not None and loaded.scopes == ["events:read", "events:write"]
+    assert selectors.api_key_for_token(full[:-1] + ("A" if full[-1] != "A" else "B")) is None
+    assert selectors.api_key_for_token("dck_000000000000_" + "x" * 43) is None

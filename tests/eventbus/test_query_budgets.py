@@ -14,6 +14,7 @@ from django.db import close_old_connections, transaction
 
 import eventbus
 from core.models import Organization
+from core.selectors import KEY_COLUMNS
 from eventbus import claim as claims
 from eventbus.drain import failure
 from eventbus.emitter import EMIT_MANY_STATEMENT_ROWS
@@ -119,7 +120,7 @@ def test_api_emit_is_key_lookup_throttle_emit_and_the_scope_reset(org: Organizat
     assert response.status_code == 201, response.content
     assert EventLog.objects.filter(pk=response.json()["id"]).exists()
     assert [s.split("(")[0].split("\n")[0].strip() for s in wire.statements] == [
-        "SELECT * FROM deskcomm_api_key_authenticate",  # the key, and the session's tenant
+        f"SELECT {KEY_COLUMNS} FROM deskcomm_api_key_authenticate",  # the key, the session's tenant
         "INSERT INTO deskcomm_throttlestate AS t",  # the rate limit, shared by every process
         "-- emit_insert_one: one event and its deliveries, in the caller's transaction",
         "SELECT set_config",  # the session's row-level-security scope put back
