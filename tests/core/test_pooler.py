@@ -5,6 +5,7 @@ tenant scope or bypass left on a pooled server session; the pooler's system chec
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -191,7 +192,7 @@ def test_the_admin_works_through_pgbouncer_and_leaves_no_bypass_behind(
         eventbus.emit("test.effect", organization=tenant, entity_kind="thing", payload={"n": 1})
         for tenant in (org, org_b)
     ]
-    password = "correct horse battery staple"
+    password = secrets.token_urlsafe(16)
     get_user_model().objects.create_superuser("ops", "ops@example.com", password)
     port = free_port()
     web = start_web(bouncer, port)

@@ -220,9 +220,11 @@ def test_a_database_restart_charges_nothing_and_loses_nothing(
     drains = [started(start_drain(*args), processes) for _ in range(2)]
     ids = emit(org, "test.hol", [{"seconds": 0.02} for _ in range(600)])
     wait_for(lambda: len(side_effect_rows()) >= 60, timeout=60, what=drains[0].output)
-    server.restart()
-    connections.close_all()
-    pgserver.reset_pools(dramatiq.get_broker())
+    try:
+        server.restart()
+    finally:  # reconnect even after a failed restart: the tests after this one need it
+        connections.close_all()
+        pgserver.reset_pools(dramatiq.get_broker())
 
     def all_done() -> bool:
         return Delivery.objects.filter(event_id__in=ids, status="done").count() == 600
