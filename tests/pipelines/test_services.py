@@ -125,5 +125,7 @@ def test_updates_are_validated_and_audited(org: Organization) -> None:
     assert pipeline.definition["nodes"][0]["id"] == "start"
     services.pipeline_update(pipeline, enabled=False, actor="ops")
     assert list(
-        AuditLog.objects.filter(target_id=str(pipeline.pk)).values_list("action", flat=True)
+        AuditLog.objects.filter(target_id=str(pipeline.pk))
+        .order_by("id")  # written in this order; without it, whatever order the heap returns
+        .values_list("action", flat=True)
     ) == ["pipeline.create", "pipeline.update"]
