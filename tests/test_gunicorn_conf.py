@@ -2,53 +2,32 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.core.test_metrics_gunicorn import _wait_until_serving, free_port
-from tests.core.test_production_safety import PRODUCTION
-from tests.support.processes import REPO, subprocess_env
+from tests.support.gunicorn import running_gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def served_output(tmp_path: Path, access_log: str) -> list[str]:
     """gunicorn's stdout lines (JSON logging) around three pings and a clean stop."""
-    port = free_port()
     out = tmp_path / f"gunicorn-{access_log or 'off'}.log"
-    env = subprocess_env(
-        **{
-            **PRODUCTION,
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "HTTPS": "false",
-            "LOG_FORMAT": "json",
-            "GUNICORN_BIND": f"127.0.0.1:{port}",
-            "GUNICORN_ACCESS_LOG": access_log,
-            "GUNICORN_LOG_LEVEL": "info",
-            "WEB_CONCURRENCY": "1",
-            "GUNICORN_THREADS": "1",
-        }
-    )
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "deskcomm.wsgi"],
-            cwd=REPO,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            base = f"http://127.0.0.1:{port}"
-            _wait_until_serving(base, proc)
-            for _ in range(3):
-                assert httpx.get(f"{base}/api/ping", timeout=10).status_code == 200
-        finally:
-            proc.terminate()
-            assert proc.wait(timeout=30) == 0
+    with (
+        out.open("wb") as sink,
+        running_gunicorn(
+            output=sink,
+            LOG_FORMAT="json",
+            GUNICORN_ACCESS_LOG=access_log,
+            GUNICORN_LOG_LEVEL="info",
+            WEB_CONCURRENCY="1",
+            GUNICORN_THREADS="1",
+        ) as (base, _),
+    ):
+        for _ in range(3):
+            assert httpx.get(f"{base}/api/ping", timeout=10).status_code == 200
     return out.read_text().splitlines()
 
 

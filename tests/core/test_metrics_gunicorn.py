@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,58 +12,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.core.test_production_safety import PRODUCTION
-from tests.support.processes import REPO, subprocess_env
+from tests.support.gunicorn import running_gunicorn
 
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def gunicorn(tmp_path: Path, transactional_db: None) -> Iterator[tuple[str, Path]]:
-    port = free_port()
     metrics_dir = tmp_path / "prom"
-    env = subprocess_env(
-        **{
-            **PRODUCTION,
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "HTTPS": "false",
-            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-            "GUNICORN_BIND": f"127.0.0.1:{port}",
-            "WEB_CONCURRENCY": "3",
-            "GUNICORN_THREADS": "1",
-        }
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "deskcomm.wsgi"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_serving(base, proc)
+    with running_gunicorn(
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), WEB_CONCURRENCY="3", GUNICORN_THREADS="1"
+    ) as (base, _):
         yield base, metrics_dir
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def _wait_until_serving(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "gunicorn exited"
-        try:
-            httpx.get(f"{base}/api/ping", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)  # polling for the port to open, with a deadline
-    raise AssertionError("gunicorn did not start")
 
 
 def ping_count(base: str) -> float:
