@@ -166,7 +166,7 @@ class ThrottleState(models.Model):
     """Per-client rate limit state (GCRA): one row per client, shared by every web process.
 
     `tat` ("theoretical arrival time") is when the client's allowance is fully restored; one
-    conditional upsert per request moves it (core/api/throttling.py). The table is UNLOGGED
+    conditional upsert per request moves it (core/rate_limits.py). The table is UNLOGGED
     (migration 0004): no WAL flush per request, and losing it in a crash only resets allowances.
     """
 

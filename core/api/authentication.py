@@ -11,10 +11,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed
 
 from core import context, selectors, services
+from core.api import throttling
 from core.api.conf import api_settings
 from core.models import ApiKey
 
@@ -29,6 +31,9 @@ class ApiClient:
     prefix: str
     organization_id: uuid.UUID
     scopes: frozenset[str]
+    # Counted against the key's rate limit when authenticated: within it (True) or refused
+    # (False); None when the view does not throttle per key (core.api.throttling).
+    allowed: bool | None = None
     is_authenticated: ClassVar[bool] = True
 
     @property
@@ -37,8 +42,8 @@ class ApiClient:
         return f"api_key:{self.prefix}"
 
     @classmethod
-    def from_key(cls, key: ApiKey) -> ApiClient:
-        return cls(key.pk, key.display_prefix, key.organization_id, frozenset(key.scopes))
+    def from_key(cls, key: ApiKey, allowed: bool | None = None) -> ApiClient:
+        return cls(key.pk, key.display_prefix, key.organization_id, frozenset(key.scopes), allowed)
 
 
 class ApiKeyAuthentication(BaseAuthentication):
@@ -49,7 +54,12 @@ class ApiKeyAuthentication(BaseAuthentication):
         if scheme.lower() != SCHEME:
             return None  # no key (or another scheme): the permission check answers 401
         token = _decode(credentials.strip())
-        key = selectors.api_key_for_token(token)
+        allowed: bool | None = None
+        view = (getattr(request, "parser_context", None) or {}).get("view")
+        if throttling.throttles(view):  # the request is counted in the key's own query
+            key, allowed = selectors.api_key_and_hit(token, throttling.api_rate(), timezone.now())
+        else:
+            key = selectors.api_key_for_token(token)
         if key is None:
             raise AuthenticationFailed("Invalid API key.")
         if key.revoked_at is not None:
@@ -57,7 +67,7 @@ class ApiKeyAuthentication(BaseAuthentication):
         resolution = dt.timedelta(seconds=api_settings.KEY_LAST_USED_RESOLUTION_SECONDS)
         services.api_key_mark_used(api_key=key, resolution=resolution)
         context.annotate_log(organization_id=key.organization_id)
-        return ApiClient.from_key(key), key
+        return ApiClient.from_key(key, allowed), key
 
     def authenticate_header(self, request: Any) -> str:
         # Present on 401 responses; its presence is also what makes DRF answer 401, not 403.

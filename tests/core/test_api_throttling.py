@@ -1,39 +1,20 @@
-"""Per-key rate limits (GCRA in PostgreSQL): 429 + Retry-After, recovery, exact across processes."""
+"""Per-key API rate limits: 429 + Retry-After, recovery, counted by the key's own query."""
 
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
-import sys
-import textwrap
-import uuid
 
 import pytest
 import time_machine
 from django.test.utils import override_settings
 
-from core.api import throttling
-from core.models import Organization
-from tests.support.api import api_client, error_of
-from tests.support.processes import REPO, subprocess_env
+from core import api_keys, services
+from core.models import ApiKey, Organization, ThrottleState
+from tests.support.api import api_client, client_for, error_of, issue_key, lead_stage_changed
+from tests.support.hammer import hammer
 
 EVENTS = "/api/v1/events"
 T0 = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
-
-
-@pytest.mark.parametrize(
-    ("text", "count", "seconds"),
-    [("600/minute", 600, 60), ("5/second", 5, 1), ("1 / hours", 1, 3600), ("10/day", 10, 86400)],
-)
-def test_parse_rate(text: str, count: int, seconds: int) -> None:
-    rate = throttling.parse_rate(text)
-    assert (rate.count, rate.period.total_seconds()) == (count, seconds)
-
-
-@pytest.mark.parametrize("text", ["", "600", "0/minute", "-1/minute", "5/fortnight", "x/minute"])
-def test_parse_rate_rejects_nonsense(text: str) -> None:
-    with pytest.raises(ValueError, match="must look like"):
-        throttling.parse_rate(text)
 
 
 @pytest.mark.django_db
@@ -58,57 +39,53 @@ def test_burst_then_429_with_retry_after_then_recovery(
 
 
 @pytest.mark.django_db
-def test_refused_requests_do_not_consume_allowance() -> None:
-    rate = throttling.parse_rate("2/minute")
-    key = f"test:{uuid.uuid4()}"
-    assert throttling.hit(key, rate, T0) is None
-    assert throttling.hit(key, rate, T0) is None
-    for _ in range(5):
-        assert throttling.hit(key, rate, T0) == 30.0
-    assert throttling.hit(key, rate, T0 + dt.timedelta(seconds=30)) is None
+@override_settings(API={"THROTTLE_RATE": "2/minute"})
+def test_only_a_verified_live_key_spends_its_allowance(org: Organization) -> None:
+    """The count is in the key's own query, yet a wrong secret or a revoked key counts nothing."""
+    _, full = services.api_key_create(
+        organization=org, name="ERP", scopes_granted=["events:read"], actor="t"
+    )
+    wrong = full[:-1] + ("A" if full[-1] != "A" else "B")  # the right prefix, another secret
+    with time_machine.travel(T0, tick=False):
+        for _ in range(5):
+            error_of(client_for(wrong).get(EVENTS), 401, "authentication_failed")
+        assert not ThrottleState.objects.exists()
+        assert [client_for(full).get(EVENTS).status_code for _ in range(3)] == [200, 200, 429]
+        revoked, token = services.api_key_create(
+            organization=org, name="old", scopes_granted=["events:read"], actor="t"
+        )
+        services.api_key_revoke(api_key=revoked, actor="t")
+        for _ in range(3):
+            error_of(client_for(token).get(EVENTS), 401, "authentication_failed")
+    assert list(ThrottleState.objects.values_list("key", flat=True)) == [f"api_key:{_key_id(full)}"]
 
 
-HAMMER = textwrap.dedent(
-    """
-    import sys, django
-    django.setup()
-    from django.utils import timezone
-    from core.api import throttling
-    key, hits = sys.argv[1], int(sys.argv[2])
-    rate = throttling.parse_rate("50/hour")
-    print("ready", flush=True)
-    sys.stdin.readline()
-    allowed = sum(throttling.hit(key, rate, timezone.now()) is None for _ in range(hits))
-    print(allowed, flush=True)
-    """
-)
+@pytest.mark.django_db
+@override_settings(API={"THROTTLE_RATE": "2/minute"})
+def test_a_request_refused_for_its_scopes_still_counts(org: Organization) -> None:
+    client = api_client(org, "events:read")
+    with time_machine.travel(T0, tick=False):
+        error_of(client.post(EVENTS, lead_stage_changed(), format="json"), 403, "permission_denied")
+        assert client.get(EVENTS).status_code == 200
+        # The allowance is spent: a refusal for scopes still answers 403 first, then the rest 429.
+        error_of(client.post(EVENTS, lead_stage_changed(), format="json"), 403, "permission_denied")
+        error_of(client.get(EVENTS), 429, "throttled")
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_limit_is_exact_across_processes() -> None:
-    """Two processes, 40 requests each, one key limited to 50: exactly 50 get through."""
-    key = f"test:{uuid.uuid4()}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", HAMMER, key, "40"],
-            env=subprocess_env(),
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    try:
-        for proc in procs:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        allowed = [int(proc.communicate(timeout=60)[0].strip()) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
+def test_the_api_limit_is_exact_across_processes(org: Organization) -> None:
+    """The authenticating statement counts as exactly as the upsert alone (50 of 2 x 40)."""
+    token = issue_key(org, "events:read")
+    allowed = hammer(
+        "from core import selectors\n"
+        "def allowed(token, rate, now):\n"
+        "    key, within = selectors.api_key_and_hit(token, rate, now)\n"
+        "    assert key is not None\n"
+        "    return within\n",
+        token,
+    )
     assert sum(allowed) == 50
+
+
+def _key_id(token: str) -> int:
+    return ApiKey.objects.get(prefix=api_keys.prefix_of(token)).pk
