@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import connection
 
-from core import api_keys, pooler, rate_limits, rls
+from core import api_keys, db, pooler, rate_limits, rls
 from core.models import ApiKey
 
 # The key's columns in the model's field order, so a row becomes an ApiKey by `from_db` (a raw
@@ -63,9 +63,15 @@ def _authenticate(
     if prefix is None:
         return None, False
     pooled = pooler.pooled()
-    with connection.cursor() as cursor:
-        cursor.execute(sql[pooled], {"prefix": prefix, **params})
-        row = cursor.fetchone()
+    params = {"prefix": prefix, **params}
+    if pooled:  # past a transaction-mode pooler nothing is prepared (core.pooler)
+        with connection.cursor() as cursor:
+            cursor.execute(sql[pooled], params)
+            row = cursor.fetchone()
+    else:  # prepared: planning the statement took as long as running it (0.5 of 1.1 ms)
+        with db.bound_cursor() as bound:
+            bound.execute(sql[pooled], params, prepare=True)
+            row = bound.fetchone()
     if row is None:
         return None, False
     width = len(ApiKey._meta.concrete_fields)
