@@ -83,4 +83,4 @@ def _authenticate(
         rls.mark_scoped(connection, organization_id=key.organization_id)
     if not api_keys.matches(token, key.secret_hash):
         return None, False
-    return key, bool(row[width:] and row[width])
+    return key, len(row) > width and bool(row[width])  # the hit's column, when asked

@@ -7,6 +7,7 @@ throttling costs no round trip of its own; only a refusal reads the state once m
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -18,15 +19,17 @@ from core.api.conf import api_settings
 
 
 def api_rate() -> rate_limits.Rate:
-    return rate_limits.parse_rate(api_settings.THROTTLE_RATE)
+    return _parsed(api_settings.THROTTLE_RATE)
+
+
+@functools.cache
+def _parsed(text: str) -> rate_limits.Rate:  # by its text: tests override the setting
+    return rate_limits.parse_rate(text)
 
 
 def throttles(view: Any) -> bool:
     """Does `view` limit requests per API key (so its authentication should count them)?"""
-    return any(
-        isinstance(c, type) and issubclass(c, ApiKeyRateThrottle)
-        for c in getattr(view, "throttle_classes", ())
-    )
+    return any(issubclass(c, ApiKeyRateThrottle) for c in getattr(view, "throttle_classes", ()))
 
 
 class ApiKeyRateThrottle(BaseThrottle):
@@ -39,11 +42,13 @@ class ApiKeyRateThrottle(BaseThrottle):
         client = request.user
         if not getattr(client, "is_authenticated", False):
             return True  # nothing to count: such requests already failed authentication
+        if client.allowed:  # counted, and within the rate, when the key was authenticated
+            return True
         key = f"{selectors.THROTTLE_KEY_PREFIX}{client.key_id}"
         rate, now = api_rate(), timezone.now()
         if client.allowed is None:  # not counted when authenticated
             self._wait = rate_limits.hit(key, rate, now)
-        elif not client.allowed:
+        else:
             self._wait = rate_limits.wait_after_refusal(key, rate, now)
         return self._wait is None
 
