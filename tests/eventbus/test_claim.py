@@ -325,9 +325,10 @@ def test_fair_claiming_serves_a_small_tenant_before_a_big_backlog(
         # Statistics for the backlog just written. Left to whatever autovacuum last saw in the
         # suite (an empty table, say), the planner takes the claim's UPDATE through every pending
         # row (a bitmap scan of delivery_claim_idx filtered by id: 20,050 rows for a batch of
-        # 100, 18 ms instead of 0.5 ms here), and a loaded machine turned that into a claim past
-        # the 20 s statement timeout. A production table is analysed by autovacuum within a
-        # minute of such a burst; the test's single transaction never would be.
+        # 100; 17-20 ms instead of 1-2 ms, measured with both CPUs busy). That is the likely
+        # cause of the claim that once ran past the 20 s statement timeout on a loaded machine.
+        # A production table is analysed by autovacuum within a minute of such a burst; the
+        # test's single transaction never would be.
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE eventbus_delivery, event_log")
         worker = Worker(WorkerOptions(consumers=["fair-worker"], batch_size=100, listen=False))
