@@ -4,9 +4,11 @@ failures, the health endpoint shows the last result), poll-abandoned-carts (one 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
+import time_machine
 from cryptography.fernet import Fernet
 from django.test import Client
 
@@ -77,14 +79,22 @@ def test_health_records_each_ping_and_alerts_after_two_failures(
 def test_abandoned_carts_are_emitted_once_each(store: Store, shop: FakeStore) -> None:
     contact = Contact.objects.create(organization=store.organization, email="ana@example.com")
     shop.checkouts.extend(
-        [checkout(1, email="ana@example.com"), checkout(2, email="x@example.com", total="9.99")]
+        [
+            checkout(1, email="ana@example.com"),  # created 2026-12-01 09:00 -03:00
+            checkout(2, email="x@example.com", total="9.99"),
+            # 23 h before the poll, inside CART_LOOKBACK_HOURS (24)...
+            {**checkout(3, email="y@example.com"), "created_at": "2026-11-30T10:00:00-03:00"},
+            # ...and 24 h 1 min before it, outside.
+            {**checkout(4, email="z@example.com"), "created_at": "2026-11-30T08:59:00-03:00"},
+        ]
     )
-    assert maintenance.carts_poll() == 2
-    maintenance.carts_poll()
+    with time_machine.travel(dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)):
+        assert maintenance.carts_poll() == 3
+        maintenance.carts_poll()
     events = EventLog.objects.filter(event_type="nuvemshop.cart_abandoned").order_by(
         "payload__cart_id"
     )
-    assert [e.payload["cart_id"] for e in events] == ["1", "2"]
+    assert [e.payload["cart_id"] for e in events] == ["1", "2", "3"]
     assert events[0].payload["contact_id"] == str(contact.pk)
     assert events[1].payload["value_cents"] == 999
     assert "ana@example.com" not in str([e.payload for e in events])

@@ -17,6 +17,7 @@ authentication.md, webhook.md, order/product/customer/abandoned_checkout resourc
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import itertools
@@ -359,9 +360,11 @@ class _Handler(BaseHTTPRequestHandler):
 def _matches(item: dict[str, Any], query: dict[str, str]) -> bool:
     if "event" in query and item.get("event") != query["event"]:
         return False
-    return (
-        "created_at_min" not in query or str(item.get("created_at", "")) >= query["created_at_min"]
-    )
+    if "created_at_min" not in query:
+        return True
+    # Compared as instants, as the API does: the client sends UTC, the resources carry -03:00.
+    created = dt.datetime.fromisoformat(str(item["created_at"]))
+    return created >= dt.datetime.fromisoformat(query["created_at_min"])
 
 
 @contextmanager
