@@ -35,6 +35,12 @@ class AppSettings:
             if name.isupper():
                 setattr(cls, name, Knob(name, hint, getattr(cls, name)))
 
+    def source(self) -> object:
+        """What the knobs read now: `settings.<namespace>` (None when unset). A value worked out
+        from the knobs stays current while this is the same object; overriding the settings
+        (override_settings, a test's `settings` fixture) replaces it."""
+        return getattr(settings, self.namespace, None)
+
     if not TYPE_CHECKING:  # hidden from mypy, which then reports an unknown name as an error
 
         def __getattr__(self, name: str) -> Any:

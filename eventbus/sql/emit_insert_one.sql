@@ -2,7 +2,7 @@
 --
 -- One statement: the tenant check (event_log has no per-row foreign key: the organization row is
 -- locked once, FOR KEY SHARE as such a check would, and a missing one writes nothing and returns
--- a NULL row), the routes (the registry's consumers, passed as arrays, plus the organization's
+-- a NULL row), the routes (the registry's consumers, passed as array literals, plus the organization's
 -- own from eventbus_org_routes, e.g. webhook subscriptions), the event with `fanout` = how many,
 -- then one delivery per route. ON CONFLICT makes a repeated idempotency key a no-op (no row from
 -- `ev`, so no deliveries and no wake-up either).

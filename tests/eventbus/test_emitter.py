@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
 from django.test.utils import override_settings
 from psycopg.rows import dict_row
@@ -21,6 +22,7 @@ from core.models import Organization
 from crm.models import Lead
 from eventbus import emitter
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.registry import Consumer, registry
 from eventbus.sql import statement
 from tests.support.consumers import EFFECT_CONSUMERS
 
@@ -60,6 +62,60 @@ def test_metadata_gets_version_time_and_ambient_ids(org: Organization) -> None:
     assert meta["trace_id"] == "t-1"
     assert meta["schema_version"] == 1
     assert dt.datetime.fromisoformat(meta["emitted_at"]).tzinfo is not None
+
+
+def test_the_returned_event_is_the_row_as_the_orm_loads_it(org: Organization) -> None:
+    event = eventbus.emit(
+        "test.effect",
+        organization=org,
+        entity_kind="thing",
+        entity_id=uuid.uuid4(),
+        payload={"n": 1, "nested": {"a": [1, 2]}},
+        idempotency_key="returned-1",
+        ordering_key="conversation-7",
+        priority=3,
+    )
+    stored = EventLog.objects.get(pk=event.pk)
+    for field in EventLog._meta.concrete_fields:
+        assert getattr(event, field.attname) == getattr(stored, field.attname), field.attname
+    assert (event._state.adding, event._state.db) == (False, "default")
+
+
+def max_attempts_by_consumer(event: EventLog) -> dict[str, int]:
+    return dict(Delivery.objects.filter(event=event).values_list("consumer", "max_attempts"))
+
+
+def test_a_settings_change_reaches_the_next_emit(org: Organization) -> None:
+    def emit(n: int, padding: str = "") -> EventLog:
+        payload = {"n": n, "padding": padding}
+        return eventbus.emit("test.effect", organization=org, entity_kind="thing", payload=payload)
+
+    before = max_attempts_by_consumer(emit(1))  # what emit() works out once is now cached
+    changed = {
+        **getattr(settings, "EVENTBUS", {}),
+        "CONSUMER_MAX_ATTEMPTS": {"effect-a-worker": 2},
+        "MAX_PAYLOAD_BYTES": 200,
+    }
+    with override_settings(EVENTBUS=changed):
+        assert max_attempts_by_consumer(emit(2))["effect-a-worker"] == 2
+        with pytest.raises(eventbus.EventValidationError, match="MAX_PAYLOAD_BYTES"):
+            emit(3, padding="x" * 300)
+    assert max_attempts_by_consumer(emit(4, padding="x" * 300)) == before
+    assert before["effect-a-worker"] != 2
+
+
+def test_a_registry_change_reaches_the_next_emit_whatever_the_names(org: Organization) -> None:
+    def consumers_of_an_emit() -> set[str]:
+        payload = {"n": 1}
+        event = eventbus.emit("test.effect", organization=org, entity_kind="thing", payload=payload)
+        return set(Delivery.objects.filter(event=event).values_list("consumer", flat=True))
+
+    assert consumers_of_an_emit() == set(EFFECT_CONSUMERS)
+    # Not a valid name (make_consumer refuses it): the quoting of the routes' array parameter.
+    odd = Consumer('odd "one", {with} \\ commas-worker', lambda event: None, ("test.effect",))
+    with registry.temporarily(odd):
+        assert consumers_of_an_emit() == {*EFFECT_CONSUMERS, odd.name}
+    assert consumers_of_an_emit() == set(EFFECT_CONSUMERS)
 
 
 def test_event_without_consumers_is_done_at_once(org: Organization) -> None:
