@@ -28,7 +28,7 @@ from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 
 from core.db import bound_cursor
 from eventbus.conf import bus_settings
-from eventbus.event import Event
+from eventbus.event import Event, row_loader
 from eventbus.registry import registry
 from eventbus.retry import Verdict
 from eventbus.sql import statement
@@ -479,9 +479,14 @@ def event_row(cursor: BaseCursor[Any, Any]) -> RowMaker[Event]:
     fields = [(i, _EVENT_COLUMNS[n]) for i, n in enumerate(names) if n in _EVENT_COLUMNS]
     ids = [(i, n) for i, n in enumerate(names) if n in _CORRELATION_COLUMNS]
 
-    def make(values: Sequence[Any]) -> Event:
-        # Django's psycopg setup returns jsonb as text; Event decodes it if a handler reads it.
-        correlation = {n: values[i] for i, n in ids if values[i] is not None}
-        return Event(correlation=correlation, **{key: values[i] for i, key in fields})
+    # payload and metadata come as JSON text: Event decodes them if a handler reads them.
+    try:
+        return row_loader(fields, ids)
+    except TypeError:
+        # Not a claim's columns: psycopg also calls a row factory when it is set, with the
+        # description of the cursor's last statement (this cursor runs many: core.db).
+        return _no_event
 
-    return make
+
+def _no_event(values: Sequence[Any]) -> Event:
+    raise TypeError("the statement did not return an event's columns")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.utils import timezone
 
 from eventbus import catalog
 
-_FIELDS = (
+# Event()'s keyword arguments that __eq__ compares, the event's own first (up to created_at).
+FIELDS = (
     "id",
     "organization_id",
     "event_type",
@@ -155,7 +157,7 @@ class Event:
         if version == stored:
             return self
         metadata = {**self.metadata, "schema_version": version, "upcast_from": stored}
-        values = {f: getattr(self, f) for f in _FIELDS if f not in ("payload", "metadata")}
+        values = {f: getattr(self, f) for f in FIELDS if f not in ("payload", "metadata")}
         return Event(
             **values,
             payload=payload,
@@ -175,7 +177,7 @@ class Event:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Event):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
+        return all(getattr(self, f) == getattr(other, f) for f in FIELDS)
 
     __hash__ = None  # type: ignore[assignment]  # mutable-looking payloads: not hashable
 
@@ -185,3 +187,46 @@ class Event:
             f"organization_id={self.organization_id!r}, consumer={self.consumer!r}, "
             f"delivery_id={self.delivery_id!r}, attempt={self.attempt!r})"
         )
+
+
+# Event()'s keyword arguments that are stored under another slot name, and the defaults of
+# those it may be built without.
+_SLOT_OF = {"payload": "_payload", "metadata": "_metadata", "correlation": "_correlation"}
+_DEFAULTS: dict[str, object] = {
+    "consumer": "",
+    "delivery_id": 0,
+    "attempt": 0,
+    "max_attempts": 0,
+    "redelivered": False,
+    "redelivery_reason": None,
+}
+
+
+def row_loader(
+    fields: Sequence[tuple[int, str]], correlation: Sequence[tuple[int, str]]
+) -> Callable[[Sequence[Any]], Event]:
+    """A function that builds an Event from a row of values: `fields` pairs a value's index with
+    the Event() keyword it is, `correlation` an index with a correlation id's name (the dict of
+    those not NULL becomes `correlation`). The Event is the one `Event(**...)` would build, made
+    by writing its slots directly: the claim makes one per claimed row, and the keyword call
+    was most of the Python time of reading a claim."""
+    given = {name for _, name in fields}
+    required = set(FIELDS) - set(_DEFAULTS) - given
+    if required or "correlation" in given:
+        raise TypeError(f"an Event row needs {sorted(required)}; correlation comes by name")
+    slot = Event.__dict__
+    writes = [(slot[_SLOT_OF.get(name, name)].__set__, index) for index, name in fields]
+    defaults = [(slot[name].__set__, v) for name, v in _DEFAULTS.items() if name not in given]
+    set_correlation = slot["_correlation"].__set__
+    new = object.__new__
+
+    def load(values: Sequence[Any]) -> Event:
+        event: Event = new(Event)
+        for write, index in writes:
+            write(event, values[index])
+        for write, value in defaults:
+            write(event, value)
+        set_correlation(event, {n: values[i] for i, n in correlation if values[i] is not None})
+        return event
+
+    return load

@@ -14,7 +14,7 @@ import eventbus
 from core import context
 from core.models import Organization
 from eventbus import claim as claims
-from eventbus.event import Event
+from eventbus.event import FIELDS, Event, row_loader
 
 
 def make(**overrides: object) -> Event:
@@ -54,6 +54,37 @@ def test_an_event_is_read_only() -> None:
     assert event == make(id=event.id, organization_id=event.organization_id)
     assert event != make()
     assert "test.effect" in repr(event) and "olá" not in repr(event)
+
+
+ROW_FIELDS = (*FIELDS, "redelivery_reason")  # the event's, the delivery's, then the reason
+EVENT_FIELDS = FIELDS[: FIELDS.index("created_at") + 1]
+SLOTS = [*Event.__slots__]
+
+
+def test_a_row_loader_builds_the_event_the_constructor_would() -> None:
+    expected = make(redelivered=True, redelivery_reason="worker w1 died", entity_id=uuid.uuid4())
+    values = [getattr(expected, "_" + f if f in ("payload", "metadata") else f) for f in ROW_FIELDS]
+    ids = [(len(ROW_FIELDS), "request_id"), (len(ROW_FIELDS) + 1, "trace_id")]
+    load = row_loader([*enumerate(ROW_FIELDS)], ids)
+    built = load([*values, "req-9", None])
+    assert [getattr(built, s) for s in SLOTS if s != "_correlation"] == [
+        getattr(expected, s) for s in SLOTS if s != "_correlation"
+    ]
+    assert built.correlation == {"request_id": "req-9"}  # NULLs left out, metadata not read
+    assert built == expected
+    with pytest.raises(AttributeError, match="read-only"):
+        built.attempt = 2  # type: ignore[misc]
+
+
+def test_a_row_loader_defaults_the_delivery_fields_and_needs_the_event_ones() -> None:
+    event_fields = EVENT_FIELDS
+    source = make()
+    values = [getattr(source, "_" + f if f in ("payload", "metadata") else f) for f in event_fields]
+    built = row_loader([*enumerate(event_fields)], [])(values)
+    assert (built.consumer, built.delivery_id, built.attempt, built.max_attempts) == ("", 0, 0, 0)
+    assert (built.redelivered, built.redelivery_reason, built.correlation) == (False, None, {})
+    with pytest.raises(TypeError, match="created_at"):
+        row_loader([*enumerate(event_fields[:-1])], [])
 
 
 @pytest.mark.django_db
