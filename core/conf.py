@@ -5,12 +5,14 @@ at call time, so tests can override it, and coerces the value to the declared ty
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, get_args, get_origin, get_type_hints
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 Coerce = Callable[[object], Any]
+K = TypeVar("K")
+V = TypeVar("V")
 
 # What a string spells for a bool knob (a value read from the environment by hand, say).
 BOOL_WORDS = {
@@ -40,6 +42,17 @@ class AppSettings:
         from the knobs stays current while this is the same object; overriding the settings
         (override_settings, a test's `settings` fixture) replaces it."""
         return getattr(settings, self.namespace, None)
+
+    def derived(self, cache: dict[K, tuple[object, V]], key: K, build: Callable[[], V]) -> V:
+        """`cache[key]` while it was built from the current `source()`, else `build()` kept
+        there: what a hot path works out from the knobs, once per settings."""
+        source = self.source()
+        hit = cache.get(key)
+        if hit is not None and hit[0] is source:
+            return hit[1]
+        value = build()
+        cache[key] = (source, value)
+        return value
 
     if not TYPE_CHECKING:  # hidden from mypy, which then reports an unknown name as an error
 

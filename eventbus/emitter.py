@@ -185,22 +185,20 @@ class _Limits:
 
     @classmethod
     def now(cls) -> _Limits:
-        source = bus_settings.source()
-        cached = _LIMITS.get("current")
-        if cached is not None and cached[0] is source:
-            return cached[1]
+        return bus_settings.derived(_LIMITS, cls, cls._read)
+
+    @classmethod
+    def _read(cls) -> _Limits:
         depth = bus_settings.MAX_JSON_DEPTH
-        limits = cls(
+        return cls(
             JsonLimits(bus_settings.MAX_PAYLOAD_BYTES, "EVENTBUS_MAX_PAYLOAD_BYTES", depth),
             JsonLimits(bus_settings.MAX_METADATA_BYTES, "EVENTBUS_MAX_METADATA_BYTES", depth),
             bus_settings.NOTIFY_MIN_PRIORITY,
             frozenset(bus_settings.NOTIFY_EVENT_TYPES),
         )
-        _LIMITS["current"] = (source, limits)
-        return limits
 
 
-_LIMITS: dict[str, tuple[object, _Limits]] = {}
+_LIMITS: dict[type[_Limits], tuple[object, _Limits]] = {}
 
 
 class Preparer:
@@ -465,13 +463,13 @@ def _as_model(
         "created_at": now,
         "updated_at": now,
     }
-    if not _EVENT_COLUMNS:
-        _EVENT_COLUMNS.extend(f.attname for f in EventLog._meta.concrete_fields)
-    row = [values[name] for name in _EVENT_COLUMNS]
-    return EventLog.from_db(DEFAULT_DB_ALIAS, _EVENT_COLUMNS, row)
+    if not _EVENTLOG_COLUMNS:
+        _EVENTLOG_COLUMNS.extend(f.attname for f in EventLog._meta.concrete_fields)
+    row = [values[name] for name in _EVENTLOG_COLUMNS]
+    return EventLog.from_db(DEFAULT_DB_ALIAS, _EVENTLOG_COLUMNS, row)
 
 
-_EVENT_COLUMNS: list[str] = []  # EventLog's concrete columns in field order, read once
+_EVENTLOG_COLUMNS: list[str] = []  # EventLog's concrete columns in field order, read once
 
 
 def _validate_entity_kind(value: object) -> str:

@@ -144,15 +144,10 @@ class Registry:
         delay is a callable is worked out on every call: the delay is read at emit time."""
         from eventbus.conf import bus_settings
 
-        source = bus_settings.source()
-        cached = self._columns.get(event_type)
-        if cached is not None and cached[0] is source:
-            return cached[1]
         routes = self.for_event(event_type)
-        columns = RouteColumns.of(routes)
-        if not any(callable(c.delay) for c in routes):
-            self._columns[event_type] = (source, columns)
-        return columns
+        if any(callable(c.delay) for c in routes):
+            return RouteColumns.of(routes)
+        return bus_settings.derived(self._columns, event_type, lambda: RouteColumns.of(routes))
 
     def get(self, name: str) -> Consumer:
         try:
