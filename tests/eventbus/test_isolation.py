@@ -107,7 +107,9 @@ def test_a_slow_handler_delays_only_itself(
 
     wait_for(quick_done, timeout=30, what="the quick deliveries")
     finished = Delivery.objects.filter(event_id__in=quick).values_list("finished_at", flat=True)
-    assert max(finished) - emitted_at < dt.timedelta(seconds=2)
+    # Well under the slow handler's 15 s (not a latency target: a loaded machine may take a
+    # few seconds), so none of them waited behind it; and the slow one is still running.
+    assert max(finished) - emitted_at < dt.timedelta(seconds=10)
     assert Delivery.objects.get(event_id=slow).status == "processing"  # still running
 
 
