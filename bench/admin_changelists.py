@@ -111,7 +111,7 @@ SELECT gen_random_uuid(), rows.org, rows.event_type, split_part(rows.event_type,
 SEED_DELIVERIES_SQL = """
 INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status, attempts,
                                max_attempts, next_attempt_at, last_error, error_class, created_at,
-                               updated_at, finished_at, locked_until, locked_by)
+                               updated_at, finished_at, locked_until, locked_by, event_created_at)
 SELECT e.id, e.organization_id, r.consumer, e.event_type, s.status,
        CASE s.status WHEN 'dead' THEN 8 WHEN 'done' THEN 1 WHEN 'processing' THEN 1 ELSE 0 END,
        8, e.created_at,
@@ -122,7 +122,7 @@ SELECT e.id, e.organization_id, r.consumer, e.event_type, s.status,
        CASE WHEN s.status IN ('done', 'dead')
             THEN e.created_at + (s.h %% 90) * interval '1 second' END,
        CASE WHEN s.status = 'processing' THEN %(now)s::timestamptz + interval '5 minutes' END,
-       CASE WHEN s.status = 'processing' THEN 'bench:1' END
+       CASE WHEN s.status = 'processing' THEN 'bench:1' END, e.created_at
   FROM event_log e
   JOIN unnest(%(route_types)s::text[], %(route_consumers)s::text[]) AS r(event_type, consumer)
     ON r.event_type = e.event_type
@@ -154,9 +154,9 @@ ROLLUP_DAYS = 8
 
 SEED_ATTEMPTS_SQL = """
 INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
-                                      duration_ms, worker, created_at)
+                                      duration_ms, worker, created_at, event_created_at)
 SELECT d.id, a, CASE WHEN a = 8 THEN 'dead' ELSE 'retry' END, d.error_class, d.last_error,
-       40 + a * 7, 'bench:1', d.created_at + a * interval '1 minute'
+       40 + a * 7, 'bench:1', d.created_at + a * interval '1 minute', d.event_created_at
   FROM eventbus_delivery d CROSS JOIN generate_series(1, 8) AS a
  WHERE d.status = 'dead'
 """

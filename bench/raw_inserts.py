@@ -38,7 +38,7 @@ EVENT_COLUMNS = (
 )
 DELIVERY_COLUMNS = (
     "event_id, organization_id, consumer, event_type, status, attempts, max_attempts, "
-    "next_attempt_at, created_at, updated_at"
+    "next_attempt_at, created_at, updated_at, event_created_at"
 )
 
 # One event and its deliveries, one statement (what emit_insert_one writes, nothing else).
@@ -50,7 +50,7 @@ WITH ev AS (
     RETURNING id
 )
 INSERT INTO eventbus_delivery ({DELIVERY_COLUMNS})
-SELECT ev.id, %(org)s, c, %(event_type)s, 'pending', 0, 8, now(), now(), now()
+SELECT ev.id, %(org)s, c, %(event_type)s, 'pending', 0, 8, now(), now(), now(), now()
   FROM ev, unnest(%(consumers)s::text[]) c
 """
 
@@ -64,7 +64,7 @@ SELECT t.id, %(org)s, %(event_type)s, t.entity_kind, t.entity_id, t.payload::jso
 
 BULK_DELIVERIES_SQL = f"""
 INSERT INTO eventbus_delivery ({DELIVERY_COLUMNS})
-SELECT e, %(org)s, c, %(event_type)s, 'pending', 0, 8, now(), now(), now()
+SELECT e, %(org)s, c, %(event_type)s, 'pending', 0, 8, now(), now(), now(), now()
   FROM unnest(%(ids)b::uuid[]) e CROSS JOIN unnest(%(consumers)b::text[]) c
 """
 

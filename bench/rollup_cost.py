@@ -60,9 +60,9 @@ events AS (
 )
 INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status, attempts,
                                max_attempts, next_attempt_at, created_at, updated_at,
-                               locked_until, locked_by, lease_token)
+                               locked_until, locked_by, lease_token, event_created_at)
 SELECT e.id, e.organization_id, c, 'bench.noop', 'processing', 1, 8, now(), now(), now(),
-       now() + interval '5 minutes', 'bench', %(token)s
+       now() + interval '5 minutes', 'bench', %(token)s, now()
   FROM events e CROSS JOIN unnest(%(consumers)s::text[]) AS c
 RETURNING id
 """

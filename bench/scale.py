@@ -1,4 +1,4 @@
-"""The partitioned event log at scale: emit and claim with a big history, the console, archiving.
+"""The partitioned bus tables at scale: emit and claim with a big history, the console, archiving.
 
 Run from the repository root with the project's interpreter:
 
@@ -7,9 +7,9 @@ Run from the repository root with the project's interpreter:
 What it does, in one run against the scratch database `<DATABASE_URL's name>_bench` (dropped and
 re-created, migrated; the base database is never touched):
 
-1. Partitions the empty event log (`eventbus.partitions.upgrade`: monthly partitions from 92
-   days ago to 3 months ahead), adds 30 organizations and copies that empty database as
-   `<scratch>_bench_empty` (CREATE DATABASE ... TEMPLATE).
+1. Partitions the empty log, deliveries and attempts (`eventbus.partition_upgrade.upgrade`:
+   monthly partitions from 92 days ago to 3 months ahead), adds 30 organizations and copies
+   that empty database as `<scratch>_bench_empty` (CREATE DATABASE ... TEMPLATE).
 2. Seeds `--events` events of history over 90 days for those 30 organizations server-side with
    `generate_series` (bench/admin_changelists.py's seed: ~1.6 deliveries per event, 2% dead with
    attempts, the newest deliveries pending), VACUUM ANALYZE.
@@ -23,7 +23,7 @@ re-created, migrated; the base database is never touched):
    cost, timed once), then removes it by the row-delete path (`archive.archive_day` per
    organization-day: read the file back and check it, delete the rows in batches), puts the same
    rows back, and removes it by the partition path (`archive.archive_month`: read back and
-   count-check the files, delete the deliveries in batches, detach and drop the partition).
+   count-check the files, detach and drop the month's partitions of the three tables).
    Prints both times, their ratio and where the partition path's time goes.
 
 The last lines of stdout are `key=value` figures. `--events 1000000` gives a quicker run;
@@ -117,12 +117,12 @@ def setup_django(config: console.Config, archive_root: str) -> None:
 
 
 def partition_empty_log() -> None:
-    from eventbus import partitions
+    from eventbus import partition_upgrade, partitions
 
-    partitions.upgrade()
+    partition_upgrade.upgrade()
     now = dt.datetime.now(dt.UTC)
-    partitions.ensure_range(now - dt.timedelta(days=92), now)
-    say(f"partitions: {', '.join(p.name for p in partitions.partitions())}")
+    partitions.ensure_months(now - dt.timedelta(days=92), now)
+    say(f"partitions (of each table): {', '.join(p.name for p in partitions.partitions())}")
 
 
 def probe_loop() -> None:
@@ -263,23 +263,20 @@ def archive_month_both_ways() -> dict[str, float]:
 
     month = next(p for p in partitions.partitions() if _rows_in(p.name))
     name = sql.Identifier(month.name).as_string(connection.connection)
+    deliveries, attempts = (  # the month's partitions of the other two tables
+        sql.Identifier(table.partition_name(month.lower)).as_string(connection.connection)
+        for table in (partitions.DELIVERIES, partitions.ATTEMPTS)
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL(archive.MONTH_DAYS_SQL).format(partition=sql.Identifier(month.name)))
         days = cursor.fetchall()
         cursor.execute(
-            f"UPDATE eventbus_delivery SET status = 'done' WHERE event_id IN "
-            f"(SELECT id FROM {name}) AND status IN ('pending', 'processing')"
+            f"UPDATE {deliveries} SET status = 'done' WHERE status IN ('pending', 'processing')"
         )
         # The same rows, to put back between the two removals.
         cursor.execute(f"CREATE TABLE bench_events AS SELECT * FROM {name}")
-        cursor.execute(
-            "CREATE TABLE bench_deliveries AS SELECT d.* FROM eventbus_delivery d"
-            f" WHERE d.event_id IN (SELECT id FROM {name})"
-        )
-        cursor.execute(
-            "CREATE TABLE bench_attempts AS SELECT a.* FROM eventbus_deliveryattempt a"
-            " WHERE a.delivery_id IN (SELECT id FROM bench_deliveries)"
-        )
+        cursor.execute(f"CREATE TABLE bench_deliveries AS SELECT * FROM {deliveries}")
+        cursor.execute(f"CREATE TABLE bench_attempts AS SELECT * FROM {attempts}")
     rows = sum(n for _, _, n in days)
     say(f"archiving {month.name}: {rows:,} events in {len(days)} organization-days")
     storage = archive.archive_storage()
@@ -301,24 +298,25 @@ def archive_month_both_ways() -> dict[str, float]:
         cursor.execute("INSERT INTO eventbus_delivery SELECT * FROM bench_deliveries")
         cursor.execute("INSERT INTO eventbus_deliveryattempt SELECT * FROM bench_attempts")
         cursor.execute("DROP TABLE bench_events, bench_deliveries, bench_attempts")
-        cursor.execute(f"VACUUM ANALYZE {name}")
-        cursor.execute("VACUUM ANALYZE eventbus_delivery")
+        for table in (name, deliveries, attempts):
+            cursor.execute(f"VACUUM ANALYZE {table}")
     say(f"row delete took {delete_s:.1f}s; rows put back; partition detach next")
     report = archive.ArchiveReport()
-    parts = {"deliveries_s": 0.0, "drop_s": 0.0}  # where the partition path's time goes
-    delete_deliveries, drop = archive._delete_month_deliveries, partitions.drop_partition
+    parts = {"drop_s": 0.0}  # where the partition path's time goes
+    drop = partitions.drop_month
 
-    def timed_deliveries(partition: Any) -> None:
-        parts["deliveries_s"] += timed(lambda: delete_deliveries(partition))
+    def timed_drop(lower: dt.datetime) -> list[str]:
+        started = time.perf_counter()
+        dropped = drop(lower)
+        parts["drop_s"] += time.perf_counter() - started
+        say(f"dropped {', '.join(dropped)}")
+        return dropped
 
-    def timed_drop(partition: Any) -> None:
-        parts["drop_s"] += timed(lambda: drop(partition))
-
-    archive._delete_month_deliveries, partitions.drop_partition = timed_deliveries, timed_drop
+    partitions.drop_month = timed_drop
     try:
         detach_s = timed(lambda: archive.archive_month(month, report))
     finally:
-        archive._delete_month_deliveries, partitions.drop_partition = delete_deliveries, drop
+        partitions.drop_month = drop
     if report.months != 1:
         raise SystemExit(f"the partition archive did not drop {month.name}: {report}")
     return {"rows": rows, "files_s": files_s, "delete_s": delete_s, "detach_s": detach_s, **parts}
@@ -401,8 +399,8 @@ def run(config: console.Config, options: Options, archive_root: str, empty_name:
         f"{months['detach_s']:.2f}s (x{months['delete_s'] / months['detach_s']:.1f})"
     )
     print(
-        f"    partition path: deliveries and attempts deleted {months['deliveries_s']:.2f}s, "
-        f"detach + drop {months['drop_s']:.2f}s, the rest reading the files back"
+        f"    partition path: detach + drop of the log's, deliveries' and attempts' partitions "
+        f"{months['drop_s']:.2f}s, the rest reading the files back"
     )
     print(f"archive_row_delete_s={months['delete_s']:.2f}")
     print(f"archive_detach_s={months['detach_s']:.2f}")

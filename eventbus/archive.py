@@ -10,12 +10,13 @@ run never rewrites that day, it only removes hot rows still there (say, after a 
 deleted in bounded batches, each its own short transaction. A day with deliveries still pending or
 running is left for a later run.
 
-A partitioned log (eventbus/partitions.py) is archived a month at a time instead: once a month's
-partition is wholly older than the hot window and none of its deliveries is unfinished, every
-organization-day in it is written (or found archived) as above, the files are read back and their
-event counts checked against the partition's rows, its deliveries and attempts are deleted in
-batches, its idempotency keys released, and the partition is detached and dropped: no row-by-row
-delete of the events, no dead tuples left for vacuum.
+Partitioned tables (eventbus/partitions.py) are archived a month at a time instead: once a
+month's partitions are wholly older than the hot window and none of its deliveries is unfinished,
+every organization-day in it is written (or found archived) as above, the files are read back and
+their event counts checked against the log's partition, its idempotency keys are released, and
+the month's partitions of the log, the deliveries and the attempts are detached and dropped: no
+row-by-row delete, no dead tuples left for vacuum. (A log that an earlier version partitioned
+alone has its month's deliveries and attempts deleted in batches first.)
 
 `restore_day` reads a day back into the hot tables (same ids; existing rows are kept) so it can be
 inspected and replayed to a chosen consumer. `eventbus.archive_rewrite` rewrites archived days
@@ -106,8 +107,14 @@ DELETE FROM event_log
  WHERE id IN (SELECT id FROM ev) AND created_at >= %(start)s AND created_at < %(end)s
 """
 
-# A month's partition: its organization-days, and one batch of its events' deliveries (and their
-# attempts) in event id order after the last batch (the partition is read by its own name).
+# A month's partition: its organization-days; whether its deliveries (their own partition) are
+# all finished (the claim's and the reaper's partial indexes: pending and processing rows only);
+# and, for a log partitioned alone, one batch of its events' deliveries (and their attempts) in
+# event id order after the last batch (partitions are read by their own names).
+MONTH_UNFINISHED_SQL = """
+SELECT EXISTS (SELECT 1 FROM {partition} WHERE status = 'pending')
+    OR EXISTS (SELECT 1 FROM {partition} WHERE status = 'processing')
+"""
 MONTH_DAYS_SQL = """
 SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*)
   FROM {partition} GROUP BY 1, 2 ORDER BY 2, 1
@@ -221,7 +228,8 @@ def archive_months(cutoff: dt.datetime) -> ArchiveReport:
 
 
 def archive_month(partition: partitions.Partition, report: ArchiveReport) -> None:
-    """Archive every organization-day of a month's partition, verify, then drop the partition.
+    """Archive every organization-day of a month's partition, verify, then drop the month's
+    partitions.
 
     Leaves the month for a later run (report.skipped) while any delivery is unfinished; raises
     ArchiveError (dropping nothing) when a file does not hold the partition's rows.
@@ -230,11 +238,11 @@ def archive_month(partition: partitions.Partition, report: ArchiveReport) -> Non
     with connection.cursor() as cursor:
         cursor.execute(sql.SQL(MONTH_DAYS_SQL).format(partition=name))
         days = cursor.fetchall()
-    for org_id, day, _ in days:
-        if _has_unfinished(org_id, _day_start(day), _day_start(day + dt.timedelta(days=1))):
-            logger.info("archive: %s has deliveries still running; later", partition.name)
-            report.skipped += 1
-            return
+    deliveries_partitioned = partitions.is_partitioned(partitions.DELIVERIES.name)
+    if _month_has_unfinished(partition, days, deliveries_partitioned):
+        logger.info("archive: %s has deliveries still running; later", partition.name)
+        report.skipped += 1
+        return
     storage = archive_storage()
     for org_id, day, hot in days:
         start, end = _day_start(day), _day_start(day + dt.timedelta(days=1))
@@ -251,11 +259,28 @@ def archive_month(partition: partitions.Partition, report: ArchiveReport) -> Non
             )
         report.days += 1
         report.events += hot
-    _delete_month_deliveries(name)
+    if not deliveries_partitioned:
+        _delete_month_deliveries(name)
     partitions.release_keys(partition.lower, partition.upper)
-    partitions.drop_partition(partition)
+    partitions.drop_month(partition.lower)
     report.months += 1
     logger.info("archive: %s archived (%d days) and dropped", partition.name, len(days))
+
+
+def _month_has_unfinished(
+    partition: partitions.Partition,
+    days: list[tuple[uuid.UUID, dt.date, int]],
+    deliveries_partitioned: bool,
+) -> bool:
+    if deliveries_partitioned:
+        month = sql.Identifier(partitions.DELIVERIES.partition_name(partition.lower))
+        with connection.cursor() as cursor:
+            cursor.execute(sql.SQL(MONTH_UNFINISHED_SQL).format(partition=month))
+            return bool(cursor.fetchone()[0])
+    return any(
+        _has_unfinished(org_id, _day_start(day), _day_start(day + dt.timedelta(days=1)))
+        for org_id, day, _ in days
+    )
 
 
 def _delete_month_deliveries(partition: sql.Identifier) -> None:
@@ -325,8 +350,8 @@ def restore_day(
     with transaction.atomic(), connection.cursor() as cursor:
         lock_organization(organization_id)
         lines = read_day(archive_storage(), organization_id, day)[1]
-        if partitions.is_partitioned():  # its month may have been dropped: create it again
-            partitions.ensure_range(_day_start(day), _day_start(day + dt.timedelta(days=1)))
+        # Partitioned, its month may have been dropped: create it again.
+        partitions.ensure_months(_day_start(day), _day_start(day + dt.timedelta(days=1)))
         # event_log has no per-row foreign key (see eventbus.emitter): check the tenant here,
         # holding it until the restore commits, as every emit does.
         cursor.execute(TENANT_SQL, [organization_id])
@@ -346,13 +371,21 @@ def restore_day(
 
 
 def _rows_of(record: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
-    """(kind: 0 event, 1 delivery, 2 attempt; statement; row) in foreign-key order."""
-    yield 0, RESTORE_EVENT_SQL, record["event"]
+    """(kind: 0 event, 1 delivery, 2 attempt; statement; row) in foreign-key order.
+
+    Deliveries and attempts get their event's time (`event_created_at`, the partition key)
+    where the archive has none: days archived before they carried it."""
+    event = record["event"]
+    yield 0, RESTORE_EVENT_SQL, event
     for delivery in record["deliveries"]:
-        yield 1, RESTORE_DELIVERY_SQL, delivery
+        yield 1, RESTORE_DELIVERY_SQL, _with_event_time(delivery, event)
     for delivery in record["deliveries"]:
         for attempt in delivery.get("attempt_log", []):
-            yield 2, RESTORE_ATTEMPT_SQL, attempt
+            yield 2, RESTORE_ATTEMPT_SQL, _with_event_time(attempt, event)
+
+
+def _with_event_time(row: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    return row if row.get("event_created_at") else {**row, "event_created_at": event["created_at"]}
 
 
 def _replay(event_ids: list[uuid.UUID], consumer: str) -> int:

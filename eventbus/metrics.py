@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from eventbus import catalog, rollup
 from eventbus.conf import bus_settings
+from eventbus.dlq_sizes import dlq_sizes
 
 OTHER = "other"
 
@@ -121,7 +122,8 @@ def count_settled(
 # -- scrape time --------------------------------------------------------------------------------
 
 # The unfinished rows only: each arm is one status, read through that status's partial index
-# (delivery_claim_idx, delivery_lease_idx, delivery_dead_idx); done rows are never read.
+# (delivery_claim_idx, delivery_lease_idx); done rows are never read. The dead letters are
+# counted apart (eventbus/dlq_sizes.py).
 QUEUE_SHAPE_SQL = """
 SELECT consumer, event_type, status, count(*),
        min(next_attempt_at) FILTER (WHERE status = 'pending' AND next_attempt_at <= %(now)s)
@@ -129,10 +131,7 @@ SELECT consumer, event_type, status, count(*),
          WHERE status = 'pending'
         UNION ALL
         SELECT consumer, event_type, status, next_attempt_at FROM eventbus_delivery
-         WHERE status = 'processing'
-        UNION ALL
-        SELECT consumer, event_type, status, next_attempt_at FROM eventbus_delivery
-         WHERE status = 'dead') d
+         WHERE status = 'processing') d
  GROUP BY consumer, event_type, status
 """
 
@@ -152,6 +151,7 @@ class QueueCollector(Collector):
         with connection.cursor() as cursor:
             cursor.execute(QUEUE_SHAPE_SQL, {"now": now})
             rows = cursor.fetchall()
+            dead = dlq_sizes(cursor)
         label = EventTypeLabels()  # per scrape: the cap bounds one exposition
         counts: Tally[tuple[str, str, str]] = Tally()
         oldest: dict[tuple[str, str], float] = {}
@@ -161,6 +161,8 @@ class QueueCollector(Collector):
             if status == "pending":
                 seconds = max((now - due_since).total_seconds(), 0.0) if due_since else 0.0
                 oldest[key] = max(oldest.get(key, 0.0), seconds)
+        for size in dead:
+            counts[(size.consumer, label(size.event_type), "dead")] += size.dead
         yield from self._families(counts, oldest)
 
     def _families(
@@ -185,8 +187,8 @@ class QueueCollector(Collector):
 
 # Per tenant (eventbus.rollup.tenant_figures): the busiest EVENTBUS["METRICS_TOP_ORGANIZATIONS"]
 # organizations by settled volume in the last hour, each with its own series, the rest summed as
-# organization="other" (lag: the worst of them; fail ratio: pooled). One statement per scrape:
-# a range of the rollup's primary key and an index-only count of the DLQ.
+# organization="other" (lag: the worst of them; fail ratio: pooled). Two statements per scrape:
+# the DLQ's size per organization, then a range of the rollup's primary key joined to it.
 _TENANT_GAUGES = {
     "lag_seconds": (
         "deskcomm_eventbus_organization_lag_seconds",

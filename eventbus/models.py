@@ -194,6 +194,11 @@ class Delivery(models.Model):
     # delivery per (consumer, organization, key) at a time, the lowest id (emit order) first.
     ordering_key = models.TextField(null=True, blank=True)
     priority = models.SmallIntegerField(default=0, db_default=0)  # the event's: highest first
+    # Its event's `created_at`, written by every path that writes a delivery (the emit
+    # statements, emit_event(), replay, restore): the partition key of a partitioned install
+    # (eventbus/partitions.py), so a month's deliveries are dropped with its events' partition.
+    # NULL only on rows written before migration 0022; the partition upgrade fills those.
+    event_created_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -252,10 +257,14 @@ class Delivery(models.Model):
             models.Index(
                 fields=["error_class"], condition=Q(status="dead"), name="delivery_dead_error_idx"
             ),
-            # The DLQ's event-type filter choices: the types that have dead letters (a loose
-            # scan of dead rows only, so a million-row DLQ lists them in a few probes).
+            # The DLQ's size per (event type, consumer, organization) for the status page and
+            # /metrics (sql/dlq_sizes.sql: a loose scan, then a range count per group), and its
+            # event-type filter choices (a loose scan of the leading column): a million-row DLQ
+            # lists its types in a few probes.
             models.Index(
-                fields=["event_type"], condition=Q(status="dead"), name="delivery_dead_type_idx"
+                fields=["event_type", "consumer", "organization"],
+                condition=Q(status="dead"),
+                name="delivery_dead_group_idx",
             ),
             # ... and its organization filter choices: the tenants that have dead letters.
             models.Index(
@@ -301,7 +310,13 @@ class DeliveryAttempt(models.Model):
         DEAD = "dead"
 
     id = models.BigAutoField(primary_key=True)
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    # No database constraint: a partitioned delivery table's primary key is (id,
+    # event_created_at), which a key on delivery_id alone cannot reference. Attempts are only
+    # written by nack.sql for a delivery it has just updated, and deleted before it (the
+    # archive, the organization cascade); Django still cascades.
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, related_name="attempt_log", db_constraint=False
+    )
     attempt = models.SmallIntegerField()
     outcome = models.TextField(choices=Outcome.choices)
     error_class = models.TextField(blank=True, default="")
@@ -309,6 +324,8 @@ class DeliveryAttempt(models.Model):
     duration_ms = models.IntegerField(null=True, blank=True)
     worker = models.TextField(blank=True, default="")
     created_at = models.DateTimeField()
+    # Its delivery's event_created_at (the partition key, see Delivery).
+    event_created_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["delivery_id", "attempt"]

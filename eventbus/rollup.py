@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from core.replica.routing import read_connection
 from eventbus.conf import bus_settings
+from eventbus.dlq_sizes import dlq_sizes, per_organization
 from eventbus.sql import statement
 
 MINUTE = dt.timedelta(minutes=1)
@@ -171,10 +172,14 @@ def tenant_figures(*, top: int, now: dt.datetime | None = None) -> list[Tenant]:
     """The `top` organizations by settled volume in the last hour (then DLQ size), each on its
     own, and the rest summed as OTHER (lag: the worst): the cardinality guard of /metrics."""
     now = now or timezone.now()
+    with read_connection().cursor() as cursor:
+        dead = per_organization(dlq_sizes(cursor))
     params = {
         "since": floor(now - RANKING_WINDOW, MINUTE),
         "recent": floor(now - RECENT_WINDOW, MINUTE),
         "lag_since": floor(now, MINUTE) - MINUTE,
+        "dead_organizations": list(dead),
+        "dead": list(dead.values()),
     }
     tenants = [_tenant(row) for row in _rows("rollup_tenants", params)]
     tenants.sort(key=lambda t: (-t.volume, -t.dead, t.label))

@@ -2,9 +2,10 @@
 consumer and tenant (the bus's metrics as the admin shows them, R-O3).
 
 Statements over `eventbus_delivery` (deliveries carry their event's type), none reading the
-finished history: the backlog comes from the three partial indexes (pending, processing, dead rows
-only), the throughput and the emit-to-done latency from an index range over the last hour's done
-rows (`delivery_consumer_done_idx`), the failures from the last hour's attempt rows
+finished history: the backlog comes from the partial indexes of pending and processing rows, the
+DLQ's size from the dead rows' (eventbus/dlq_sizes.py: a loose scan, no hashing), the throughput
+and the emit-to-done latency from an index range over the last hour's done rows
+(`delivery_consumer_done_idx`), the failures from the last hour's attempt rows
 (`delivery_attempt_created_idx`). Backlog and throughput are grouped twice in one pass (GROUPING
 SETS): per (event type, consumer) and per organization. The charts (done / failed / dead and lag
 over the last hour and day) read the per-minute rollup (`eventbus.rollup`), not the deliveries.
@@ -24,6 +25,7 @@ from core.models import Organization
 from core.replica.routing import read_connection
 from eventbus import rollup
 from eventbus.admin.selectors import distinct_values
+from eventbus.dlq_sizes import dlq_sizes
 
 WINDOW = dt.timedelta(hours=1)
 DAY = dt.timedelta(hours=24)
@@ -32,8 +34,8 @@ BUCKETS = 12  # five-minute buckets over the hour
 TOP_ORGANIZATIONS = 50
 
 # BACKLOG. Each arm is one status, so it is served by that status's partial index
-# (delivery_claim_idx, delivery_lease_idx, delivery_dlq_idx). The dead arm reads only columns
-# delivery_dlq_idx covers, so a big DLQ is counted from the index without visiting the table.
+# (delivery_claim_idx, delivery_lease_idx): unfinished work only. The dead letters, which pile up
+# with the history, are counted apart (eventbus/dlq_sizes.py).
 BACKLOG_SQL = """
 WITH backlog AS (
     SELECT event_type, organization_id, consumer, status, next_attempt_at
@@ -41,15 +43,12 @@ WITH backlog AS (
     UNION ALL
     SELECT event_type, organization_id, consumer, status, next_attempt_at
       FROM eventbus_delivery WHERE status = 'processing'
-    UNION ALL
-    SELECT event_type, organization_id, consumer, 'dead', NULL::timestamptz
-      FROM eventbus_delivery WHERE status = 'dead'
 )
 SELECT b.event_type, b.consumer, b.organization_id,
        count(*) FILTER (WHERE b.status = 'pending'),
        count(*) FILTER (WHERE b.status = 'pending' AND b.next_attempt_at <= %(now)s),
        count(*) FILTER (WHERE b.status = 'processing'),
-       count(*) FILTER (WHERE b.status = 'dead'),
+       0,
        min(b.next_attempt_at) FILTER (WHERE b.status = 'pending'
                                         AND b.next_attempt_at <= %(now)s)
   FROM backlog b
@@ -189,6 +188,9 @@ def _read_backlog(
             # organization_id is NOT NULL, so NULL marks the (event type, consumer) grouping set.
             target = by_org[org_id] if org_id is not None else by_type[(event_type, consumer)]
             target.add_backlog(*backlog)
+        for size in dlq_sizes(cursor):
+            by_type[(size.event_type, size.consumer)].dead += size.dead
+            by_org[size.organization_id].dead += size.dead
 
 
 def _read_throughput(

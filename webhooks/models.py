@@ -86,8 +86,12 @@ class Attempt(models.Model):
     PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("response_excerpt", "error")
 
     id = models.BigAutoField(primary_key=True)
+    # No database constraint: a partitioned delivery table (eventbus/partitions.py) has the
+    # primary key (id, event_created_at). The attempt log has its own, shorter retention
+    # (WEBHOOKS_ATTEMPT_RETENTION_DAYS, 30, under the event archive's 90 hot days): the purge
+    # removes these rows, the archive never needs to.
     delivery = models.ForeignKey(
-        Delivery, on_delete=models.CASCADE, related_name="webhook_attempts"
+        Delivery, on_delete=models.CASCADE, related_name="webhook_attempts", db_constraint=False
     )
     # No database constraint: a subscription deleted while one of its requests was in flight
     # must not make the worker's attempt-log insert fail (the ORM still cascades on delete).

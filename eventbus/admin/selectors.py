@@ -42,7 +42,7 @@ DISTINCT_COLUMNS = {
     "done_consumer": ("eventbus_delivery", "consumer", "status = 'done'"),  # ..._consumer_done_idx
     "dead_consumer": ("eventbus_delivery", "consumer", "status = 'dead'"),  # delivery_dead_idx
     "dead_error_class": ("eventbus_delivery", "error_class", "status = 'dead'"),  # ..._error_idx
-    "dead_event_type": ("eventbus_delivery", "event_type", "status = 'dead'"),  # ..._type_idx
+    "dead_event_type": ("eventbus_delivery", "event_type", "status = 'dead'"),  # _group_idx
     "dead_organization": ("eventbus_delivery", "organization_id", "status = 'dead'"),  # _org_idx
 }
 
@@ -66,7 +66,7 @@ def consumer_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
 
 
 def dead_event_type_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
-    """Event types present in the DLQ (a loose scan of delivery_dead_type_idx)."""
+    """Event types present in the DLQ (a loose scan of delivery_dead_group_idx)."""
     return distinct_values("dead_event_type", limit=limit)
 
 

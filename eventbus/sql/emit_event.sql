@@ -2,13 +2,14 @@
 -- eventbus.emit; returns the event id (the existing event's for a repeated idempotency key).
 --
 -- This is the live definition. Migrations never read this file: each applies a frozen copy
--- (0002, then 0004, 0008, 0012 of eventbus). To change the function, change this file AND add a
+-- (0002, then 0004, 0008, 0012, 0020, 0021, 0022 of eventbus). To change the function, change this file AND add a
 -- migration that applies a frozen copy of the new text; tests/eventbus/test_emitter.py fails while
 -- the database's function differs from this file.
 --
 -- The organization row is locked FOR KEY SHARE (the tenant check of every emit path); routes
 -- come from eventbus_route (the registry's mirror) plus eventbus_org_routes(), counted into
--- `fanout` and written as deliveries in one statement (one snapshot).
+-- `fanout` and written as deliveries in one statement (one snapshot), each with its event's
+-- created_at (the partition key of a partitioned install).
 -- The priority is the caller's (p_priority) or the catalog's; the ordering key the caller's
 -- (p_ordering_key) or the catalog's (its `ordered_by` payload field, or the entity id when the
 -- entity is what that field names), given to the deliveries of ordered consumers only. The
@@ -105,10 +106,10 @@ BEGIN
     ), deliveries AS (
         INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
                                        attempts, max_attempts, next_attempt_at, ordering_key,
-                                       priority, created_at, updated_at)
+                                       priority, created_at, updated_at, event_created_at)
         SELECT ev.id, p_organization_id, r.consumer, p_event_type, 'pending', 0, r.max_attempts,
                now() + r.delay_seconds * interval '1 second',
-               CASE WHEN r.ordered THEN v_order END, v_priority, now(), now()
+               CASE WHEN r.ordered THEN v_order END, v_priority, now(), now(), now()
           FROM ev, routes r
     )
     SELECT count(*) INTO v_inserted FROM ev;

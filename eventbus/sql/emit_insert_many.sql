@@ -5,7 +5,8 @@
 -- eventbus_org_routes; each event's fanout counts its routes. The tenant is checked once, as in
 -- emit_insert_one. The arrays are binary parameters (the `b` placeholders, through
 -- deskcomm.db.pipeline): no quoting and escaping of every JSON text.
--- Priorities and ordering keys per event as in emit_insert_one (`r_ordered` per registry route).
+-- Priorities, ordering keys and the deliveries' event_created_at as in emit_insert_one
+-- (`r_ordered` per registry route).
 -- Rows: (id) of each inserted event (not of repeated keys); one (NULL) without a tenant.
 WITH tenant AS MATERIALIZED (
     SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
@@ -43,10 +44,10 @@ WITH tenant AS MATERIALIZED (
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
                                    attempts, max_attempts, next_attempt_at, ordering_key,
-                                   priority, created_at, updated_at)
+                                   priority, created_at, updated_at, event_created_at)
     SELECT ev.id, %(org)s, r.consumer, ev.event_type, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', CASE WHEN r.ordered THEN ev.ordering_key END,
-           ev.priority, %(now)s, %(now)s
+           ev.priority, %(now)s, %(now)s, %(now)s
       FROM ev JOIN routes r ON r.event_id = ev.id
 )
 SELECT id FROM ev

@@ -6,7 +6,8 @@
 -- own from eventbus_org_routes, e.g. webhook subscriptions), the event with `fanout` = how many,
 -- then one delivery per route. ON CONFLICT makes a repeated idempotency key a no-op (no row from
 -- `ev`, so no deliveries and no wake-up either).
--- The event's `priority` goes to every delivery; its `ordering_key` to those of the consumers
+-- Each delivery carries its event's created_at (`event_created_at`: the partition key when the
+-- tables are partitioned, eventbus/partitions.py). The event's `priority` goes to every delivery; its `ordering_key` to those of the consumers
 -- declared ordered (`ordered`: one flag per registry route; the organization's routes, webhook
 -- subscriptions, are unordered).
 -- `notify`: high-priority events also wake idle workers on `channel`; PostgreSQL delivers the
@@ -36,10 +37,11 @@ WITH tenant AS MATERIALIZED (
 ), deliveries AS (
     INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status,
                                    attempts, max_attempts, next_attempt_at, ordering_key,
-                                   priority, created_at, updated_at)
+                                   priority, created_at, updated_at, event_created_at)
     SELECT ev.id, %(org)s, r.consumer, %(event_type)s, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second',
-           CASE WHEN r.ordered THEN %(ordering_key)s::text END, %(priority)s::int2, %(now)s, %(now)s
+           CASE WHEN r.ordered THEN %(ordering_key)s::text END, %(priority)s::int2, %(now)s, %(now)s,
+           %(now)s
       FROM ev, routes r
 )
 SELECT id, fanout,

@@ -23,14 +23,15 @@ WITH v AS (
            finished_at = CASE WHEN v.dead THEN %(now)s::timestamptz END
       FROM v
      WHERE d.id = v.id AND d.lease_token = %(token)s AND d.status = 'processing'
-    RETURNING d.id, d.event_id, d.organization_id, d.consumer,
+    RETURNING d.id, d.event_id, d.organization_id, d.consumer, d.event_created_at,
               d.attempts + v.publish::int AS attempt,
               v.dead, v.next_at, v.error, v.error_class, v.duration_ms, v.publish
 ), history AS (
+    -- event_created_at: the delivery's partition key, which its attempts share.
     INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
-                                          duration_ms, worker, created_at)
+                                          duration_ms, worker, created_at, event_created_at)
     SELECT id, attempt, CASE WHEN dead THEN 'dead' ELSE 'retry' END, error_class, error,
-           duration_ms, %(worker)s, %(now)s
+           duration_ms, %(worker)s, %(now)s, event_created_at
       FROM nacked
 ), by_event AS (
     SELECT event_id, count(*) AS failures, bool_or(dead) AS any_dead, max(error) AS error,

@@ -10,13 +10,17 @@
 -- existing ones, whatever its event's time).
 INSERT INTO eventbus_delivery (event_id, organization_id, consumer, event_type, status, attempts,
                                max_attempts, next_attempt_at, created_at, updated_at, replay_id,
-                               ordering_key, priority)
+                               ordering_key, priority, event_created_at)
 SELECT e.id, e.organization_id, %(consumer)s, e.event_type, 'pending', 0, %(max_attempts)s,
        %(now)s, %(now)s, %(now)s, %(replay_id)s::uuid,
-       CASE WHEN %(ordered)s::boolean THEN e.ordering_key END, e.priority
+       CASE WHEN %(ordered)s::boolean THEN e.ordering_key END, e.priority, e.created_at
   FROM event_log e
  WHERE e.id = ANY(%(ids)s::uuid[])
-ON CONFLICT (event_id, consumer) DO UPDATE
+-- The constraint by name: (event_id, consumer) on a plain table, (event_id, consumer,
+-- event_created_at) on a partitioned one (eventbus/partitions.py), where a unique constraint must
+-- hold the partition key; an event's deliveries all carry its created_at, so both say "one per
+-- (event, consumer)".
+ON CONFLICT ON CONSTRAINT delivery_event_consumer_uniq DO UPDATE
    SET status = 'pending', attempts = 0, publish_failures = 0, next_attempt_at = %(now)s,
        last_error = NULL, error_class = NULL, locked_until = NULL, lease_token = NULL,
        locked_by = NULL, finished_at = NULL, isolate = false,

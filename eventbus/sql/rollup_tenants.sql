@@ -3,8 +3,8 @@
 -- settled attempts over the recent window (fail ratio), the latest sampled lag, and the DLQ size,
 -- for the per-tenant /metrics gauges (eventbus.rollup.tenant_figures).
 --
--- The rollup arm is a range of its primary key; the DLQ arm counts dead deliveries from
--- delivery_dlq_idx alone (it includes organization_id: index-only). Names come from the
+-- The rollup arm is a range of its primary key; the DLQ arm is the DLQ's size per organization,
+-- counted just before (sql/dlq_sizes.sql) and passed as two arrays. Names come from the
 -- organizations table (the label is the slug).
 WITH rolled AS (
     SELECT organization_id,
@@ -16,9 +16,8 @@ WITH rolled AS (
      WHERE bucket_start >= %(since)s
      GROUP BY organization_id
 ), dlq AS (
-    SELECT organization_id, count(*) AS dead FROM eventbus_delivery
-     WHERE status = 'dead'
-     GROUP BY organization_id
+    SELECT * FROM unnest(%(dead_organizations)s::uuid[], %(dead)s::bigint[])
+           AS q(organization_id, dead)
 )
 SELECT coalesce(r.organization_id, q.organization_id) AS organization_id,
        coalesce(o.slug, coalesce(r.organization_id, q.organization_id)::text) AS label,

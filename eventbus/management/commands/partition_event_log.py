@@ -1,8 +1,10 @@
-"""`manage.py partition_event_log`: event_log to monthly partitions online (eventbus/partitions.py).
+"""`manage.py partition_event_log`: the bus tables to monthly partitions online.
 
-Without options: the upgrade (emits keep flowing; re-run it after an interruption). `--ahead`
-only creates the partitions ahead (what the `event-log-partitions` job does); `--drop-old`
-drops the unpartitioned copy the upgrade kept, once you have checked the partitioned log.
+Without options: the upgrade of event_log, eventbus_delivery and eventbus_deliveryattempt
+(eventbus/partition_upgrade.py; emits and workers keep running; re-run it after an
+interruption). `--ahead` only creates the partitions ahead (what the `event-log-partitions` job
+does); `--drop-old` drops the unpartitioned copies the upgrade kept, once you have checked the
+partitioned tables.
 """
 
 from __future__ import annotations
@@ -12,11 +14,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from eventbus import partitions
+from eventbus import partition_upgrade, partitions
 
 
 class Command(BaseCommand):
-    help = "Partition event_log by month of created_at, online, in batches (or keep it ahead)."
+    help = (
+        "Partition event_log, its deliveries and their attempts by month, online, in batches "
+        "(or keep the partitions ahead)."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
@@ -30,32 +35,35 @@ class Command(BaseCommand):
         parser.add_argument(
             "--drop-old",
             action="store_true",
-            help="Drop event_log_unpartitioned, the old table an upgrade kept.",
+            help="Drop the unpartitioned tables an upgrade kept (<table>_unpartitioned).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["batch"] < 1:
             raise CommandError("--batch must be at least 1")
         if options["drop_old"]:
-            partitions.drop_old()
-            self.stdout.write(f"dropped {partitions.OLD_TABLE}")
+            dropped = partition_upgrade.drop_old()
+            self.stdout.write(f"dropped {', '.join(dropped)}" if dropped else "nothing to drop")
             return
         if options["ahead"]:
-            if not partitions.is_partitioned():
+            if not partitions.partitioned_tables():
                 raise CommandError("event_log is not partitioned: run partition_event_log first")
             created = partitions.ensure_partitions()
             self.stdout.write(f"created {len(created)} partition(s): {', '.join(created)}")
             return
         try:
-            report = partitions.upgrade(batch=options["batch"], progress=self._progress)
+            report = partition_upgrade.upgrade(batch=options["batch"], progress=self._progress)
         except partitions.PartitionError as exc:
             raise CommandError(str(exc)) from exc
+        olds = ", ".join(partitions.BY_NAME[name].unpartitioned_name for name in report.tables)
         self.stdout.write(
-            f"event_log partitioned: {report.partitions} partition(s), {report.copied} rows "
-            f"copied in {report.batches} batch(es), {report.seconds:.1f}s; the old table is "
-            f"{partitions.OLD_TABLE} (drop it with --drop-old once checked)"
+            f"partitioned {', '.join(report.tables)}: {report.partitions} partition(s), "
+            f"{report.copied} rows copied in {report.batches} batch(es), {report.seconds:.1f}s; "
+            f"the old tables are {olds} (drop them with --drop-old once checked)"
         )
 
-    def _progress(self, report: partitions.UpgradeReport) -> None:
+    def _progress(self, report: partition_upgrade.UpgradeReport) -> None:
         if report.batches % 20 == 0:
-            self.stdout.write(f"  {report.copied} rows copied ({report.batches} batches)")
+            self.stdout.write(
+                f"  {report.copied} rows copied ({report.batches} batches; now {report.table})"
+            )
