@@ -259,6 +259,10 @@ def archive_month(partition: partitions.Partition, report: ArchiveReport) -> Non
             )
         report.days += 1
         report.events += hot
+    if _month_has_unfinished(partition, days, deliveries_partitioned):  # a replay meanwhile
+        logger.info("archive: %s has deliveries queued since; dropped later", partition.name)
+        report.skipped += 1
+        return
     if not deliveries_partitioned:
         _delete_month_deliveries(name)
     partitions.release_keys(partition.lower, partition.upper)

@@ -320,6 +320,34 @@ def test_a_month_with_unfinished_work_waits(
     assert EventLog.objects.count() == 1
 
 
+def test_a_month_replayed_while_its_files_are_written_is_dropped_only_later(
+    org: Organization, tmp_path: Path, settings: object, undo_upgrade: None, monkeypatch: Any
+) -> None:
+    use_local_storage(settings, "archive", tmp_path)
+    with time_machine.travel(dt.datetime.combine(OLD_DAY, dt.time(10), tzinfo=dt.UTC)):
+        old = emit_keyed(org, None)
+    Delivery.objects.update(status="done")
+    write_day = archive._write_day
+
+    def write_then_replay(*args: Any, **kwargs: Any) -> Any:
+        manifest = write_day(*args, **kwargs)
+        claims.replay([old], consumer="effect-a-worker", max_attempts=8)  # an operator, now
+        return manifest
+
+    monkeypatch.setattr(archive, "_write_day", write_then_replay)
+    with time_machine.travel(NOW, tick=False):
+        partition_upgrade.upgrade()
+        report = archive.archive_due()
+    assert (report.months, report.skipped, report.days) == (0, 1, 1)  # written, not dropped
+    assert len(month_partitions("202602")) == 3
+    assert Delivery.objects.get(event_id=old, consumer="effect-a-worker").status == "pending"
+    monkeypatch.setattr(archive, "_write_day", write_day)
+    Delivery.objects.update(status="done")
+    with time_machine.travel(NOW, tick=False):
+        assert archive.archive_due().months == 1  # the day's file is there: read back, dropped
+    assert month_partitions("202602") == []
+
+
 def test_the_command_upgrades_and_drops_the_old_tables(
     org: Organization, undo_upgrade: None
 ) -> None:
