@@ -54,6 +54,7 @@ from bench.drain import (  # noqa: E402
     libpq_conninfo,
     recreate_database,
     say,
+    scratch_beside,
     scratch_env,
 )
 
@@ -222,6 +223,20 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         scratch_name=name,
         scratch_conninfo=libpq_conninfo(url),
         admin_conninfo=libpq_conninfo(url, dbname="postgres"),
+    )
+
+
+def config_beside(suffix: str, *, events: int, requests: int, keep: bool) -> Config:
+    """A Config for the scratch database `<DATABASE_URL's name>_<suffix>` on the same server."""
+    names = scratch_beside(suffix)
+    return Config(
+        events=events,
+        requests=requests,
+        keep=keep,
+        scratch_url=names["scratch_url"],
+        scratch_name=names["scratch_name"],
+        scratch_conninfo=names["scratch_conninfo"],
+        admin_conninfo=names["admin_conninfo"],
     )
 
 

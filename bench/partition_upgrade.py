@@ -49,7 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `eventbus`, ... importable
 
 from bench import admin_changelists as console  # noqa: E402
-from bench.drain import say, scratch_beside  # noqa: E402
+from bench.drain import say  # noqa: E402
 
 EMIT_TYPE = "conversation.opened"  # one consumer in bench/admin_consumers.py
 EMIT_CONSUMER = "analytics-worker"
@@ -103,16 +103,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[console.Config, argparse.Nam
     args = parser.parse_args(argv)
     if args.events < 1000 or args.batch < 1:
         parser.error("--events must be at least 1000 and --batch positive")
-    names = scratch_beside("bench_upgrade")
-    config = console.Config(
-        events=args.events,
-        requests=1,
-        keep=args.keep,
-        scratch_url=names["scratch_url"],
-        scratch_name=names["scratch_name"],
-        scratch_conninfo=names["scratch_conninfo"],
-        admin_conninfo=names["admin_conninfo"],
-    )
+    config = console.config_beside("bench_upgrade", events=args.events, requests=1, keep=args.keep)
     return config, args
 
 

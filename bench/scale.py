@@ -54,7 +54,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `eventbus`, ... importable
 
 from bench import admin_changelists as console  # noqa: E402
-from bench.drain import say, scratch_beside  # noqa: E402
+from bench.drain import say  # noqa: E402
 
 ORGANIZATIONS = 30
 CLAIM_BATCH = 50
@@ -90,15 +90,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[console.Config, Options]:
     args = parser.parse_args(argv)
     if args.events < 1000 or min(args.emits, args.claims, args.requests) < 1:
         parser.error("--events must be at least 1000, the counts positive")
-    names = scratch_beside("bench")
-    config = console.Config(
-        events=args.events,
-        requests=args.requests,
-        keep=args.keep,
-        scratch_url=names["scratch_url"],
-        scratch_name=names["scratch_name"],
-        scratch_conninfo=names["scratch_conninfo"],
-        admin_conninfo=names["admin_conninfo"],
+    config = console.config_beside(
+        "bench", events=args.events, requests=args.requests, keep=args.keep
     )
     return config, Options(args.emits, args.claims, args.requests, not args.no_archive)
 
