@@ -23,6 +23,7 @@ graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "10000"))
 max_requests_jitter = max_requests // 10
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG") or None  # "-" for stdout
+logger_class = "core.logs.access.Logger"  # builds no access line unless accesslog is set
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 

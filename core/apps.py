@@ -36,9 +36,11 @@ class CoreConfig(AppConfig):
         pooler.select_for_process(sys.argv)
         rls.select_for_process(sys.argv)
         connection_created.connect(pooler.install, dispatch_uid="core.pooler.install")
-        # After Django's close_old_connections, before anything queries (core.db).
+        # After Django's close_old_connections, before anything queries (core.db): at a
+        # request's start, and at its end, where the scope reset is the next statement.
         request_started.connect(skip_health_check_when_quiet, dispatch_uid="core.db.health")
         request_started.connect(rls.on_request_boundary, dispatch_uid="core.rls.started")
+        request_finished.connect(skip_health_check_when_quiet, dispatch_uid="core.db.health.end")
         request_finished.connect(rls.on_request_boundary, dispatch_uid="core.rls.finished")
         # Sent once per app: bound to this one, so `migrate` sets and resets the timeout once.
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)

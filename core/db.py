@@ -167,13 +167,16 @@ def _pooled_transaction(connection: BaseDatabaseWrapper) -> AbstractContextManag
 
 
 def skip_health_check_when_quiet(**kwargs: Any) -> None:
-    """request_started (after Django's own handler): no health check for a known-good connection.
+    """request_started and request_finished (after Django's own handler): no health check for a
+    known-good connection.
 
     With CONN_HEALTH_CHECKS Django sends `SELECT 1` before the first query of every request on a
-    reused connection: a round trip per request. A connection the server has ended (restart,
-    `pg_terminate_backend`, an idle timeout) has something to read, its FATAL message or the
-    end of the stream, while a healthy idle one has nothing; so the check is skipped when the
-    last request left no error and the socket is quiet, and still runs otherwise.
+    reused connection: a round trip per request, and one more at its end (request_finished runs
+    close_old_connections too, and the tenant scope's reset, core.rls, is then a first query).
+    A connection the server has ended (restart, `pg_terminate_backend`, an idle timeout) has
+    something to read, its FATAL message or the end of the stream, while a healthy idle one has
+    nothing; so the check is skipped when the last request left no error and the socket is
+    quiet, and still runs otherwise.
     """
     for wrapper in connections.all(initialized_only=True):
         checked = getattr(wrapper, "health_check_done", True)

@@ -6,14 +6,17 @@ import ast
 import select
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+from django.core.signals import request_finished
 from django.db import close_old_connections, connection
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from core import rls
 from core.db import bound_cursor, drop_database, skip_health_check_when_quiet
 from tests.support.db import database_url
 from tests.support.wire import traced
@@ -122,13 +125,26 @@ def test_a_quiet_connection_skips_the_health_check_and_an_ended_one_is_replaced(
         assert cursor.fetchone() != (pid,)
 
 
+@pytest.mark.django_db(transaction=True)  # close_old_connections ends a test transaction
+def test_a_request_ends_with_the_scope_reset_alone_not_a_health_check_before_it() -> None:
+    rls.set_scope(organization_id=uuid.uuid4())  # as an API key's request leaves the session
+    with traced() as wire:
+        request_finished.send(sender=None)  # what a server process runs after each response
+    assert len(wire.statements) == 1, wire.statements  # no `SELECT 1` first
+    assert "set_config" in wire.statements[0]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('app.organization_id')")
+        assert cursor.fetchone() == ("",)
+
+
 ORDER_SCRIPT = """
 import weakref
 import django
 django.setup()
-from django.core.signals import request_started
-refs = [entry[1] for entry in request_started.receivers]
-print([getattr(r() if isinstance(r, weakref.ref) else r, "__name__", "") for r in refs])
+from django.core.signals import request_finished, request_started
+for signal in (request_started, request_finished):
+    refs = [entry[1] for entry in signal.receivers]
+    print([getattr(r() if isinstance(r, weakref.ref) else r, "__name__", "") for r in refs])
 """
 
 
@@ -138,5 +154,8 @@ def test_the_health_check_skip_runs_after_djangos_own_handler_in_a_new_process()
     result = subprocess.run(
         [sys.executable, "-c", ORDER_SCRIPT], capture_output=True, text=True, check=True
     )
-    names = ast.literal_eval(result.stdout.strip().splitlines()[-1])
-    assert names.index("skip_health_check_when_quiet") > names.index("close_old_connections")
+    started, finished = (ast.literal_eval(line) for line in result.stdout.splitlines()[-2:])
+    assert started.index("skip_health_check_when_quiet") > started.index("close_old_connections")
+    # At the end too, and before the scope reset, the first statement after Django's handler.
+    skip = finished.index("skip_health_check_when_quiet")
+    assert finished.index("close_old_connections") < skip < finished.index("on_request_boundary")
