@@ -88,9 +88,7 @@ _CONDITIONS = {
     " AND d.event_created_at = e.created_at AND d.consumer = %(consumer)s)",
 }
 # The `lte` bound is what the index range scan uses; the OR only breaks ties.
-_BEFORE = (
-    "e.created_at <= %(before_at)s AND (e.created_at < %(before_at)s OR e.id < %(before_id)s)"
-)
+_BEFORE = "e.created_at <= %(before_at)s AND (e.created_at < %(before_at)s OR e.id < %(before_id)s)"
 _FIELDS = EventLog._meta.concrete_fields
 
 
