@@ -101,7 +101,7 @@ def emit_error(exc: EventValidationError) -> serializers.ValidationError:
     return serializers.ValidationError({field: [str(exc)]})
 
 
-class EventFilterSerializer(StrictSerializer):
+class EventFilterSerializer(ReusedFields, StrictSerializer):
     status = serializers.ChoiceField(choices=Status.choices, required=False)
     event_type = serializers.CharField(required=False, max_length=200)
     entity_kind = serializers.CharField(required=False, max_length=64)

@@ -10,7 +10,12 @@ import pytest
 from rest_framework import serializers
 
 from core.api.serializers import ReusedFields
-from eventbus.api.serializers import EmitSerializer, EventDetailSerializer, EventSerializer
+from eventbus.api.serializers import (
+    EmitSerializer,
+    EventDetailSerializer,
+    EventFilterSerializer,
+    EventSerializer,
+)
 
 
 class Plain(serializers.Serializer):
@@ -87,3 +92,22 @@ def test_the_emit_serializer_answers_as_before(body: dict[str, Any]) -> None:
     assert Copying().fields["event_type"] is not Copying().fields["event_type"]
     for _ in range(2):
         assert validate(EmitSerializer, body) == validate(Copying, body)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {},
+        {"status": "dead", "limit": "10", "event_type": "lead.created"},
+        {"status": "nope", "limit": "0", "entity_id": "not-a-uuid"},
+        {"created_after": "2026-01-01T00:00:00Z", "consumer": "crm-worker", "limit": "999"},
+        {"cursor": "garbage", "organization": "x"},
+    ],
+)
+def test_the_event_filter_serializer_answers_as_before(query: dict[str, Any]) -> None:
+    class Copying(EventFilterSerializer):
+        reuses_fields = False
+
+    assert EventFilterSerializer.reuses_fields
+    for _ in range(2):
+        assert validate(EventFilterSerializer, query) == validate(Copying, query)
