@@ -128,3 +128,23 @@ def test_api_emit_is_key_lookup_with_throttle_then_emit_and_the_scope_reset(
     ]
     assert "deskcomm_throttlestate" in wire.statements[0]
     assert wire.round_trips == 3
+
+
+@pytest.mark.django_db(transaction=True)  # close_old_connections closes it inside an atomic
+def test_api_event_list_is_key_lookup_then_one_page_statement_and_the_scope_reset(
+    org: Organization,
+) -> None:
+    for n in range(3):
+        emit_one(org, n)
+    client = api_client(org, "events:read")
+    assert client.get("/api/v1/events?limit=2&entity_kind=thing").status_code == 200
+    close_old_connections()  # as in the emit's budget above
+    with traced() as wire:
+        response = client.get("/api/v1/events?limit=2&entity_kind=thing")
+    assert response.status_code == 200, response.content
+    assert len(response.json()["results"]) == 2
+    lookup, page, reset = wire.statements  # the page: one statement kept for its filters' shape
+    assert lookup.startswith("WITH k AS MATERIALIZED")
+    assert "FROM event_log e WHERE" in page and "e.entity_kind = $" in page
+    assert reset.startswith("SELECT set_config")
+    assert wire.round_trips == 3
