@@ -53,3 +53,12 @@ def test_an_api_client_that_accepts_no_json_gets_406(org: Organization) -> None:
     error_of(client.get("/api/v1/events", HTTP_ACCEPT="text/html"), 406, "not_acceptable")
     response = client.get("/api/v1/events", HTTP_ACCEPT="*/*")
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("accept", [None, "*/*", "application/json"])
+def test_a_plain_accept_is_answered_without_parsing_the_header(accept: str | None) -> None:
+    class NoParsing(JsonFirstNegotiation):
+        def _get_parsed_accept_list(self, request: Request) -> list[str]:
+            raise AssertionError("parsed the Accept header")
+
+    assert chosen(NoParsing(), "/api/v1/events", accept) == ("JSONRenderer", "application/json")
