@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from core.api.conf import api_settings
 from core.api.pagination import CursorField
-from core.api.serializers import ReusedFields
+from core.api.serializers import PlainRepresentation, ReusedFields, SparseValidation
 from eventbus.catalog import EVENT_TYPE_PATTERN
 from eventbus.errors import EventValidationError
 from eventbus.models import DeliveryStatus, Status
@@ -41,7 +41,7 @@ class StrictCharField(serializers.CharField):
         return str(super().to_internal_value(data))
 
 
-class EmitSerializer(ReusedFields, StrictSerializer):
+class EmitSerializer(SparseValidation, ReusedFields, StrictSerializer):
     event_type = serializers.RegexField(
         EVENT_TYPE_PATTERN,
         max_length=200,
@@ -101,7 +101,7 @@ def emit_error(exc: EventValidationError) -> serializers.ValidationError:
     return serializers.ValidationError({field: [str(exc)]})
 
 
-class EventFilterSerializer(ReusedFields, StrictSerializer):
+class EventFilterSerializer(SparseValidation, ReusedFields, StrictSerializer):
     status = serializers.ChoiceField(choices=Status.choices, required=False)
     event_type = serializers.CharField(required=False, max_length=200)
     entity_kind = serializers.CharField(required=False, max_length=64)
@@ -120,7 +120,7 @@ class EventFilterSerializer(ReusedFields, StrictSerializer):
         return value
 
 
-class DeliverySerializer(serializers.Serializer):
+class DeliverySerializer(PlainRepresentation, serializers.Serializer):
     consumer = serializers.CharField()
     status = serializers.ChoiceField(choices=DeliveryStatus.choices)
     attempts = serializers.IntegerField()
@@ -137,7 +137,7 @@ class DeliverySerializer(serializers.Serializer):
     redelivery_reason = serializers.CharField(allow_null=True)
 
 
-class EventSerializer(ReusedFields, serializers.Serializer):
+class EventSerializer(PlainRepresentation, ReusedFields, serializers.Serializer):
     id = serializers.UUIDField()
     event_type = serializers.CharField()
     entity_kind = serializers.CharField()
