@@ -23,6 +23,11 @@ What happens (everything on this machine, loopback only, bounded in requests and
    - emit+idem: the same with a fresh `Idempotency-Key` per request (+ the key's row).
 4. It prints requests/s, p50/p95/p99 latency and the throughput ratio to the floor measured in
    the same run, checks every status code and that every emit wrote its event, and stops gunicorn.
+5. It also prints the CPU time each request cost, read from /proc around each timed run: in
+   gunicorn (the master and its workers) and in the PostgreSQL backends serving the scratch
+   database (when the server runs on this machine; PostgreSQL's background writers are not
+   counted). Throughput on a shared machine swings with its neighbours; CPU per request barely
+   does, so it is the figure to compare two trees by.
 
 The clients share the 2 cores with gunicorn and PostgreSQL, so figures are what this machine
 does end to end, not what the server alone could do.
@@ -45,7 +50,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +145,7 @@ class Result:
     seconds: float
     statuses: Counter[int]
     latencies: list[float]
+    cpu: dict[str, float] = field(default_factory=dict)  # "web" / "db" -> CPU seconds in the run
 
     @property
     def rate(self) -> float:
@@ -150,9 +156,16 @@ class Result:
 
 
 def drive(
-    port: int, scenario: Scenario, token: str, total: int, concurrency: int, procs: int
+    port: int,
+    scenario: Scenario,
+    token: str,
+    total: int,
+    concurrency: int,
+    procs: int,
+    meter: CpuMeter,
 ) -> Result:
-    """`total` requests from `concurrency` clients in `procs` processes; the clock starts at go."""
+    """`total` requests from `concurrency` clients in `procs` processes; the clock starts at go
+    and `meter` reads the server's CPU time then and at the end."""
     ctx = mp.get_context("spawn")
     go, queue = ctx.Event(), ctx.Queue()
     threads = max(1, concurrency // procs)
@@ -166,13 +179,87 @@ def drive(
     for child in children:
         child.start()
     time.sleep(1.0)  # let the spawned interpreters import before the clock starts
+    before = meter.read()
     started = time.perf_counter()
     go.set()
     samples = [item for _ in children for item in queue.get(timeout=RUN_TIMEOUT)]
     seconds = time.perf_counter() - started
+    cpu = meter.since(before)
     for child in children:
         child.join(RUN_TIMEOUT)
-    return Result(scenario, seconds, Counter(s for s, _ in samples), [t for _, t in samples])
+    statuses, latencies = Counter(s for s, _ in samples), [t for _, t in samples]
+    return Result(scenario, seconds, statuses, latencies, cpu)
+
+
+class CpuMeter:
+    """CPU time (user + system, from /proc/<pid>/stat) of gunicorn's processes and of the
+    PostgreSQL backends connected to the scratch database, read before and after a run."""
+
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, server_pid: int, scratch: ScratchDatabase) -> None:
+        self.server_pid = server_pid
+        self.scratch = scratch
+
+    def read(self) -> dict[str, dict[int, float]]:
+        web = self._times(self._tree(self.server_pid))
+        return {"web": web, "db": self._times(self._backends())}
+
+    def since(self, before: dict[str, dict[int, float]]) -> dict[str, float]:
+        """CPU seconds per group since `before` (a process new since then counts from 0)."""
+        after = self.read()
+        return {
+            group: sum(t - before[group].get(pid, 0.0) for pid, t in times.items())
+            for group, times in after.items()
+        }
+
+    def _tree(self, pid: int) -> list[int]:
+        pids = [pid]
+        for child in _children(pid):
+            pids += self._tree(child)
+        return pids
+
+    def _backends(self) -> list[int]:
+        """The pids serving the scratch database, when they are processes of this machine."""
+        import psycopg
+
+        with psycopg.connect(self.scratch.conninfo()) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+        return [pid for (pid,) in rows if _is_postgres(pid)]
+
+    def _times(self, pids: list[int]) -> dict[int, float]:
+        times = {}
+        for pid in pids:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # gone, or not on this machine
+            times[pid] = (int(fields[11]) + int(fields[12])) / self.TICK  # utime, stime
+        return times
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        return b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 # -- the server side -------------------------------------------------------------------------
@@ -300,18 +387,28 @@ def report(results: list[Result], args: argparse.Namespace, env: dict[str, str])
         f"gunicorn {workers} workers x {threads} threads (gthread), 127.0.0.1"
     )
     print(f"{'scenario':<11} {'requests':>8} {'req/s':>8} {'p50 ms':>7} {'p95 ms':>7} "
-          f"{'p99 ms':>7} {'vs floor':>8}  statuses")  # fmt: skip
+          f"{'p99 ms':>7} {'vs floor':>8} {'web us':>7} {'db us':>6}  statuses")  # fmt: skip
     for r in results:
         p50, p95, p99 = (r.percentile_ms(p) for p in (50, 95, 99))
+        web, db = (_per_request(r, group) for group in ("web", "db"))
         print(
             f"{r.scenario.name:<11} {len(r.latencies):>8} {r.rate:>8.0f} {p50:>7.1f} {p95:>7.1f} "
-            f"{p99:>7.1f} {r.rate / floor:>8.2f}  {dict(r.statuses)}"
+            f"{p99:>7.1f} {r.rate / floor:>8.2f} {web:>7} {db:>6}  {dict(r.statuses)}"
         )
+    print(
+        "web us / db us: CPU microseconds per request in gunicorn and in the PostgreSQL "
+        "backends ('-': not readable here)"
+    )
     emit = next(r for r in results if r.scenario.name == "emit")
     print(
         f"emit_rps={emit.rate:.0f} emit_p95_ms={emit.percentile_ms(95):.1f} "
         f"emit_ratio_to_floor={emit.rate / floor:.2f}"
     )
+
+
+def _per_request(result: Result, group: str) -> str:
+    seconds = result.cpu.get(group)
+    return "-" if not seconds else f"{seconds / len(result.latencies) * 1e6:.0f}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -323,11 +420,12 @@ def run(args: argparse.Namespace) -> int:
     port = free_port()
     say(f"starting gunicorn on 127.0.0.1:{port}")
     server = start_gunicorn(env, port)
+    meter = CpuMeter(server.pid, scratch)
     results, emitted = [], 0
     try:
         for scenario in SCENARIOS:
             say(f"{scenario.name}: {args.requests} requests, {args.concurrency} clients")
-            runs = [drive(port, scenario, token, n, args.concurrency, args.client_procs)
+            runs = [drive(port, scenario, token, n, args.concurrency, args.client_procs, meter)
                     for n in (args.warmup, args.requests) if n]  # fmt: skip
             results.append(runs[-1])
             emitted += sum(len(r.latencies) for r in runs) if scenario.emits else 0

@@ -8,10 +8,12 @@ set neither a tenant nor the bypass sees and writes nothing; platform processes 
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
+import psycopg
 import pytest
-from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.db import IntegrityError, OperationalError, ProgrammingError, connection, transaction
 from django.urls import include, path
 from rest_framework.response import Response
 
@@ -23,7 +25,9 @@ from crm.models import Contact
 from eventbus.models import EventLog
 from tests.support.api import api_client
 from tests.support.consumers import EFFECT_CONSUMERS
+from tests.support.db import database_url
 from tests.support.processes import start_drain
+from tests.support.wire import traced
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +138,54 @@ def test_a_worker_drains_every_tenant(
 def test_which_processes_bypass(argv: list[str], bypass: bool) -> None:
     assert rls.wants_bypass(argv, {}) is bypass
     assert rls.wants_bypass(argv, {rls.PROCESS_ENV: "true"}) is True
+
+
+def session_scope() -> tuple[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('app.organization_id', true),"
+            " current_setting('app.rls_bypass', true)"
+        )
+        row = cursor.fetchone()
+    return row[0] or "", row[1] or ""
+
+
+@pytest.mark.django_db(transaction=True)  # an idle session: no test transaction around it
+def test_an_idle_session_is_reset_by_one_plain_query(org: Organization) -> None:
+    rls.set_scope(organization_id=org.pk)
+    assert session_scope() == (str(org.pk), "off")
+    with traced() as wire:
+        rls.reset_scope()
+    assert wire.round_trips == 1
+    [message] = [m.split("\t", 1)[0] for m in wire.messages if not m.startswith("Sync")]
+    assert message == "Query"  # no Parse/Bind/Execute: no cursor, nothing prepared
+    assert session_scope() == ("", "on")  # this test process bypasses: its default
+    with traced() as wire:
+        rls.reset_scope()  # nothing scoped it since: nothing sent
+    assert wire.messages == []
+
+
+def test_inside_a_transaction_the_reset_is_one_of_its_statements(org: Organization) -> None:
+    # pytest-django's test transaction is open: the reset joins it, so it is rolled back with it
+    # as every other statement there (never a reset that silently escapes the transaction).
+    rls.set_scope(organization_id=org.pk)
+    with traced() as wire:
+        rls.reset_scope()
+    assert [m.split("\t", 1)[0] for m in wire.messages if m.startswith(("Query", "Parse"))]
+    assert session_scope() == ("", "on")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_whose_reset_fails_is_closed_not_reused(org: Organization) -> None:
+    rls.set_scope(organization_id=org.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    with psycopg.connect(database_url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    socket = connection.connection.pgconn.socket
+    assert select.select([socket], [], [], 10)[0], "the server never ended the session"
+    with pytest.raises(OperationalError, match="resetting the session's tenant scope failed"):
+        rls.reset_scope()
+    assert connection.connection is None  # closed: the next request opens a fresh session
+    assert session_scope() == ("", "on")
