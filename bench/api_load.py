@@ -26,8 +26,8 @@ What happens (everything on this machine, loopback only, bounded in requests and
 5. It also prints the CPU time each request cost, read from /proc around each timed run: in
    gunicorn (the master and its workers) and in the PostgreSQL backends serving the scratch
    database (when the server runs on this machine; PostgreSQL's background writers are not
-   counted). Throughput on a shared machine swings with its neighbours; CPU per request barely
-   does, so it is the figure to compare two trees by.
+   counted): where each request's CPU goes. Contention inflates it too (gunicorn's threads and
+   the clients share the cores), so compare trees by alternated runs, never by one.
 
 The clients share the 2 cores with gunicorn and PostgreSQL, so figures are what this machine
 does end to end, not what the server alone could do.
