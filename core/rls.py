@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -133,6 +134,9 @@ def reset_scope(using: str = "default") -> None:
         return
     if connection.connection is None:
         return  # closed: the session (and its settings) went with it
+    if not connection.in_atomic_block and connection.connection.closed:
+        connection.close()  # the server ended it (libpq knows): its settings went with it
+        return
     if connection.in_atomic_block or connection.connection.info.transaction_status != IDLE:
         # Inside a transaction (tests, scripts) it is one of the transaction's statements.
         bypass = "on" if process_bypasses() else "off"
@@ -147,10 +151,14 @@ def _reset_idle(connection: BaseDatabaseWrapper) -> None:
     through libpq, which releases the GIL while it waits. Through a cursor the same round trip
     spent 70-100 us of Python in psycopg's and Django's execute; this spends about 15 (README
     "Issue #23"). A session whose reset fails is closed, never handed to the next request."""
-    result = connection.connection.pgconn.exec_(RESET_SQL[process_bypasses()])
-    if result.status != pq.ExecStatus.TUPLES_OK:
-        message = (result.error_message or b"no result").decode(errors="replace").strip()
+    try:
+        result = connection.connection.pgconn.exec_(RESET_SQL[process_bypasses()])
+        failed = None if result.status == pq.ExecStatus.TUPLES_OK else result.error_message
+    except psycopg.Error as exc:  # libpq returned no result at all
+        failed = str(exc).encode()
+    if failed is not None:
         connection.close()
+        message = (failed or b"no result").decode(errors="replace").strip()
         raise OperationalError(f"resetting the session's tenant scope failed: {message}")
 
 
