@@ -31,7 +31,12 @@ What it measures (all in one run, against one PostgreSQL server):
    round robin over 200 conversations (bench_consumers.ORDERED_KEYS), so at most one delivery
    per conversation runs at a time; its ratio to `d21` (the unordered consumer, same run) is
    printed as `ordered_ratio_to_unordered`.
-3. Raw-SQL ceiling, rows/s: the same number of rows (N) in a plain logged table
+3. `bus2`, the bus's SQL alone, deliveries/s: the drain's own `claim.sql` and `ack.sql`, with the
+   parameters `eventbus.claim` passes, run by 2 bare psycopg processes on the same backlog as
+   `d21` (bench/workers.py `bus`): no Django, no Event objects, no handler between them. Its
+   ratio to the ceiling is the most any drain using these statements on this schema can reach;
+   `d21` over it is the share the worker's Python keeps.
+4. Raw-SQL ceiling, rows/s: the same number of rows (N) in a plain logged table
    `bench_raw_job(id bigserial, status text, payload jsonb, next_at timestamptz)` with a partial
    index on pending rows, drained by 1 or 2 bare psycopg processes that claim B rows with
    `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED LIMIT B)) RETURNING` and
@@ -94,6 +99,7 @@ MEASUREMENT_KEYS = (
     "d13",
     "d23",
     "o21",
+    "bus2",
     "raw1",
     "raw2",
 )
@@ -482,6 +488,21 @@ class Bench:
                 "each attempted once): " + "; ".join(problems)
             )
 
+    def bus_sql(self, procs: int) -> Sample:
+        """The drain's own claim and ack statements in bare psycopg loops (no Python between
+        them): what this schema and these statements allow, on the same backlog as `d21`."""
+        names = bench_consumers.SINGLE_CONSUMERS
+        expected = self.config.events * len(names)
+        self.fill(bench_consumers.SINGLE_EVENT)
+        command = [sys.executable, "-m", "bench.workers", "bus"]
+        command += ["--conninfo", self.config.scratch_conninfo]
+        command += ["--batch-size", str(self.config.batch_size)]
+        for name in names:
+            command += ["--consumer", name]
+        wall, probes = run_workers([command] * procs, self.env)
+        self._verify_drain(expected, probes)
+        return sample_from(expected, wall, probes)
+
     def startup_reference(self) -> float:
         """Wall time of a complete `manage.py drain_events --once` on an empty queue."""
         self.admin.reset_bus()
@@ -687,6 +708,23 @@ def render_targets(by_key: dict[str, Measurement]) -> str:
             f"{fmt_rate(by_key['o21'].median)} / {fmt_rate(by_key['d21'].median)} = {ratio:.2f}"
         )
         found.append(f"ordered_ratio_to_unordered={ratio:.2f}")
+    if "bus2" in by_key:
+        # What the schema and statements allow, and how much of it the worker's Python keeps.
+        sql_ratio = by_key["bus2"].median / by_key["raw2"].median
+        lines.append(
+            f"  (issue #23) {by_key['bus2'].label} / {by_key['raw2'].label}: "
+            f"{fmt_rate(by_key['bus2'].median)} / {fmt_rate(by_key['raw2'].median)} = "
+            f"{sql_ratio:.2f} (the most any drain with these statements reaches)"
+        )
+        found.append(f"drain_sql_ratio_to_raw={sql_ratio:.2f}")
+        if "d21" in by_key:
+            kept = by_key["d21"].median / by_key["bus2"].median
+            lines.append(
+                f"  (issue #23) {by_key['d21'].label} / {by_key['bus2'].label}: "
+                f"{fmt_rate(by_key['d21'].median)} / {fmt_rate(by_key['bus2'].median)} = "
+                f"{kept:.2f} (what the worker's Python keeps of it)"
+            )
+            found.append(f"drain_ratio_to_sql={kept:.2f}")
     rss = peak_worker_rss(list(by_key.values()))
     if rss is not None:
         verdict = "met" if rss < 80 else "NOT met"
@@ -750,6 +788,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "deliveries/s",
         ),
         Measurement(
+            "bus2",
+            f"bus SQL alone: claim.sql {config.batch_size} + ack.sql",
+            "2",
+            "1",
+            "deliveries/s",
+        ),
+        Measurement(
             "raw1", f"raw psycopg: claim {config.batch_size} + batch ack", "1", "-", "rows/s"
         ),
         Measurement(
@@ -772,6 +817,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "d13": lambda: bench.drain(1, bench_consumers.FANOUT_EVENT),
         "d23": lambda: bench.drain(2, bench_consumers.FANOUT_EVENT),
         "o21": lambda: bench.drain(2, bench_consumers.ORDERED_EVENT),
+        "bus2": lambda: bench.bus_sql(2),
         "raw1": lambda: bench.raw(1),
         "raw2": lambda: bench.raw(2),
     }

@@ -1,4 +1,4 @@
-"""Worker processes for bench/drain.py, started as `python -m bench.workers {drain,raw} ...`.
+"""Worker processes for bench/drain.py, started as `python -m bench.workers {drain,bus,raw} ...`.
 
 Start protocol (so process start-up is not timed): the worker loads everything it needs, prints
 one JSON line `{"ready": true}` to stdout, then blocks reading one byte from stdin. The parent
@@ -11,6 +11,10 @@ When done, the worker prints one JSON line with its results, including `t_end`, 
   `drain_events` management command through `call_command` with the given arguments (so it
   includes `sync_routes()`, the worker's start-up jitter and its final empty claim). `claim` and
   `ack` in `eventbus.claim` are wrapped (from here, not in the product) to time them.
+- `bus`: the bus's own claim and ack statements (`eventbus/sql/claim.sql`, `ack.sql`, the same
+  parameters `eventbus.claim` passes) in a bare psycopg loop with nothing between them: no
+  Django, no Event objects, no handler, no settle logic. JSON columns come back as text, as in
+  the product. It says what this schema and these statements allow before any Python runs.
 - `raw`: a bare psycopg loop on the `bench_raw_job` table: claim a batch with
   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)) RETURNING`, then
   ack the batch with `UPDATE ... WHERE id = ANY(%s)`, each statement its own transaction.
@@ -19,10 +23,12 @@ When done, the worker prints one JSON line with its results, including `t_end`, 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,6 +39,7 @@ import psycopg
 from django.core.management import call_command, get_commands, load_command_class
 
 from eventbus import claim as claims
+from eventbus.sql import statement
 
 RAW_TABLE = "bench_raw_job"
 
@@ -148,6 +155,50 @@ def run_raw(conninfo: str, batch_size: int) -> Probe:
     return probe
 
 
+def run_bus(conninfo: str, batch_size: int, consumers: Sequence[str]) -> Probe:
+    """Wait for the start signal, then run claim.sql and ack.sql (each its own transaction, as
+    the drain does) until a claim comes back empty. The session bypasses row-level security,
+    as a drain worker's does (core.rls)."""
+    probe = Probe()
+    claim_sql, ack_sql = statement("claim"), statement("ack")
+    probe.t_start = _wait_for_start()
+    with psycopg.connect(conninfo, autocommit=True) as conn:  # connected in the timed window,
+        conn.execute("SELECT set_config('app.rls_bypass', 'on', false)")  # as `raw` is
+        conn.adapters.register_loader("jsonb", psycopg.types.string.TextLoader)
+        while True:
+            started = time.monotonic()
+            if probe.first_claim is None:
+                probe.first_claim = started
+            now = dt.datetime.now(dt.UTC)
+            token = uuid.uuid4()
+            params = {
+                "consumers": list(consumers),
+                "probing": [],
+                "start": uuid.uuid4(),
+                "batch": batch_size,
+                "now": now,
+                "token": token,
+                "worker": f"bus-sql:{os.getpid()}",
+                "lease_until": now + dt.timedelta(minutes=5),
+            }
+            rows = conn.execute(claim_sql, params).fetchall()
+            if not rows:
+                break
+            claimed_at = time.monotonic()
+            probe.claim_s += claimed_at - started
+            probe.claims += 1
+            probe.claimed += len(rows)
+            ids = [row[0] for row in rows]  # delivery_id, the RETURNING's first column
+            now = dt.datetime.now(dt.UTC)
+            [(acked,)] = conn.execute(ack_sql, {"ids": ids, "token": token, "now": now}).fetchall()
+            probe.last_ack = time.monotonic()
+            probe.ack_s += probe.last_ack - claimed_at
+            probe.acked += acked
+    probe.t_end = time.monotonic()
+    probe.peak_rss_mb = peak_rss_mb()
+    return probe
+
+
 def peak_rss_mb() -> float:
     """The peak resident set size of this process so far, MiB: `VmHWM` of /proc/self/status.
 
@@ -167,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     drain.add_argument(
         "command_args", nargs=argparse.REMAINDER, help="arguments for drain_events (after --)"
     )
+    bus = sub.add_parser("bus", help="the bus's claim.sql and ack.sql in a bare psycopg loop")
+    bus.add_argument("--conninfo", required=True)
+    bus.add_argument("--batch-size", type=int, required=True)
+    bus.add_argument("--consumer", action="append", required=True, dest="consumers")
     raw = sub.add_parser("raw", help="bare psycopg claim/ack loop on bench_raw_job")
     raw.add_argument("--conninfo", required=True)
     raw.add_argument("--batch-size", type=int, required=True)
@@ -174,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "drain":
         command_args = [a for a in args.command_args if a != "--"]
         probe = run_drain(command_args)
+    elif args.mode == "bus":
+        probe = run_bus(args.conninfo, args.batch_size, args.consumers)
     else:
         probe = run_raw(args.conninfo, args.batch_size)
     _emit(asdict(probe))
