@@ -38,6 +38,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import environ
+import psycopg
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench` importable
@@ -55,6 +56,8 @@ MEASUREMENTS = {  # key: (processes, event type)
     "d13": (1, FANOUT_EVENT),
     "d23": (2, FANOUT_EVENT),
 }
+
+RLS_BYPASS = "-c app.rls_bypass=on"  # core.rls.BYPASS_OPTION (not imported: no Django here)
 
 # Run in a checkout (cwd) by this interpreter: emit the backlog with that checkout's code.
 FILL_SCRIPT = """
@@ -86,6 +89,9 @@ class Side:
     def env(self) -> dict[str, str]:
         env = base.scratch_env(self.scratch_url, base.BENCH_MODULE)
         env["PYTHONPATH"] = str(self.root)  # this side's code, not the driver's
+        # A platform process, as `manage.py drain_events` is (core.rls.wants_bypass): the
+        # workers start as `python -m bench.workers`, which core.rls cannot tell from a server.
+        env["DB_RLS_BYPASS"] = "true"
         return env
 
 
@@ -128,7 +134,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def make_side(name: str, root: Path, base_url: str) -> Side:
     scratch_name = f"{environ.Env.db_url_config(base_url)['NAME']}_ab_{name}"
     url = urlunsplit(urlsplit(base_url)._replace(path="/" + quote(scratch_name)))
-    return Side(name, root.resolve(), scratch_name, url, base.libpq_conninfo(url))
+    # The driver's own checks count every tenant's rows: its sessions bypass row-level
+    # security, as bench/drain.py's do (there through core.rls.bypass_process()).
+    conninfo = psycopg.conninfo.make_conninfo(base.libpq_conninfo(url), options=RLS_BYPASS)
+    return Side(name, root.resolve(), scratch_name, url, conninfo)
 
 
 def prepare(side: Side, admin_conninfo: str) -> None:
