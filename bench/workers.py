@@ -124,9 +124,7 @@ def run_drain(command_args: Sequence[str]) -> Probe:
     claims.ack = _wrap_ack(probe, claims.ack)  # type: ignore[assignment]
     probe.t_start = _wait_for_start()
     call_command("drain_events", *command_args)
-    probe.t_end = time.monotonic()
-    probe.peak_rss_mb = peak_rss_mb()
-    return probe
+    return _finished(probe)
 
 
 def run_raw(conninfo: str, batch_size: int) -> Probe:
@@ -134,25 +132,15 @@ def run_raw(conninfo: str, batch_size: int) -> Probe:
     probe = Probe()
     probe.t_start = _wait_for_start()
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        while True:
-            started = time.monotonic()
-            if probe.first_claim is None:
-                probe.first_claim = started
-            rows = conn.execute(RAW_CLAIM_SQL, (batch_size,)).fetchall()
-            if not rows:
-                break
-            claimed_at = time.monotonic()
-            probe.claim_s += claimed_at - started
-            probe.claims += 1
-            probe.claimed += len(rows)
-            ids = [row[0] for row in rows]  # the no-op "handler": payloads are decoded already
-            acked = conn.execute(RAW_ACK_SQL, (ids,)).rowcount
-            probe.last_ack = time.monotonic()
-            probe.ack_s += probe.last_ack - claimed_at
-            probe.acked += acked
-    probe.t_end = time.monotonic()
-    probe.peak_rss_mb = peak_rss_mb()
-    return probe
+
+        def claim() -> Batch:
+            return None, conn.execute(RAW_CLAIM_SQL, (batch_size,)).fetchall()
+
+        def ack(token: uuid.UUID | None, ids: list[int]) -> int:
+            return conn.execute(RAW_ACK_SQL, (ids,)).rowcount
+
+        _claim_and_ack(probe, claim, ack)  # the no-op "handler": payloads are decoded already
+    return _finished(probe)
 
 
 def run_bus(conninfo: str, batch_size: int, consumers: Sequence[str]) -> Probe:
@@ -161,16 +149,14 @@ def run_bus(conninfo: str, batch_size: int, consumers: Sequence[str]) -> Probe:
     as a drain worker's does (core.rls)."""
     probe = Probe()
     claim_sql, ack_sql = statement("claim"), statement("ack")
+    worker = f"bus-sql:{os.getpid()}"
     probe.t_start = _wait_for_start()
     with psycopg.connect(conninfo, autocommit=True) as conn:  # connected in the timed window,
         conn.execute("SELECT set_config('app.rls_bypass', 'on', false)")  # as `raw` is
         conn.adapters.register_loader("jsonb", psycopg.types.string.TextLoader)
-        while True:
-            started = time.monotonic()
-            if probe.first_claim is None:
-                probe.first_claim = started
-            now = dt.datetime.now(dt.UTC)
-            token = uuid.uuid4()
+
+        def claim() -> Batch:
+            now, token = dt.datetime.now(dt.UTC), uuid.uuid4()
             params = {
                 "consumers": list(consumers),
                 "probing": [],
@@ -178,22 +164,48 @@ def run_bus(conninfo: str, batch_size: int, consumers: Sequence[str]) -> Probe:
                 "batch": batch_size,
                 "now": now,
                 "token": token,
-                "worker": f"bus-sql:{os.getpid()}",
+                "worker": worker,
                 "lease_until": now + dt.timedelta(minutes=5),
             }
-            rows = conn.execute(claim_sql, params).fetchall()
-            if not rows:
-                break
-            claimed_at = time.monotonic()
-            probe.claim_s += claimed_at - started
-            probe.claims += 1
-            probe.claimed += len(rows)
-            ids = [row[0] for row in rows]  # delivery_id, the RETURNING's first column
-            now = dt.datetime.now(dt.UTC)
-            [(acked,)] = conn.execute(ack_sql, {"ids": ids, "token": token, "now": now}).fetchall()
-            probe.last_ack = time.monotonic()
-            probe.ack_s += probe.last_ack - claimed_at
-            probe.acked += acked
+            return token, conn.execute(claim_sql, params).fetchall()
+
+        def ack(token: uuid.UUID | None, ids: list[int]) -> int:
+            params = {"ids": ids, "token": token, "now": dt.datetime.now(dt.UTC)}
+            [(acked,)] = conn.execute(ack_sql, params).fetchall()
+            return int(acked)
+
+        _claim_and_ack(probe, claim, ack)
+    return _finished(probe)
+
+
+# A claimed batch: its lease token (None where there is none) and its rows, the id first.
+Batch = tuple[uuid.UUID | None, list[tuple[Any, ...]]]
+
+
+def _claim_and_ack(
+    probe: Probe,
+    claim: Callable[[], Batch],
+    ack: Callable[[uuid.UUID | None, list[int]], int],
+) -> None:
+    """Claim and ack batches until a claim comes back empty, timing both into `probe`."""
+    while True:
+        started = time.monotonic()
+        if probe.first_claim is None:
+            probe.first_claim = started
+        token, rows = claim()
+        if not rows:
+            return
+        claimed_at = time.monotonic()
+        probe.claim_s += claimed_at - started
+        probe.claims += 1
+        probe.claimed += len(rows)
+        acked = ack(token, [row[0] for row in rows])
+        probe.last_ack = time.monotonic()
+        probe.ack_s += probe.last_ack - claimed_at
+        probe.acked += acked
+
+
+def _finished(probe: Probe) -> Probe:
     probe.t_end = time.monotonic()
     probe.peak_rss_mb = peak_rss_mb()
     return probe
