@@ -10,6 +10,8 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register, run
 from django.core.checks.registry import registry
 from django.core.management.base import SystemCheckError
 
+from core import db_roles
+from core.db_roles import PLATFORM_ALIASES, PLATFORM_GROUP
 from core.replica.conf import ALIAS as REPLICA_ALIAS
 
 POSTGRES_ENGINE = "django.db.backends.postgresql"
@@ -107,6 +109,63 @@ def check_not_superuser(
                 )
             )
     return warnings
+
+
+# Whether the session's role may use the bypass; NULL while the group role does not exist yet
+# (a fresh install before its migrations: core 0013 creates it).
+_PLATFORM_MEMBER_SQL = (
+    f"SELECT CASE WHEN to_regrole('{PLATFORM_GROUP}') IS NOT NULL"
+    f" THEN pg_has_role('{PLATFORM_GROUP}', 'MEMBER') END"
+)
+
+
+@register(Tags.database)
+def check_database_roles(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """deskcomm.E040: a platform connection (a bypassing process's, a web process's `platform`
+    alias) whose role is not a member of deskcomm_platform: its bypass shows nothing, so its
+    work silently finds no rows. W040: a web process whose role is a member: a statement it
+    sends can lift the tenant wall (core.db_roles)."""
+    from django.db import OperationalError, connections
+
+    from core import rls
+
+    messages: list[CheckMessage] = []
+    for alias in [alias for alias in databases or [] if alias != REPLICA_ALIAS]:
+        platform = alias in PLATFORM_ALIASES or (alias == "default" and rls.process_bypasses())
+        web = alias == "default" and not platform and settings.DATABASE_ROLE == db_roles.WEB
+        if not (platform or web) or settings.DATABASE_ROLE == db_roles.OWNER:
+            continue  # the owner's membership is core 0013's to ensure
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute(_PLATFORM_MEMBER_SQL)
+                member = cursor.fetchone()[0]
+        except OperationalError:
+            continue  # no connection: deskcomm.E103 (core.pooler_checks) says why
+        user = connections[alias].settings_dict.get("USER")
+        if platform and member is False:
+            messages.append(
+                Error(
+                    f"database {alias!r} connects as {user!r}, which is not a member of "
+                    f"{PLATFORM_GROUP}: this platform connection's bypass shows no tenant's rows.",
+                    hint="Set DATABASE_WORKER_URL to the worker role (python3 -m dev creates "
+                    f"deskcomm_worker), or GRANT {PLATFORM_GROUP} TO {user} (README "
+                    '"Database roles").',
+                    id="deskcomm.E040",
+                )
+            )
+        elif web and member:
+            messages.append(
+                Warning(
+                    f"the web process connects as {user!r}, a member of {PLATFORM_GROUP}: a "
+                    "statement it sends can lift the tenant wall (SET app.rls_bypass = on).",
+                    hint="Set DATABASE_WEB_URL to a role outside it (python3 -m dev creates "
+                    'deskcomm_web; README "Database roles").',
+                    id="deskcomm.W040",
+                )
+            )
+    return messages
 
 
 @register(PROJECT_TAG)

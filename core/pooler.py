@@ -7,7 +7,7 @@ session-level setting the project used with a per-transaction one:
 
 - **The prologue.** Every transaction of a Django connection starts with one statement that sets,
   with `set_config(..., true)` (transaction-local), the row-level security scope (`app.
-  organization_id`, `app.rls_bypass`: core.rls) and the process role's timeouts
+  organization_id`, `app.tenant_proof`, `app.rls_bypass`: core.rls) and the process role's timeouts
   (`statement_timeout`, `lock_timeout`, `idle_in_transaction_session_timeout`: core.db_timeouts).
   They end with the transaction, so a server session never carries a tenant's scope into another
   client's transaction, and no startup `options` are needed (PgBouncer refuses them).
@@ -38,6 +38,8 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import pq
 
+from core.db_roles import PLATFORM_ALIAS
+
 TRANSACTION = "transaction"
 POOLED_ALIAS = "default"  # the database DATABASE_URL names
 # Commands whose Django connection needs a whole session: non-atomic migrations (CREATE INDEX
@@ -45,11 +47,13 @@ POOLED_ALIAS = "default"  # the database DATABASE_URL names
 DIRECT_COMMANDS = frozenset({"migrate", "backup", "restore_check", "dbshell"})
 
 PROLOGUE_SQL = (
-    "SELECT set_config('app.organization_id', %s, true), set_config('app.rls_bypass', %s, true),"
+    "SELECT set_config('app.organization_id', %s, true), set_config('app.tenant_proof', %s, true),"
+    " set_config('app.rls_bypass', %s, true),"
     " set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true),"
     " set_config('idle_in_transaction_session_timeout', %s, true)"
 )
-_SCOPE = "_deskcomm_pooled_scope"  # on a connection wrapper: (tenant, bypass) set by core.rls
+# On a connection wrapper: (tenant, bypass, proof) set by core.rls.
+_SCOPE = "_deskcomm_pooled_scope"
 _state: dict[str, Any] = {"direct": False, "role": "web"}
 
 
@@ -60,7 +64,10 @@ def configured() -> bool:
 
 def pooled(alias: str = "default") -> bool:
     """This process's connections of Django database `alias` go through the transaction pooler
-    (DATABASE_URL's: other aliases, e.g. a read replica, connect as they are configured)."""
+    (the process's own and, in a web process, the platform one as the worker role: other
+    aliases, e.g. a read replica, connect as they are configured)."""
+    if alias == PLATFORM_ALIAS:
+        return configured()
     return alias == POOLED_ALIAS and configured() and not _state["direct"]
 
 
@@ -117,13 +124,15 @@ def install(*, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
 # -- the prologue -----------------------------------------------------------------------------
 
 
-def remember_scope(connection: BaseDatabaseWrapper, tenant: str | None, bypass: bool) -> None:
+def remember_scope(
+    connection: BaseDatabaseWrapper, tenant: str | None, bypass: bool, proof: str = ""
+) -> None:
     """core.rls: the scope of this connection's next transactions (None: the process default);
     applied at once to a transaction already open."""
     if tenant is None:
         connection.__dict__.pop(_SCOPE, None)
     else:
-        connection.__dict__[_SCOPE] = (tenant, bypass)
+        connection.__dict__[_SCOPE] = (tenant, bypass, proof)
     raw = connection.connection
     if raw is not None and raw.info.transaction_status == pq.TransactionStatus.INTRANS:
         raw.execute(PROLOGUE_SQL, prologue_params(connection))
@@ -132,10 +141,11 @@ def remember_scope(connection: BaseDatabaseWrapper, tenant: str | None, bypass: 
 def prologue_params(connection: BaseDatabaseWrapper) -> list[str]:
     from core import rls
 
-    tenant, bypass = connection.__dict__.get(_SCOPE, ("", rls.process_bypasses()))
+    default = ("", rls.default_bypass(connection), "")
+    tenant, bypass, proof = connection.__dict__.get(_SCOPE, default)
     timeouts: Mapping[str, float] = settings.DATABASE_TIMEOUTS[_state["role"]]
     milliseconds = [str(round(timeouts[name] * 1000)) for name in _TIMEOUTS]
-    return [tenant, "on" if bypass else "off", *milliseconds]
+    return [tenant, proof, "on" if bypass else "off", *milliseconds]
 
 
 _TIMEOUTS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")

@@ -1,22 +1,33 @@
 """Row-level security, the second tenant wall: who a database session may see.
 
-Tenant tables (migration deskcomm 0008) have a policy that shows a row only when the session
-set the bypass (`app.rls_bypass = on`) or the row's organization is the session's tenant
-(`app.organization_id`). A session that set neither sees nothing (fails closed), whatever a
-query forgot to filter. Only roles that are not superusers are subject to it (system check
-deskcomm.W003).
+Tenant tables (migration deskcomm 0008, core.migration_ops.tenant_wall) have a policy that shows
+a row only when the session set the bypass (`app.rls_bypass = on`) **and its role is a member of
+`deskcomm_platform`**, or the row's organization is the session's tenant (`app.organization_id`).
+A session that set neither sees nothing (fails closed), whatever a query forgot to filter. Only
+roles that are not superusers are subject to it (system check deskcomm.W003).
+
+The bypass is a setting, but not one every role may use (migration core 0013, core.db_roles):
+the owner (migrations, the SECURITY DEFINER API key lookup) and the worker role are members of
+deskcomm_platform; the web role is not, so nothing a web connection sends (`SET
+app.rls_bypass = on`, `set_config`, `SET ROLE`, a function call) shows it another tenant's rows.
 
 - **Platform processes bypass, explicitly, per process:** every `manage.py` command except the
   web servers (drain_events, deliver_webhooks, rundramatiq, run_scheduler, migrate, the LGPD and
   maintenance commands...) calls `bypass_process()` when Django starts (`DeskcommConfig.ready`),
   which puts `-c app.rls_bypass=on` in the startup options of every connection the process (and
-  its children: rundramatiq's workers, pg_dump) opens: no extra round trip. Anything else
-  long-running that is not a manage.py command calls `bypass_process()` before its first query
-  (or runs with DB_RLS_BYPASS=true).
+  its children: rundramatiq's workers, pg_dump) opens: no extra round trip. They connect as the
+  worker role (or the owner), so the setting takes effect. Anything else long-running that is
+  not a manage.py command calls `bypass_process()` before its first query (or runs with
+  DB_RLS_BYPASS=true). Inside such a process `set_scope(organization_id=...)` narrows one
+  connection to a tenant (a handler thread's) and `reset_scope` puts the bypass back.
 - **Web processes fail closed** and scope each request: an API key sets its tenant (the lookup
-  function `deskcomm_api_key_authenticate` does it in the same statement), the platform admin
-  sets the bypass (`AdminBypassMiddleware`), the views with no tenant (cron, metrics, the
-  e-mailed export link) set it themselves; `request_finished` puts the session back.
+  function `deskcomm_api_key_authenticate` does it in the same statement, only for the key's
+  holder); `request_finished` puts the session back. What a web request must do across tenants
+  (the staff admin: `AdminBypassMiddleware`; /metrics, cron, the health checks, the receivers'
+  and the export link's lookups) asks `set_scope(bypass=True)` as before: when the web role
+  cannot bypass (DATABASE_WEB_URL names it) this moves the thread's `default` (and `replica`)
+  connection to the `platform` alias, connected as the worker role, until the scope changes or
+  the request ends. An API-key request may never do so (PermissionError).
 - **Behind a transaction-mode pooler** (DATABASE_POOLER=transaction) the scope is never a
   session's: it is remembered on the connection and set transaction-locally at the start of
   each transaction (core.pooler), the bypass included.
@@ -25,9 +36,11 @@ deskcomm.W003).
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import psycopg
@@ -36,27 +49,39 @@ from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import pq
 
-from core import pooler
+from core import db_roles, pooler
 
 TENANT = "app.organization_id"
-BYPASS = "app.rls_bypass"
-BYPASS_OPTION = f"-c {BYPASS}=on"
-PROCESS_ENV = "DB_RLS_BYPASS"
+# HMAC of the tenant's id (core 0013): what makes `app.organization_id` count for a role outside
+# deskcomm_platform. Minted by deskcomm_tenant_proof(), which only the platform's roles run.
+PROOF = "app.tenant_proof"
+BYPASS = db_roles.BYPASS_SETTING
+BYPASS_OPTION = db_roles.BYPASS_OPTION
+PROCESS_ENV = db_roles.PROCESS_BYPASS_ENV
 # manage.py commands that serve web requests: scoped per request, never bypassing as a whole.
-WEB_COMMANDS = frozenset({"runserver", "testserver"})
+WEB_COMMANDS = db_roles.WEB_COMMANDS
+# While a web thread does platform work, its aliases are these connections (as the worker role).
+PLATFORM_TWINS = {"default": db_roles.PLATFORM_ALIAS, "replica": db_roles.PLATFORM_REPLICA_ALIAS}
 
-SET_SCOPE_SQL = "SELECT set_config(%s, %s, false), set_config(%s, %s, false)"
+SET_SCOPE_SQL = (
+    "SELECT set_config(%s, %s, false), set_config(%s, %s, false), set_config(%s, %s, false)"
+)
+PROOF_SQL = "SELECT deskcomm_tenant_proof(%s)"
 # The reset to the process default (bypass on or off), as one simple query with no parameters.
 RESET_SQL = {
     bypass: (
-        f"SELECT set_config('{TENANT}', '', false), "
+        f"SELECT set_config('{TENANT}', '', false), set_config('{PROOF}', '', false), "
         f"set_config('{BYPASS}', '{'on' if bypass else 'off'}', false)"
     ).encode()
     for bypass in (False, True)
 }
 IDLE = pq.TransactionStatus.IDLE
 _DIRTY = "_deskcomm_rls_scoped"  # attribute on a connection wrapper: scoped away from its default
-_SCOPE = "_deskcomm_rls_scope"  # on a connection wrapper: (tenant, bypass) it was scoped to
+_SCOPE = "_deskcomm_rls_scope"  # on a connection wrapper: (tenant, bypass, proof) it was given
+# Per thread (Django's connections are): the web connections set aside while on the platform's.
+_platform = threading.local()
+# Set when an API key scoped the request: such a request never reaches the platform connection.
+_key_request: ContextVar[bool] = ContextVar("deskcomm_rls_key_request", default=False)
 
 
 def select_for_process(argv: Sequence[str]) -> None:
@@ -68,11 +93,10 @@ def select_for_process(argv: Sequence[str]) -> None:
 def wants_bypass(argv: Sequence[str], env: Mapping[str, str]) -> bool:
     """A manage.py command other than a web server, or DB_RLS_BYPASS set (inherited by the
     children of a bypassing process, e.g. rundramatiq's workers)."""
-    if env.get(PROCESS_ENV, "").lower() in ("1", "true", "yes", "on"):
+    if db_roles.truthy(env.get(PROCESS_ENV)):
         return True
-    managed = os.path.basename(argv[0] if argv else "") in ("manage.py", "django-admin")
-    command = argv[1] if len(argv) > 1 else ""
-    return managed and bool(command) and command not in WEB_COMMANDS
+    command = db_roles.managed_command(argv)
+    return bool(command) and command not in WEB_COMMANDS
 
 
 def bypass_process() -> None:
@@ -94,21 +118,65 @@ def process_bypasses() -> bool:
     return os.environ.get(PROCESS_ENV) == "true"
 
 
+def default_bypass(connection: BaseDatabaseWrapper) -> bool:
+    """Whether `connection` bypasses when nothing scoped it: the platform aliases always, the
+    others in a platform process."""
+    return connection.alias in db_roles.PLATFORM_ALIASES or process_bypasses()
+
+
+def platform_configured() -> bool:
+    """Whether this process has a `platform` alias: its own role cannot use the bypass."""
+    return db_roles.PLATFORM_ALIAS in settings.DATABASES
+
+
+def on_platform() -> bool:
+    """Whether this thread's `default` connection is the platform one now."""
+    return getattr(_platform, "saved", None) is not None
+
+
 def set_scope(
-    *, organization_id: uuid.UUID | None = None, bypass: bool = False, using: str = "default"
+    *,
+    organization_id: uuid.UUID | None = None,
+    bypass: bool = False,
+    using: str = "default",
+    proof: str | None = None,
 ) -> None:
     """Scope this connection's session: a tenant, the bypass, or (neither) nothing visible.
 
     Session-level (requests run in autocommit), undone by `reset_scope` at the request's end.
+    In a web process with a `platform` alias the bypass is that connection instead (see the
+    module docstring); a tenant or a closed scope brings the web connection back, and the
+    tenant's `proof` (when not given) comes from the platform connection: one round trip.
     """
+    if using == "default" and platform_configured():
+        if bypass:
+            _enter_platform()
+            return
+        _leave_platform()
     connection = connections[using]
     tenant = str(organization_id) if organization_id else ""
-    mark_scoped(connection, organization_id=organization_id, bypass=bypass)
+    if proof is None:
+        proof = tenant_proof(organization_id) if organization_id else ""
+    mark_scoped(connection, organization_id=organization_id, bypass=bypass, proof=proof)
     if pooler.pooled(using):
-        pooler.remember_scope(connection, tenant, bypass)
+        pooler.remember_scope(connection, tenant, bypass, proof)
         return
     with connection.cursor() as cursor:
-        cursor.execute(SET_SCOPE_SQL, [TENANT, tenant, BYPASS, "on" if bypass else "off"])
+        cursor.execute(
+            SET_SCOPE_SQL, [TENANT, tenant, PROOF, proof, BYPASS, "on" if bypass else "off"]
+        )
+
+
+def tenant_proof(organization_id: uuid.UUID) -> str:
+    """What makes `organization_id` this session's tenant for a role outside deskcomm_platform:
+    asked of the platform connection in a web process that has one; elsewhere the role is the
+    platform's (worker, owner) and needs none."""
+    if not platform_configured():
+        return ""
+    with connections[db_roles.PLATFORM_ALIAS].cursor() as cursor:
+        cursor.execute(PROOF_SQL, [organization_id])
+        row = cursor.fetchone()
+    return str(row[0]) if row and row[0] else ""
 
 
 def mark_scoped(
@@ -116,21 +184,25 @@ def mark_scoped(
     *,
     organization_id: uuid.UUID | None = None,
     bypass: bool = False,
+    proof: str = "",
 ) -> None:
     """Record that `connection`'s session was scoped (by set_scope or by SQL) to this."""
     setattr(connection, _DIRTY, True)
-    setattr(connection, _SCOPE, (str(organization_id) if organization_id else "", bypass))
+    tenant = str(organization_id) if organization_id else ""
+    setattr(connection, _SCOPE, (tenant, bypass, proof))
 
 
 def reset_scope(using: str = "default") -> None:
     """Back to the process's default (bypass or closed) if this request scoped the session."""
+    if using == "default":
+        _leave_platform()
     connection = connections[using]
     if not getattr(connection, _DIRTY, False):
         return
     setattr(connection, _DIRTY, False)
     setattr(connection, _SCOPE, None)
     if pooler.pooled(using):
-        pooler.remember_scope(connection, None, False)
+        pooler.remember_scope(connection, None, False, "")
         return
     if connection.connection is None:
         return  # closed: the session (and its settings) went with it
@@ -139,9 +211,9 @@ def reset_scope(using: str = "default") -> None:
         return
     if connection.in_atomic_block or connection.connection.info.transaction_status != IDLE:
         # Inside a transaction (tests, scripts) it is one of the transaction's statements.
-        bypass = "on" if process_bypasses() else "off"
+        bypass = "on" if default_bypass(connection) else "off"
         with connection.cursor() as cursor:
-            cursor.execute(SET_SCOPE_SQL, [TENANT, "", BYPASS, bypass])
+            cursor.execute(SET_SCOPE_SQL, [TENANT, "", PROOF, "", BYPASS, bypass])
         return
     _reset_idle(connection)
 
@@ -152,7 +224,7 @@ def _reset_idle(connection: BaseDatabaseWrapper) -> None:
     spent 70-100 us of Python in psycopg's and Django's execute; this spends about 15 (README
     "Issue #23"). A session whose reset fails is closed, never handed to the next request."""
     try:
-        result = connection.connection.pgconn.exec_(RESET_SQL[process_bypasses()])
+        result = connection.connection.pgconn.exec_(RESET_SQL[default_bypass(connection)])
         failed = None if result.status == pq.ExecStatus.TUPLES_OK else result.error_message
     except psycopg.Error as exc:  # libpq returned no result at all
         failed = str(exc).encode()
@@ -160,6 +232,40 @@ def _reset_idle(connection: BaseDatabaseWrapper) -> None:
         connection.close()
         message = (failed or b"no result").decode(errors="replace").strip()
         raise OperationalError(f"resetting the session's tenant scope failed: {message}")
+
+
+def _enter_platform() -> None:
+    """This thread's `default` (and `replica`) connection becomes the platform alias's, which
+    bypasses from its startup options: nothing is sent."""
+    if on_platform():
+        return
+    if _key_request.get():
+        raise PermissionError("a request authenticated by an API key never uses the platform role")
+    if connections["default"].in_atomic_block:
+        raise RuntimeError("cannot move to the platform connection inside a transaction")
+    saved = {}
+    for alias, twin in PLATFORM_TWINS.items():
+        if twin in settings.DATABASES:
+            saved[alias] = connections[alias]
+            connections[alias] = connections[twin]
+    _platform.saved = saved
+
+
+def _leave_platform() -> None:
+    """Back to this thread's own `default` (and `replica`) connection."""
+    saved = getattr(_platform, "saved", None)
+    if saved is None:
+        return
+    if connections["default"].in_atomic_block:
+        raise RuntimeError("cannot leave the platform connection inside one of its transactions")
+    for alias, connection in saved.items():
+        connections[alias] = connection
+    _platform.saved = None
+
+
+def mark_key_request(*, active: bool = True) -> None:
+    """core.selectors: an API key scoped this request (cleared at the request's boundary)."""
+    _key_request.set(active)
 
 
 @contextmanager
@@ -184,23 +290,37 @@ def follow_scope(*, source: str, target: str) -> None:
     if wanted is None:
         reset_scope(target)
         return
-    tenant, bypass = wanted
-    set_scope(organization_id=uuid.UUID(tenant) if tenant else None, bypass=bypass, using=target)
+    tenant, bypass, proof = wanted
+    set_scope(
+        organization_id=uuid.UUID(tenant) if tenant else None,
+        bypass=bypass,
+        using=target,
+        proof=proof,
+    )
 
 
 def on_request_boundary(**kwargs: Any) -> None:
     """request_started / request_finished: never let a request inherit another's scope."""
+    mark_key_request(active=False)
+    reset_scope("default")  # first: back on this thread's own connections
     for alias in connections:
-        reset_scope(alias)
+        if alias != "default":
+            reset_scope(alias)
 
 
 class AdminBypassMiddleware:
-    """The platform admin (staff under /admin/) sees every tenant: the bypass, per request."""
+    """The platform admin (staff under /admin/) sees every tenant: the bypass, per request (in
+    a web process whose role cannot bypass: the platform connection, as the worker role)."""
 
     def __init__(self, get_response: Any) -> None:
         self.get_response = get_response
 
     def __call__(self, request: Any) -> Any:
-        if request.path.startswith("/admin/") and getattr(request.user, "is_staff", False):
-            set_scope(bypass=True)
-        return self.get_response(request)
+        if not (request.path.startswith("/admin/") and getattr(request.user, "is_staff", False)):
+            return self.get_response(request)
+        set_scope(bypass=True)
+        try:
+            return self.get_response(request)  # a TemplateResponse is rendered in there
+        finally:
+            if on_platform():
+                _leave_platform()

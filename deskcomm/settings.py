@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import environ
 
+from core import db_roles
 from core.db_timeouts import with_timeouts
 from core.replica.conf import ALIAS as REPLICA_ALIAS
 from core.replica.conf import replica_database
@@ -117,8 +120,21 @@ TEMPLATES = [
 
 # PostgreSQL only (system check deskcomm.E001 refuses anything else). `python3 -m dev`
 # sets DATABASE_URL to an embedded server when the environment does not.
+# Database roles (core.db_roles; README "Database roles"): DATABASE_URL is the owner's (migrations),
+# DATABASE_WORKER_URL the platform processes', DATABASE_WEB_URL the web servers'; each unset one
+# is DATABASE_URL. DATABASE_ROLE (owner, worker or web) overrides the choice by command.
+DATABASE_URL = env.str("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/deskcomm")
+DATABASE_WORKER_URL = env.str("DATABASE_WORKER_URL", default="")
+DATABASE_WEB_URL = env.str("DATABASE_WEB_URL", default="")
+DATABASE_ROLE = db_roles.process_role(
+    sys.argv, os.environ, explicit=env.str("DATABASE_ROLE", default="")
+)
 DATABASES = {
-    "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/deskcomm"),
+    "default": env.db_url_config(
+        db_roles.role_url(
+            DATABASE_ROLE, owner=DATABASE_URL, worker=DATABASE_WORKER_URL, web=DATABASE_WEB_URL
+        )
+    ),
 }
 # Workers keep their connection between handler runs; health checks drop dead ones.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
@@ -141,6 +157,11 @@ DATABASE_TIMEOUTS = {
 }
 db_options = DATABASES["default"].setdefault("OPTIONS", {})
 db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
+# A web process whose role is not the platform's reads across tenants (the staff admin, /metrics,
+# cron, the receivers' lookups) through this alias, as the worker role (core.rls).
+_platform = env.db_url_config(DATABASE_WORKER_URL or DATABASE_URL)
+if DATABASE_ROLE == db_roles.WEB and not db_roles.same_login(_platform, DATABASES["default"]):
+    DATABASES[db_roles.PLATFORM_ALIAS] = db_roles.platform_database(_platform, DATABASES["default"])
 
 # Read replica (README "Read replica"): a streaming standby that serves the read-only admin pages,
 # the status page and the API lists (core.replica); writes, workers and migrations stay on the
@@ -150,6 +171,15 @@ if DATABASE_REPLICA_URL:
     DATABASES[REPLICA_ALIAS] = replica_database(
         env.db_url_config(DATABASE_REPLICA_URL), DATABASES["default"]
     )
+    if db_roles.PLATFORM_ALIAS in DATABASES:  # the replica as the worker role, for the same work
+        DATABASES[db_roles.PLATFORM_REPLICA_ALIAS] = replica_database(
+            {
+                **env.db_url_config(DATABASE_REPLICA_URL),
+                "USER": DATABASES[db_roles.PLATFORM_ALIAS]["USER"],
+                "PASSWORD": DATABASES[db_roles.PLATFORM_ALIAS].get("PASSWORD", ""),
+            },
+            DATABASES[db_roles.PLATFORM_ALIAS],
+        )
     DATABASE_ROUTERS = ["core.replica.routing.ReplicaRouter"]
 DATABASE_REPLICA = given(
     {
@@ -170,8 +200,10 @@ DATABASE_POOLER = env.str("DATABASE_POOLER", default="")
 DATABASE_DIRECT_URL = env.str("DATABASE_DIRECT_URL", default="")
 if DATABASE_POOLER.lower() == "transaction":
     # (after the replica's alias took its own copy: the replica is never pooled)
-    db_options["options"] = ""
-    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    for _alias in ("default", db_roles.PLATFORM_ALIAS):
+        if _alias in DATABASES:  # the platform alias names the pooler too (as its own user)
+            DATABASES[_alias]["OPTIONS"]["options"] = ""
+            DATABASES[_alias]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
