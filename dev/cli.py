@@ -31,8 +31,8 @@ USAGE = f"""usage: python3 -m dev COMMAND [ARGS...]
                             side by side (web port: PORT, default {DEFAULT_WEB_PORT}):
 {process_list(indent=28)}
                             a process that exits is restarted; Ctrl-C stops them all
-    manage ARGS...          run manage.py ARGS with DATABASE_URL set
-    db                      ensure the database and print DATABASE_URL=...
+    manage ARGS...          run manage.py ARGS with DATABASE_URL (and the roles' URLs) set
+    db                      ensure the database and print DATABASE_URL=... and the roles' URLs
     stop-db                 stop the embedded PostgreSQL server"""
 
 
@@ -47,11 +47,20 @@ def prepared_database() -> Iterator[Database]:
         database.stop_if_started()
 
 
+def database_env(database: Database) -> dict[str, str]:
+    """The project processes' environment: DATABASE_URL (the owner) and the roles' URLs, each
+    process connecting as the role its command picks (core.db_roles)."""
+    return {**child_env(database.url), **database.role_urls}
+
+
 def cmd_test(args: list[str]) -> int:
     """Run pytest with the given arguments."""
     with prepared_database() as database:
         argv = [str(VENV_PYTHON), "-m", "pytest", *args]
-        return run_foreground(argv, child_env(database.url), REPO_ROOT)
+        # The suite creates and migrates its databases: it (and what it starts, unless a test
+        # says otherwise) connects as the owner; the role tests use the roles' URLs.
+        env = {**database_env(database), "DATABASE_ROLE": "owner"}
+        return run_foreground(argv, env, REPO_ROOT)
 
 
 def cmd_manage(args: list[str]) -> int:
@@ -59,7 +68,7 @@ def cmd_manage(args: list[str]) -> int:
     if not args:
         raise DevError("usage: python3 -m dev manage COMMAND [ARGS...]")
     with prepared_database() as database:
-        return run_foreground([*manage_py(), *args], child_env(database.url), REPO_ROOT)
+        return run_foreground([*manage_py(), *args], database_env(database), REPO_ROOT)
 
 
 def web_port() -> int:
@@ -74,7 +83,7 @@ def web_port() -> int:
 def run_environment(port: int) -> Iterator[dict[str, str]]:
     """The environment of `run`'s setup steps and processes, with the database ready."""
     with prepared_database() as database:
-        env = child_env(database.url)
+        env = database_env(database)
         env["PORT"] = str(port)
         env["PYTHONUNBUFFERED"] = "1"
         env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
@@ -130,6 +139,8 @@ def cmd_db(args: list[str]) -> int:
     if not os.environ.get("DATABASE_URL"):
         say("the embedded PostgreSQL keeps running; stop it with: python3 -m dev stop-db")
     print(f"DATABASE_URL={database.url}", flush=True)
+    for name, url in database.role_urls.items():
+        print(f"{name}={url}", flush=True)
     return 0
 
 

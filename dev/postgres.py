@@ -16,7 +16,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -26,9 +26,12 @@ from dev.pg_roles import (
     ADOPT_OBJECTS_SQL,
     APP_ROLE,
     CREATE_APP_ROLE_SQL,
+    HARDEN_CATALOG_SQL,
     PG_SUPERUSER,
     VECTOR_DATABASES,
     VECTOR_EXTENSION_SQL,
+    WEB_ROLE,
+    WORKER_ROLE,
 )
 from dev.ports import port_is_free
 
@@ -324,12 +327,14 @@ def ensure_database_exists(runner: PgRunner, port: int) -> None:
 
 
 def ensure_app_role(runner: PgRunner, port: int) -> None:
-    """The application's role (not a superuser), owner of the project's database and objects."""
+    """The application's roles (none a superuser): the owner of the project's database and
+    objects, the worker and web roles and their groups (dev.pg_roles)."""
     base = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *connection_args(port)]
     steps = [
         ("postgres", CREATE_APP_ROLE_SQL),
         (DB_NAME, ADOPT_OBJECTS_SQL),
         *((database, VECTOR_EXTENSION_SQL) for database in (*VECTOR_DATABASES, DB_NAME)),
+        *((database, HARDEN_CATALOG_SQL) for database in (*VECTOR_DATABASES, DB_NAME)),
     ]
     for database, statement in steps:
         args = [*base[:-2], "-d", database] if database != "postgres" else base
@@ -342,8 +347,11 @@ def ensure_app_role(runner: PgRunner, port: int) -> None:
 class Database:
     """The database the project should use, and whether we started its server."""
 
-    url: str
+    url: str  # the owner's (DATABASE_URL)
     runner: PgRunner | None = None  # set only when this invocation started the server
+    # The worker and web roles' URLs (DATABASE_WORKER_URL, DATABASE_WEB_URL) on the embedded
+    # server; with DATABASE_URL from the environment, whatever the environment says.
+    role_urls: dict[str, str] = field(default_factory=dict)
 
     def stop_if_started(self) -> None:
         """Stop the embedded server if (and only if) this invocation started it."""
@@ -373,8 +381,17 @@ def start_embedded() -> Database:
                 with contextlib.suppress(DevError):
                     stop_server(runner)
             raise
-    url = f"postgres://{APP_ROLE}@{DB_HOST}:{port}/{DB_NAME}"
-    return Database(url, runner if started else None)
+    role_urls = {
+        "DATABASE_WORKER_URL": embedded_url(port, WORKER_ROLE),
+        "DATABASE_WEB_URL": embedded_url(port, WEB_ROLE),
+    }
+    return Database(embedded_url(port, APP_ROLE), runner if started else None, role_urls)
+
+
+def embedded_url(port: int, role: str) -> str:
+    """The URL of the project's database on the embedded server, as `role` (no password: the
+    server trusts 127.0.0.1)."""
+    return f"postgres://{role}@{DB_HOST}:{port}/{DB_NAME}"
 
 
 def ensure_database() -> Database:
