@@ -8,25 +8,40 @@ set neither a tenant nor the bypass sees and writes nothing; platform processes 
 
 from __future__ import annotations
 
+import os
 import select
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
-from django.db import IntegrityError, OperationalError, ProgrammingError, connection, transaction
+from django.db import (
+    IntegrityError,
+    OperationalError,
+    ProgrammingError,
+    connection,
+    connections,
+    transaction,
+)
+from django.test import Client
 from django.urls import include, path
 from rest_framework.response import Response
 
 import eventbus
-from core import rls
+from core import db_roles, rls
 from core.api.views import ApiView
 from core.models import Organization
 from crm.models import Contact
 from eventbus.models import EventLog
-from tests.support.api import api_client
+from tests.core.test_db_roles import login
+from tests.support.admin import staff
+from tests.support.api import api_client, client_for, issue_key
 from tests.support.consumers import EFFECT_CONSUMERS
-from tests.support.db import database_url
+from tests.support.db import as_web_process, database_url
 from tests.support.processes import start_drain
+from tests.support.streaming import databases
 from tests.support.wire import traced
 
 pytestmark = pytest.mark.django_db
@@ -196,3 +211,112 @@ def test_a_session_whose_reset_fails_is_closed_not_reused(
             rls.reset_scope()
     assert connection.connection is None  # closed: the next request opens a fresh session
     assert session_scope() == ("", "on")
+
+
+# -- A web process whose role cannot bypass (core.db_roles): the platform alias --------------
+
+
+class Escalating(ApiView):
+    """Deliberately wrong: an API view asking for the bypass."""
+
+    required_scopes = {"GET": "events:read"}
+
+    def get(self, request: Any) -> Response:
+        rls.set_scope(bypass=True)
+        return Response({"contacts": Contact.objects.count()})
+
+
+urlpatterns.insert(0, path("api/v1/escalating", Escalating.as_view()))
+
+
+@contextmanager
+def web_process_block(blocker: Any) -> Iterator[None]:
+    """This process as gunicorn would be with DATABASE_WEB_URL and DATABASE_WORKER_URL set:
+    `default` connects as the web role, `platform` as the worker role, nothing bypasses by
+    itself. (Rows made before it, by the owner, are committed: transaction=True tests.)"""
+    template = connection.settings_dict
+    web = {**template, "OPTIONS": {**template.get("OPTIONS", {}), "options": ""}}
+    web["USER"], web["PASSWORD"] = login(db_roles.WEB)
+    worker = {**template, "OPTIONS": {}}
+    worker["USER"], worker["PASSWORD"] = login(db_roles.WORKER)
+    aliases = {"default": web, db_roles.PLATFORM_ALIAS: db_roles.platform_database(worker, web)}
+    pgoptions = os.environ.pop("PGOPTIONS", None)  # the test process's bypass: not a web's
+    try:
+        with databases(aliases, routers=[]), as_web_process():
+            # The test case refuses every alias it was not told of, and these exist only here:
+            # their own wrappers connect with Django's real method (pytest-django keeps it).
+            for alias in aliases:
+                wrapper = connections[alias]
+                real = blocker._real_ensure_connection
+                wrapper.ensure_connection = types.MethodType(real, wrapper)  # type: ignore[method-assign]
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_user")
+                assert cursor.fetchone()[0] == web["USER"]
+            yield
+    finally:
+        if pgoptions is not None:
+            os.environ["PGOPTIONS"] = pgoptions
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_web_process_bypasses_only_through_the_platform_connection(
+    enforced: None, org: Organization, org_b: Organization, django_db_blocker: Any
+) -> None:
+    seed(org)
+    seed(org_b)
+    with web_process_block(django_db_blocker):
+        assert Contact.objects.count() == 0  # closed: the web role's own session
+        with connection.cursor() as cursor:
+            cursor.execute("SET app.rls_bypass = on")  # the setting is not the web role's
+        assert Contact.objects.count() == 0
+        rls.set_scope(bypass=True)  # the ORM and raw SQL: both on the platform connection
+        assert rls.on_platform() and Contact.objects.count() == 2
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_user, count(*) FROM deskcomm_contact")
+            assert cursor.fetchone() == (login(db_roles.WORKER)[0], 2)
+        rls.set_scope(organization_id=org.pk)  # back on the web one, proven by the platform
+        assert not rls.on_platform()
+        assert list(Contact.objects.values_list("organization_id", flat=True)) == [org.pk]
+        rls.reset_scope()
+        assert Contact.objects.count() == 0
+        with rls.scoped(bypass=True):
+            assert EventLog.objects.count() == 2
+        assert not rls.on_platform() and EventLog.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.urls(__name__)
+def test_in_a_web_process_the_staff_admin_sees_every_tenant_and_the_api_only_its_own(
+    enforced: None, org: Organization, org_b: Organization, django_db_blocker: Any
+) -> None:
+    a_event, a_contact = seed(org)
+    b_event, b_contact = seed(org_b)
+    user = staff("ops", "crm.view_contact")
+    a_token, b_token = issue_key(org, "events:read"), issue_key(org_b, "events:read")
+    with web_process_block(django_db_blocker):
+        browser = Client()
+        browser.force_login(user)
+        page = browser.get("/admin/crm/contact/")
+        assert page.status_code == 200
+        assert b"customer of acme" in page.content and b"customer of beta" in page.content
+        assert not rls.on_platform()  # the request is over: back on the web connection
+        seen = client_for(a_token).get("/api/v1/unfiltered").json()
+        assert seen == {"events": [a_event], "contacts": [a_contact]}
+        seen_b = client_for(b_token).get("/api/v1/unfiltered").json()
+        assert seen_b == {"events": [b_event], "contacts": [b_contact]}
+        # An API view asking for the bypass fails (PermissionError, a 500), never escalates.
+        assert client_for(a_token).get("/api/v1/escalating").status_code == 500
+        assert not rls.on_platform()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_web_process_an_api_key_emits_into_its_own_tenant(
+    enforced: None, org: Organization, django_db_blocker: Any
+) -> None:
+    token = issue_key(org, "events:write")
+    with web_process_block(django_db_blocker):
+        body = {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}}
+        response = client_for(token).post("/api/v1/events", body, format="json")
+        assert response.status_code == 201, response.content
+    event = EventLog.objects.get(pk=response.json()["id"])
+    assert event.organization_id == org.pk
