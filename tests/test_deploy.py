@@ -62,8 +62,10 @@ def test_every_service_command_exists(name: str) -> None:
 @pytest.mark.parametrize("name", COMPOSE_FILES)
 def test_services_restart_stop_gracefully_and_wait_for_migrations(name: str) -> None:
     services = load(name)["services"]
-    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
-    assert services["migrate"]["restart"] == "no"
+    assert services["db-roles"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    roles_done = {"db-roles": {"condition": "service_completed_successfully"}}
+    assert services["migrate"]["depends_on"] == roles_done
+    assert services["migrate"]["restart"] == services["db-roles"]["restart"] == "no"
     for service in APP_SERVICES - {"migrate"}:
         config = services[service]
         assert config["restart"] in {"always", "unless-stopped"}
@@ -94,3 +96,110 @@ def test_dockerfile_is_multi_stage_non_root_without_build_tools() -> None:
     assert "build-essential" in build and "build-essential" not in final
     assert re.search(r"^USER deskcomm$", final, flags=re.MULTILINE)
     assert "COPY --from=build /opt/venv /opt/venv" in final
+
+
+def role_of(url: str) -> str:
+    match = re.fullmatch(r"postgres://([^:@]+):[^@]+@postgres:5432/deskcomm", url)
+    assert match, url
+    return match[1]
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_each_service_connects_as_its_own_database_role(name: str) -> None:
+    """migrate as the owner, web as the web role (and the worker role for its platform work),
+    every other process as the worker role; no service holds a URL it does not use."""
+    services = load(name)["services"]
+
+    def urls(service: str) -> dict[str, str]:
+        env = services[service]["environment"]
+        return {key: role_of(value) for key, value in env.items() if key.startswith("DATABASE_")}
+
+    owner = services["postgres"]["environment"]["POSTGRES_USER"]
+    assert urls("migrate")["DATABASE_URL"] == owner
+    assert urls("web") == {
+        "DATABASE_WEB_URL": "deskcomm_web",
+        "DATABASE_WORKER_URL": "deskcomm_worker",
+    }
+    for service in APP_SERVICES - {"migrate", "web"}:
+        assert urls(service) == {"DATABASE_WORKER_URL": "deskcomm_worker"}, service
+    roles = services["db-roles"]
+    assert roles["environment"]["DESKCOMM_WORKER_ROLE"] == "deskcomm_worker"
+    assert roles["environment"]["DESKCOMM_WEB_ROLE"] == "deskcomm_web"
+    assert roles["environment"]["PGUSER"] == owner
+    source, target, _ = roles["volumes"][0].split(":")
+    assert (REPO / source).resolve() == REPO / "deploy" / "postgres" / "roles.sql"
+    assert roles["command"][-1] == target
+    # Each role's password is the same variable where it is set and where it is used.
+    secret = re.compile(r"\$\{(\w+)")
+    worker_url = services["worker"]["environment"]["DATABASE_WORKER_URL"]
+    web_url = services["web"]["environment"]["DATABASE_WEB_URL"]
+    assert secret.findall(worker_url) == secret.findall(
+        roles["environment"]["DESKCOMM_WORKER_PASSWORD"]
+    )
+    assert secret.findall(web_url) == secret.findall(roles["environment"]["DESKCOMM_WEB_PASSWORD"])
+
+
+def test_the_roles_script_makes_the_roles_on_a_fresh_server_and_again_on_an_old_one() -> None:
+    """deploy/postgres/roles.sql on a private cluster whose superuser is the owner (as the
+    postgres image's POSTGRES_USER is), twice: the roles, their memberships and passwords."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import psycopg
+
+    from tests.support.streaming import HOST, Server, Tools, free_ports
+
+    tools = Tools.find()
+    root = Path(tempfile.mkdtemp(prefix="deskcomm-roles-"))
+    tools.give(root)
+    server = Server(tools, root / "data", free_ports(1)[0])
+    tools.run("initdb", "-D", str(server.data), "--auth=trust", "--username=deskcomm")
+    server.start()
+    try:
+        url = f"host={HOST} port={server.port} user=deskcomm"
+        with psycopg.connect(f"{url} dbname=postgres", autocommit=True) as db:
+            db.execute("CREATE DATABASE deskcomm")
+        env = {
+            "PGHOST": HOST,
+            "PGPORT": str(server.port),
+            "PGUSER": "deskcomm",
+            "PGDATABASE": "deskcomm",
+            "DESKCOMM_WORKER_ROLE": "deskcomm_worker",
+            "DESKCOMM_WORKER_PASSWORD": "worker-secret",
+            "DESKCOMM_WEB_ROLE": "deskcomm_web",
+            "DESKCOMM_WEB_PASSWORD": "web-secret",
+        }
+        script = str(REPO / "deploy" / "postgres" / "roles.sql")
+        psql = [str(tools.bin_dir / "psql"), "-X", "-q", "-f", script]
+        for _ in range(2):  # a new volume, then every later start
+            done = subprocess.run(psql, env=env, capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr
+        with psycopg.connect(f"{url} dbname=deskcomm", autocommit=True) as db:
+            rows = db.execute(
+                "SELECT rolname, rolcanlogin, rolsuper, rolbypassrls, rolcreatedb,"
+                " rolpassword IS NOT NULL,"
+                " pg_has_role(rolname, 'deskcomm_platform', 'MEMBER'),"
+                " pg_has_role(rolname, 'deskcomm_app', 'USAGE')"
+                " FROM pg_authid WHERE rolname LIKE 'deskcomm%' ORDER BY 1"
+            ).fetchall()
+            assert rows == [
+                ("deskcomm", True, True, True, True, False, True, True),  # a superuser
+                ("deskcomm_app", False, False, False, False, False, False, True),
+                ("deskcomm_platform", False, False, False, False, False, True, False),
+                ("deskcomm_web", True, False, False, False, True, False, True),
+                ("deskcomm_worker", True, False, False, True, True, True, True),
+            ]
+            for database in ("deskcomm", "template1"):
+                with psycopg.connect(f"{url} dbname={database}") as each:
+                    granted = each.execute(
+                        "SELECT has_table_privilege('public', 'pg_stat_activity', 'SELECT'),"
+                        " has_table_privilege('deskcomm_platform', 'pg_stat_activity', 'SELECT')"
+                    ).fetchone()
+                    assert granted == (False, True), database
+        missing = {**env, "DESKCOMM_WEB_PASSWORD": ""}
+        refused = subprocess.run(psql, env=missing, capture_output=True, text=True, check=False)
+        assert refused.returncode != 0 and "DESKCOMM_WEB_PASSWORD" in refused.stderr
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)

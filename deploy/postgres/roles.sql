@@ -1,0 +1,59 @@
+-- Deskcomm's database roles (core/db_roles.py; README "Database roles").
+--
+-- Run by the compose files' one-shot `db-roles` service, as the superuser of the postgres image
+-- (POSTGRES_USER: also the tables' owner there), before `migrate`, on every start: it creates
+-- what is missing and (re)sets the login roles' passwords from the environment, so a new volume
+-- and an existing one end the same. Any other server: run it once as a superuser with the same
+-- environment (psql 15+ for \getenv):
+--   DESKCOMM_WORKER_PASSWORD=... DESKCOMM_WEB_PASSWORD=... psql -d deskcomm -f roles.sql
+--
+--   deskcomm_platform  NOLOGIN   its members may use the RLS bypass (every policy names it)
+--   deskcomm_app       NOLOGIN   rows of every table, sequences (granted by migration core 0013)
+--   the owner          LOGIN     runs this and the migrations; a member of deskcomm_platform
+--   deskcomm_worker    LOGIN     workers, scheduler, jobs: deskcomm_platform + deskcomm_app
+--   deskcomm_web       LOGIN     gunicorn: deskcomm_app only, so it can never lift the wall
+\set ON_ERROR_STOP on
+\getenv worker_role DESKCOMM_WORKER_ROLE
+\getenv worker_password DESKCOMM_WORKER_PASSWORD
+\getenv web_role DESKCOMM_WEB_ROLE
+\getenv web_password DESKCOMM_WEB_PASSWORD
+SELECT :'worker_role' <> '' AND :'worker_password' <> '' AND :'web_role' <> ''
+       AND :'web_password' <> '' AS configured \gset
+\if :configured
+\else
+  DO $$ BEGIN RAISE EXCEPTION 'set DESKCOMM_WORKER_ROLE, DESKCOMM_WORKER_PASSWORD, '
+                              'DESKCOMM_WEB_ROLE and DESKCOMM_WEB_PASSWORD'; END $$;
+\endif
+
+SELECT format('CREATE ROLE %I NOLOGIN', name)
+  FROM unnest(ARRAY['deskcomm_platform', 'deskcomm_app']) AS name
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) \gexec
+SELECT format('CREATE ROLE %I LOGIN', name) FROM unnest(ARRAY[:'worker_role', :'web_role']) AS name
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = name) \gexec
+-- Never a superuser, never BYPASSRLS; CREATEDB for the worker's restore check (a scratch
+-- database of its own).
+SELECT format('ALTER ROLE %I NOSUPERUSER NOBYPASSRLS NOCREATEROLE CREATEDB PASSWORD %L',
+              :'worker_role', :'worker_password') \gexec
+SELECT format('ALTER ROLE %I NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB PASSWORD %L',
+              :'web_role', :'web_password') \gexec
+
+SELECT format('GRANT %I TO %I', grp, member)
+  FROM (VALUES ('deskcomm_platform', current_user::text), ('deskcomm_platform', :'worker_role'),
+               ('deskcomm_app', :'worker_role'), ('deskcomm_app', :'web_role')) AS m (grp, member)
+ WHERE NOT pg_has_role(member, grp, 'MEMBER') \gexec
+-- The web role is never the platform's, whatever was granted by hand.
+SELECT format('REVOKE deskcomm_platform FROM %I', :'web_role')
+ WHERE EXISTS (SELECT FROM pg_auth_members
+                WHERE roleid = 'deskcomm_platform'::regrole AND member = to_regrole(:'web_role'))
+\gexec
+
+-- Other sessions' statements (pg_stat_activity.query) are the platform's to read: sessions of
+-- one role see each other's, and Django sends its parameters inside the text. In this database
+-- and in template1 (the restore check's scratch database is made from it), which also gets the
+-- vector extension that only a superuser may create.
+\set harden 'REVOKE SELECT ON pg_catalog.pg_stat_activity FROM PUBLIC; REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC; REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC; GRANT SELECT ON pg_catalog.pg_stat_activity TO deskcomm_platform;'
+:harden
+\connect template1
+:harden
+SELECT 'CREATE EXTENSION IF NOT EXISTS vector'
+ WHERE EXISTS (SELECT FROM pg_available_extensions WHERE name = 'vector') \gexec
