@@ -35,3 +35,27 @@ def test_run_keeps_a_configured_model(given: dict[str, str]) -> None:
     env = dict(given)
     mock_ai_by_default(env)
     assert env == given
+
+
+def test_the_processes_get_the_owner_url_and_each_roles_url() -> None:
+    from dev.cli import database_env
+    from dev.postgres import Database
+
+    urls = {"DATABASE_WORKER_URL": "postgres://w@h/d", "DATABASE_WEB_URL": "postgres://b@h/d"}
+    env = database_env(Database("postgres://o@h/d", None, urls))
+    assert (env["DATABASE_URL"], env["DATABASE_WORKER_URL"], env["DATABASE_WEB_URL"]) == (
+        "postgres://o@h/d",
+        *urls.values(),
+    )
+
+
+def test_with_a_database_url_of_its_own_the_environment_names_the_roles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dev.cli import database_env
+    from dev.postgres import Database
+
+    monkeypatch.setenv("DATABASE_WEB_URL", "postgres://mine@h/d")
+    monkeypatch.delenv("DATABASE_WORKER_URL", raising=False)
+    env = database_env(Database("postgres://o@h/d"))
+    assert env["DATABASE_WEB_URL"] == "postgres://mine@h/d" and "DATABASE_WORKER_URL" not in env
