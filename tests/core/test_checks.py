@@ -95,3 +95,36 @@ def test_drain_events_runs_every_check_but_the_webs() -> None:
         "django.contrib.auth.checks.check_middleware",
         "drf_spectacular.checks.schema_check",
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_web_process_whose_platform_alias_cannot_bypass_is_an_error(
+    django_db_blocker: object, settings: object
+) -> None:
+    """deskcomm.E040: the platform alias connects as the web role: its bypass shows nothing."""
+    from core.checks import check_database_roles
+    from core.db_roles import PLATFORM_ALIAS, WEB
+    from tests.support.roles import web_process
+
+    settings.DATABASE_ROLE = WEB  # type: ignore[attr-defined]
+    with web_process(django_db_blocker, platform=WEB):
+        ids = [m.id for m in check_database_roles(databases=["default", PLATFORM_ALIAS])]
+    assert ids == ["deskcomm.E040"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_roles_split_setup_passes_and_a_single_role_web_is_warned(
+    django_db_blocker: object, settings: object
+) -> None:
+    """No message with the roles of core.db_roles; deskcomm.W040 when the web process's own
+    role may bypass (a single DATABASE_URL: the owner's)."""
+    from core.checks import check_database_roles
+    from core.db_roles import PLATFORM_ALIAS, WEB
+    from tests.support.db import as_web_process
+    from tests.support.roles import web_process
+
+    settings.DATABASE_ROLE = WEB  # type: ignore[attr-defined]
+    with web_process(django_db_blocker):
+        assert check_database_roles(databases=["default", PLATFORM_ALIAS]) == []
+    with as_web_process():
+        assert [m.id for m in check_database_roles(databases=["default"])] == ["deskcomm.W040"]

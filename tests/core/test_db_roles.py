@@ -13,60 +13,27 @@ creates them; CI fails without them).
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import psycopg
 import pytest
 from django.db import connection
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from core import api_keys, db_roles
 from core.models import ApiKey, Organization
 from tests.support import tenant_rows
 from tests.support.api import issue_key
+from tests.support.roles import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-URL_ENV = {db_roles.WEB: "DATABASE_WEB_URL", db_roles.WORKER: "DATABASE_WORKER_URL"}
 HAS_ORGANIZATION_SQL = """
 SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s)
                 AND attname = 'organization_id' AND NOT attisdropped)
 """
-
-
-def login(role: str) -> tuple[str, str]:
-    """The role's user and password: its URL's when the environment has one, else the name
-    the deploy gives it (python3 -m dev, the compose files) and no password."""
-    url = os.environ.get(URL_ENV[role], "")
-    if url:
-        parts = urlsplit(url)
-        return unquote(parts.username or ""), unquote(parts.password or "")
-    return db_roles.DEFAULT_LOGIN_ROLES[role], ""
-
-
-def connect(role: str) -> psycopg.Connection[Any]:
-    """An autocommit connection to the test database as `role`, with no startup options."""
-    s = connection.settings_dict
-    user, password = login(role)
-    conninfo = make_conninfo(
-        host=s["HOST"] or "127.0.0.1",
-        port=str(s["PORT"] or 5432),
-        dbname=s["NAME"],
-        user=user,
-        password=password or None,
-        options="",
-    )
-    try:
-        return psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as error:
-        if os.environ.get("CI", "").lower() == "true":
-            raise
-        pytest.skip(f"cannot connect as the {role} role {user!r} ({error}): see README")
 
 
 def rows_of(table: str, organization: Organization) -> list[str]:

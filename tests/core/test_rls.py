@@ -8,11 +8,7 @@ set neither a tenant nor the bypass sees and writes nothing; platform processes 
 
 from __future__ import annotations
 
-import os
 import select
-import types
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -22,7 +18,6 @@ from django.db import (
     OperationalError,
     ProgrammingError,
     connection,
-    connections,
     transaction,
 )
 from django.test import Client
@@ -35,13 +30,12 @@ from core.api.views import ApiView
 from core.models import Organization
 from crm.models import Contact
 from eventbus.models import EventLog
-from tests.core.test_db_roles import login
 from tests.support.admin import staff
 from tests.support.api import api_client, client_for, issue_key
 from tests.support.consumers import EFFECT_CONSUMERS
-from tests.support.db import as_web_process, database_url
+from tests.support.db import database_url
 from tests.support.processes import start_drain
-from tests.support.streaming import databases
+from tests.support.roles import login, web_process
 from tests.support.wire import traced
 
 pytestmark = pytest.mark.django_db
@@ -229,42 +223,13 @@ class Escalating(ApiView):
 urlpatterns.insert(0, path("api/v1/escalating", Escalating.as_view()))
 
 
-@contextmanager
-def web_process_block(blocker: Any) -> Iterator[None]:
-    """This process as gunicorn would be with DATABASE_WEB_URL and DATABASE_WORKER_URL set:
-    `default` connects as the web role, `platform` as the worker role, nothing bypasses by
-    itself. (Rows made before it, by the owner, are committed: transaction=True tests.)"""
-    template = connection.settings_dict
-    web = {**template, "OPTIONS": {**template.get("OPTIONS", {}), "options": ""}}
-    web["USER"], web["PASSWORD"] = login(db_roles.WEB)
-    worker = {**template, "OPTIONS": {}}
-    worker["USER"], worker["PASSWORD"] = login(db_roles.WORKER)
-    aliases = {"default": web, db_roles.PLATFORM_ALIAS: db_roles.platform_database(worker, web)}
-    pgoptions = os.environ.pop("PGOPTIONS", None)  # the test process's bypass: not a web's
-    try:
-        with databases(aliases, routers=[]), as_web_process():
-            # The test case refuses every alias it was not told of, and these exist only here:
-            # their own wrappers connect with Django's real method (pytest-django keeps it).
-            for alias in aliases:
-                wrapper = connections[alias]
-                real = blocker._real_ensure_connection
-                wrapper.ensure_connection = types.MethodType(real, wrapper)  # type: ignore[method-assign]
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT current_user")
-                assert cursor.fetchone()[0] == web["USER"]
-            yield
-    finally:
-        if pgoptions is not None:
-            os.environ["PGOPTIONS"] = pgoptions
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_web_process_bypasses_only_through_the_platform_connection(
     enforced: None, org: Organization, org_b: Organization, django_db_blocker: Any
 ) -> None:
     seed(org)
     seed(org_b)
-    with web_process_block(django_db_blocker):
+    with web_process(django_db_blocker):
         assert Contact.objects.count() == 0  # closed: the web role's own session
         with connection.cursor() as cursor:
             cursor.execute("SET app.rls_bypass = on")  # the setting is not the web role's
@@ -293,7 +258,7 @@ def test_in_a_web_process_the_staff_admin_sees_every_tenant_and_the_api_only_its
     b_event, b_contact = seed(org_b)
     user = staff("ops", "crm.view_contact")
     a_token, b_token = issue_key(org, "events:read"), issue_key(org_b, "events:read")
-    with web_process_block(django_db_blocker):
+    with web_process(django_db_blocker):
         browser = Client()
         browser.force_login(user)
         page = browser.get("/admin/crm/contact/")
@@ -314,7 +279,7 @@ def test_in_a_web_process_an_api_key_emits_into_its_own_tenant(
     enforced: None, org: Organization, django_db_blocker: Any
 ) -> None:
     token = issue_key(org, "events:write")
-    with web_process_block(django_db_blocker):
+    with web_process(django_db_blocker):
         body = {"event_type": "test.effect", "entity_kind": "t", "payload": {"n": 1}}
         response = client_for(token).post("/api/v1/events", body, format="json")
         assert response.status_code == 201, response.content
