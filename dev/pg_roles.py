@@ -65,12 +65,15 @@ $$;
 # Per database (template1, so every database made later has it, and the project's): the text of
 # other sessions' statements (pg_stat_activity.query) is for the platform's roles only. Sessions
 # of one role see each other's statements, and Django sends its parameters inside the text, so
-# a web session could read another web session's rows there.
+# a web session could read another web session's rows there. (A view's functions are checked
+# against its user: the function is granted back with the view.)
 HARDEN_CATALOG_SQL = f"""
 REVOKE SELECT ON pg_catalog.pg_stat_activity FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC;
 GRANT SELECT ON pg_catalog.pg_stat_activity TO {PLATFORM_GROUP};
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) TO {PLATFORM_GROUP};
+GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) TO {PLATFORM_GROUP};
 """
 
 # Inside the database: objects created while the project ran as the superuser change owner.

@@ -197,6 +197,15 @@ def test_the_roles_script_makes_the_roles_on_a_fresh_server_and_again_on_an_old_
                         " has_table_privilege('deskcomm_platform', 'pg_stat_activity', 'SELECT')"
                     ).fetchone()
                     assert granted == (False, True), database
+        for role, allowed in (("deskcomm_worker", True), ("deskcomm_web", False)):
+            with psycopg.connect(
+                f"{url[: url.index(' user=')]} user={role} dbname=deskcomm"
+            ) as as_role:
+                try:
+                    as_role.execute("SELECT count(*) FROM pg_stat_activity").fetchone()
+                    assert allowed, role
+                except psycopg.errors.InsufficientPrivilege:
+                    assert not allowed, role
         missing = {**env, "DESKCOMM_WEB_PASSWORD": ""}
         refused = subprocess.run(psql, env=missing, capture_output=True, text=True, check=False)
         assert refused.returncode != 0 and "DESKCOMM_WEB_PASSWORD" in refused.stderr

@@ -51,7 +51,7 @@ SELECT format('REVOKE deskcomm_platform FROM %I', :'web_role')
 -- one role see each other's, and Django sends its parameters inside the text. In this database
 -- and in template1 (the restore check's scratch database is made from it), which also gets the
 -- vector extension that only a superuser may create.
-\set harden 'REVOKE SELECT ON pg_catalog.pg_stat_activity FROM PUBLIC; REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC; REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC; GRANT SELECT ON pg_catalog.pg_stat_activity TO deskcomm_platform;'
+\set harden 'REVOKE SELECT ON pg_catalog.pg_stat_activity FROM PUBLIC; REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer) FROM PUBLIC; REVOKE EXECUTE ON FUNCTION pg_catalog.pg_stat_get_backend_activity(integer) FROM PUBLIC; GRANT SELECT ON pg_catalog.pg_stat_activity TO deskcomm_platform; GRANT EXECUTE ON FUNCTION pg_catalog.pg_stat_get_activity(integer), pg_catalog.pg_stat_get_backend_activity(integer) TO deskcomm_platform;'
 :harden
 \connect template1
 :harden

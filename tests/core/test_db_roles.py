@@ -263,6 +263,7 @@ def test_a_worker_role_connection_with_the_bypass_sees_every_tenant(
         worker.execute("SELECT set_config('app.organization_id', %s, false)", [str(org.pk)])
         mine = {t: visible(worker, t, rows["a"] + rows["b"]) for t, rows in tenants.items()}
         assert mine == {t: len(rows["a"]) for t, rows in tenants.items()}
+        assert worker.execute("SELECT count(*) FROM pg_stat_activity").fetchone()[0] >= 1
 
 
 def test_every_policy_lets_only_the_platform_bypass_and_a_proven_tenant_in() -> None:

@@ -19,6 +19,7 @@ from django.urls import reverse
 
 import eventbus
 from core import pooler_checks
+from core.db_roles import WEB, WORKER
 from core.models import Organization
 from jobs.models import JobRun
 from tests.support.api import issue_key
@@ -31,6 +32,7 @@ from tests.support.db import (
 )
 from tests.support.pgbouncer import PgBouncer, free_port, running_pgbouncer
 from tests.support.processes import Drain, Managed, start_drain, start_jobs
+from tests.support.roles import login as role_login
 from tests.support.schedules import every_second
 from tests.support.waiting import wait_for
 
@@ -77,13 +79,21 @@ def pooled_env(bouncer: PgBouncer, **extra: str) -> dict[str, str]:
 
 def start_web(bouncer: PgBouncer, port: int) -> Managed:
     """A web process (`runserver`: fails closed, scopes each request), not bypassing RLS the way
-    this test process does (tests/conftest.py)."""
+    this test process does (tests/conftest.py), as deployed: connected as the web role, with
+    its platform work as the worker role, both through the pooler (core.db_roles)."""
+    dbname = str(connection.settings_dict["NAME"])
+    s = connection.settings_dict
     env = pooled_env(
         bouncer,
         DEBUG="true",  # runserver is a development server (and needs no production keys)
         DB_RLS_BYPASS="false",
         PGOPTIONS="",
         EVENTBUS_NOTIFY_EVENT_TYPES="test.effect",
+        DATABASE_ROLE="web",
+        DATABASE_WEB_URL=bouncer.url(dbname, user=role_login(WEB)[0]),
+        DATABASE_WORKER_URL=bouncer.url(dbname, user=role_login(WORKER)[0]),
+        # The server itself, with no user: each connection keeps its own role.
+        DATABASE_DIRECT_URL=f"postgres://{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/",
     )
     return Managed("runserver", f"127.0.0.1:{port}", "--noreload", **env)
 
@@ -117,11 +127,13 @@ def listed(client: httpx.Client, token: str) -> set[str]:
     return {item["id"] for item in response.json()["results"]}
 
 
-def probe_every_server_session(bouncer: PgBouncer) -> list[tuple[str, str, int]]:
-    """What a client with no scope sees on each pooled server session: as many transactions
-    held open at once as the pool has sessions, so each runs on a different one."""
+def probe_every_server_session(bouncer: PgBouncer, user: str = "") -> list[tuple[str, str, int]]:
+    """What a client with no scope sees on each pooled server session (of `user`'s pool, the
+    test role's by default): as many transactions held open at once as the pool has sessions,
+    so each runs on a different one."""
     dbname = str(connection.settings_dict["NAME"])
-    probes = [psycopg.connect(bouncer.url(dbname), options="") for _ in range(POOL_SIZE)]
+    url = bouncer.url(dbname, user=user)
+    probes = [psycopg.connect(url, options="") for _ in range(POOL_SIZE)]
     try:
         return [tuple(probe.execute(PROBE_SQL).fetchone()) for probe in probes]  # type: ignore[misc]
     finally:
@@ -166,8 +178,10 @@ def test_api_drain_scheduler_and_jobs_work_through_pgbouncer_in_transaction_mode
         for _ in range(3):
             assert {pk: listed(client, token) for pk, token in tokens.items()} == emitted
 
-    # No server session kept a tenant's scope (or the bypass) for the next client.
-    assert probe_every_server_session(bouncer) == [("", "", 0)] * POOL_SIZE
+    # No server session kept a tenant's scope (or the bypass) for the next client, in the
+    # pools of the test role and of the web process's two roles (PgBouncer pools per user).
+    for user in ("", role_login(WEB)[0], role_login(WORKER)[0]):
+        assert probe_every_server_session(bouncer, user) == [("", "", 0)] * POOL_SIZE, user
     # The scheduler (leader lock on the direct server) fired the job, the jobs process ran it.
     wait_for(
         lambda: completed_runs() >= 2,
@@ -176,8 +190,11 @@ def test_api_drain_scheduler_and_jobs_work_through_pgbouncer_in_transaction_mode
     )
     assert "is now the leader" in scheduler.output()
     servers = bouncer.show("SERVERS")
-    assert len(servers) <= POOL_SIZE
-    assert len(bouncer.show("CLIENTS")) > len(servers)  # the pool really was shared
+    per_user = {
+        user: sum(1 for s in servers if s["user"] == user) for user in {s["user"] for s in servers}
+    }
+    assert max(per_user.values()) <= POOL_SIZE, per_user
+    assert len(bouncer.show("CLIENTS")) > len(servers)  # the pools really were shared
     assert drain.poll() is None, drain.output()
 
 
@@ -214,8 +231,10 @@ def test_the_admin_works_through_pgbouncer_and_leaves_no_bypass_behind(
             assert reverse("admin:eventbus_eventlog_change", args=[event.pk]) in page.text
         assert client.get(reverse("eventbus_ops:status")).status_code == 200
 
-    # No server session kept the admin's bypass for the next client.
-    assert probe_every_server_session(bouncer) == [("", "", 0)] * POOL_SIZE
+    # No server session kept the admin's bypass for the next client (the admin's statements
+    # ran as the worker role: the web process's platform connection).
+    for user in ("", role_login(WEB)[0], role_login(WORKER)[0]):
+        assert probe_every_server_session(bouncer, user) == [("", "", 0)] * POOL_SIZE, user
     assert web.poll() is None, web.output()
 
 

@@ -119,3 +119,52 @@ def test_the_app_knob_dicts_carry_only_what_the_environment_sets() -> None:
         "WEBHOOKS": {"ALLOW_HTTP": True},
         "LGPD": {},
     }
+
+
+def _databases(env: dict[str, str]) -> dict[str, dict[str, object]]:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    names = ("DATABASE_URL", "DATABASE_WORKER_URL", "DATABASE_WEB_URL", "DATABASE_ROLE")
+    base = {name: value for name, value in os.environ.items() if name not in names}
+    printed = subprocess.run(
+        [sys.executable, "-c", "import json, deskcomm.settings as s; print(json.dumps("
+         "{a: {k: c.get(k) for k in ('USER', 'HOST', 'OPTIONS')} for a, c in s.DATABASES.items()}"
+         "))"],
+        cwd=REPO, env={**base, **env}, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return dict(json.loads(printed))
+
+
+def test_each_process_connects_as_its_role_and_a_web_one_has_the_platform_aliases() -> None:
+    """core.db_roles: DATABASE_URL the owner's, DATABASE_WORKER_URL the platform processes',
+    DATABASE_WEB_URL the web's, which also gets `platform` (and `platform_replica` beside a
+    replica) as the worker role, with the bypass at startup."""
+    urls = {
+        "DATABASE_URL": "postgres://owner@db:5432/deskcomm",
+        "DATABASE_WORKER_URL": "postgres://worker:w@db:5432/deskcomm",
+        "DATABASE_WEB_URL": "postgres://web:x@db:5432/deskcomm",
+        "DATABASE_REPLICA_URL": "postgres://web:x@standby:5432/deskcomm",
+    }
+    web = _databases({**urls, "DATABASE_ROLE": "web"})
+    assert {alias: config["USER"] for alias, config in web.items()} == {
+        "default": "web",
+        "platform": "worker",
+        "replica": "web",
+        "platform_replica": "worker",
+    }
+    assert web["platform_replica"]["HOST"] == "standby"
+    for alias in ("platform", "platform_replica"):
+        assert "-c app.rls_bypass=on" in str(web[alias]["OPTIONS"]), alias
+    assert "app.rls_bypass" not in str(web["default"]["OPTIONS"])
+    worker = _databases({**urls, "DATABASE_ROLE": "worker"})
+    assert {alias: config["USER"] for alias, config in worker.items()} == {
+        "default": "worker",
+        "replica": "web",  # the standby's URL names its own role (README "Read replica")
+    }
+    assert _databases({**urls, "DATABASE_ROLE": "owner"})["default"]["USER"] == "owner"
+    # A single DATABASE_URL: every process is the owner, and no platform alias is needed.
+    single = _databases({"DATABASE_URL": urls["DATABASE_URL"], "DATABASE_ROLE": "web"})
+    assert {alias: config["USER"] for alias, config in single.items()} == {"default": "owner"}

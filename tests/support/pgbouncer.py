@@ -19,6 +19,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from core.db_roles import WEB, WORKER
+from tests.support.roles import login
 from tests.support.waiting import wait_for
 
 BINARIES = ("pgbouncer", "/usr/sbin/pgbouncer")
@@ -67,8 +69,8 @@ class PgBouncer:
     log: Path
     user: str
 
-    def url(self, dbname: str) -> str:
-        return f"postgres://{self.user}@127.0.0.1:{self.port}/{dbname}"
+    def url(self, dbname: str, *, user: str = "") -> str:
+        return f"postgres://{user or self.user}@127.0.0.1:{self.port}/{dbname}"
 
     def connect(self, dbname: str) -> psycopg.Connection[Any]:
         """A client connection through the pooler (no startup options: PgBouncer refuses them)."""
@@ -97,7 +99,9 @@ def running_pgbouncer(*, pool_size: int = 2) -> Iterator[PgBouncer]:
         root = Path(directory)
         root.chmod(0o755)  # run as root, PgBouncer drops to `nobody`, which must read these
         auth_file = root / "users.txt"
-        auth_file.write_text(f'"{user}" "{s.get("PASSWORD") or ""}"\n')
+        # The test role, and the web and worker roles a web process connects as (core.db_roles).
+        logins = {user: str(s.get("PASSWORD") or ""), **dict([login(WEB), login(WORKER)])}
+        auth_file.write_text("".join(f'"{name}" "{secret}"\n' for name, secret in logins.items()))
         port = free_port()
         config = root / "pgbouncer.ini"
         config.write_text(
