@@ -206,6 +206,15 @@ def test_the_roles_script_makes_the_roles_on_a_fresh_server_and_again_on_an_old_
                     assert allowed, role
                 except psycopg.errors.InsufficientPrivilege:
                     assert not allowed, role
+        # An owner that is not the superuser running the script is made a platform member.
+        with psycopg.connect(f"{url} dbname=deskcomm", autocommit=True) as db:
+            db.execute("CREATE ROLE shop_owner LOGIN")
+        owned = {**env, "DESKCOMM_OWNER_ROLE": "shop_owner"}
+        done = subprocess.run(psql, env=owned, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        with psycopg.connect(f"{url} dbname=deskcomm") as db:
+            member = "SELECT pg_has_role('shop_owner', 'deskcomm_platform', 'MEMBER')"
+            assert db.execute(member).fetchone() == (True,)
         missing = {**env, "DESKCOMM_WEB_PASSWORD": ""}
         refused = subprocess.run(psql, env=missing, capture_output=True, text=True, check=False)
         assert refused.returncode != 0 and "DESKCOMM_WEB_PASSWORD" in refused.stderr

@@ -5,7 +5,8 @@
 -- what is missing and (re)sets the login roles' passwords from the environment, so a new volume
 -- and an existing one end the same. Any other server: run it once as a superuser with the same
 -- environment (psql 15+ for \getenv):
---   DESKCOMM_WORKER_PASSWORD=... DESKCOMM_WEB_PASSWORD=... psql -d deskcomm -f roles.sql
+--   DESKCOMM_OWNER_ROLE=deskcomm DESKCOMM_WORKER_ROLE=deskcomm_worker DESKCOMM_WORKER_PASSWORD=...
+--   DESKCOMM_WEB_ROLE=deskcomm_web DESKCOMM_WEB_PASSWORD=... psql -d deskcomm -f roles.sql
 --
 --   deskcomm_platform  NOLOGIN   its members may use the RLS bypass (every policy names it)
 --   deskcomm_app       NOLOGIN   rows of every table, sequences (granted by migration core 0013)
@@ -13,12 +14,20 @@
 --   deskcomm_worker    LOGIN     workers, scheduler, jobs: deskcomm_platform + deskcomm_app
 --   deskcomm_web       LOGIN     gunicorn: deskcomm_app only, so it can never lift the wall
 \set ON_ERROR_STOP on
+-- DESKCOMM_OWNER_ROLE: the tables' owner, when it is not the role running this script.
+\set owner_role ''
+\set worker_role ''
+\set worker_password ''
+\set web_role ''
+\set web_password ''
+\getenv owner_role DESKCOMM_OWNER_ROLE
 \getenv worker_role DESKCOMM_WORKER_ROLE
 \getenv worker_password DESKCOMM_WORKER_PASSWORD
 \getenv web_role DESKCOMM_WEB_ROLE
 \getenv web_password DESKCOMM_WEB_PASSWORD
 SELECT :'worker_role' <> '' AND :'worker_password' <> '' AND :'web_role' <> ''
-       AND :'web_password' <> '' AS configured \gset
+       AND :'web_password' <> '' AS configured,
+       coalesce(nullif(:'owner_role', ''), current_user) AS owner_role \gset
 \if :configured
 \else
   DO $$ BEGIN RAISE EXCEPTION 'set DESKCOMM_WORKER_ROLE, DESKCOMM_WORKER_PASSWORD, '
@@ -38,7 +47,7 @@ SELECT format('ALTER ROLE %I NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB PAS
               :'web_role', :'web_password') \gexec
 
 SELECT format('GRANT %I TO %I', grp, member)
-  FROM (VALUES ('deskcomm_platform', current_user::text), ('deskcomm_platform', :'worker_role'),
+  FROM (VALUES ('deskcomm_platform', :'owner_role'), ('deskcomm_platform', :'worker_role'),
                ('deskcomm_app', :'worker_role'), ('deskcomm_app', :'web_role')) AS m (grp, member)
  WHERE NOT pg_has_role(member, grp, 'MEMBER') \gexec
 -- The web role is never the platform's, whatever was granted by hand.
