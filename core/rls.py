@@ -85,7 +85,11 @@ _key_request: ContextVar[bool] = ContextVar("deskcomm_rls_key_request", default=
 
 
 def select_for_process(argv: Sequence[str]) -> None:
-    """At start-up: bypass for platform processes (see the module docstring), else closed."""
+    """At start-up: bypass for platform processes (see the module docstring), else closed. A
+    process connected as the web role is a web process whatever its command (DATABASE_ROLE=web
+    manage.py shell, check): its bypass is the platform alias's, per scope."""
+    if getattr(settings, "DATABASE_ROLE", "") == db_roles.WEB and platform_configured():
+        return
     if wants_bypass(argv, os.environ):
         bypass_process()
 

@@ -9,6 +9,8 @@ set neither a tenant nor the bypass sees and writes nothing; platform processes 
 from __future__ import annotations
 
 import select
+import subprocess
+import sys
 from typing import Any
 
 import psycopg
@@ -34,8 +36,8 @@ from tests.support.admin import staff
 from tests.support.api import api_client, client_for, issue_key
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import database_url
-from tests.support.processes import start_drain
-from tests.support.roles import login, web_process
+from tests.support.processes import REPO, start_drain, subprocess_env
+from tests.support.roles import deployed_env, login, web_process
 from tests.support.wire import traced
 
 pytestmark = pytest.mark.django_db
@@ -114,20 +116,41 @@ def test_every_tenant_table_has_the_wall() -> None:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
+@pytest.mark.parametrize("as_deployed", [False, True], ids=["owner", "worker-role"])
 def test_a_worker_drains_every_tenant(
-    enforced: None, org: Organization, org_b: Organization, side_effects: None
+    enforced: None, org: Organization, org_b: Organization, side_effects: None, as_deployed: bool
 ) -> None:
     seed(org)
     seed(org_b)
     args = [arg for name in EFFECT_CONSUMERS for arg in ("--consumer", name)]
-    # Nothing inherited from this (bypassing) test process: the command selects the bypass.
-    drain = start_drain("--once", "--no-listen", *args, PGOPTIONS="", **{rls.PROCESS_ENV: ""})
+    # Nothing inherited from this (bypassing) test process: the command selects the bypass; as
+    # deployed it connects as deskcomm_worker (rows and the bypass by its role).
+    env = deployed_env(db_roles.WORKER) if as_deployed else {"PGOPTIONS": "", rls.PROCESS_ENV: ""}
+    drain = start_drain("--once", "--no-listen", *args, **env)
     try:
         assert drain.wait(timeout=120) == 0, drain.output()
         assert set(EventLog.objects.values_list("status", flat=True)) == {"done"}, drain.output()
     finally:
         drain.close()
     assert EventLog.objects.count() == 2
+
+
+@pytest.mark.parametrize("role", [db_roles.WORKER, db_roles.WEB])
+def test_the_deployed_roles_pass_the_database_checks(role: str) -> None:
+    """`manage.py check --database ...` as each service runs: no E040/W040 (a web process
+    checks its platform alias too)."""
+    databases = ["default"] + ([db_roles.PLATFORM_ALIAS] if role == db_roles.WEB else [])
+    args = [f"--database={alias}" for alias in databases]
+    checked = subprocess.run(
+        [sys.executable, str(REPO / "manage.py"), "check", *args, "--fail-level", "WARNING"],
+        env=subprocess_env(**deployed_env(role)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "deskcomm.E040" not in checked.stderr and "deskcomm.W040" not in checked.stderr
 
 
 @pytest.mark.parametrize(

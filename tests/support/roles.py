@@ -12,7 +12,7 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import psycopg
 import pytest
@@ -54,6 +54,26 @@ def connect(role: str) -> psycopg.Connection[Any]:
         if os.environ.get("CI", "").lower() == "true":
             raise
         pytest.skip(f"cannot connect as the {role} role {user!r} ({error}): see README")
+
+
+def role_url(role: str) -> str:
+    """The test database's URL as `role` (for a subprocess's DATABASE_*_URL)."""
+    s = connection.settings_dict
+    user, password = login(role)
+    auth = user + (f":{quote(password, safe='')}" if password else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def deployed_env(role: str) -> dict[str, str]:
+    """A subprocess's environment as the compose files give it to a `role` service: its own
+    URL (the web one also the worker's, for its platform work), nothing bypassing by itself."""
+    connect(role).close()
+    for needed in (db_roles.WEB, db_roles.WORKER):
+        connect(needed).close()
+    env = {"DATABASE_ROLE": role, "DATABASE_WORKER_URL": role_url(db_roles.WORKER)}
+    if role == db_roles.WEB:
+        env["DATABASE_WEB_URL"] = role_url(db_roles.WEB)
+    return {**env, "PGOPTIONS": "", db_roles.PROCESS_BYPASS_ENV: ""}
 
 
 @contextmanager
