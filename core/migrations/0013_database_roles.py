@@ -220,25 +220,33 @@ $$;
 REVOKE ALL ON FUNCTION public.deskcomm_tenant_proof(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.deskcomm_tenant_proof(uuid) TO deskcomm_platform;
 
+-- Whether `p_proof` is that proof (the same HMAC, compared here: one call, no other).
 CREATE FUNCTION public.deskcomm_tenant_verified(p_organization uuid, p_proof text)
 RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog AS $$
-    SELECT coalesce(p_proof = public.deskcomm_tenant_proof(p_organization), false)
+    SELECT coalesce(p_proof = encode(sha256(k.outer_pad || sha256(k.inner_pad
+                                     || convert_to(p_organization::text, 'UTF8'))), 'hex'),
+                    false)
+      FROM deskcomm_private.tenant_key k
 $$;
 REVOKE ALL ON FUNCTION public.deskcomm_tenant_verified(uuid, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.deskcomm_tenant_verified(uuid, text) TO deskcomm_app;
 
 -- The session's tenant as the policies see it: `app.organization_id`, taken as it is from a
 -- member of deskcomm_platform (the current user: the invoker, this function being one), from
--- any other role only with its proof; NULL otherwise (nothing visible).
+-- any other role only with its proof; NULL otherwise (nothing visible). A plain SQL expression,
+-- so the planner inlines it into the policy's init plan: a member pays pg_has_role only. (No SET
+-- search_path: its names are qualified or pg_catalog's, and the roles that call it may create
+-- nothing that could stand in for them.)
 CREATE FUNCTION public.deskcomm_tenant() RETURNS uuid
-LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
-    SELECT CASE WHEN pg_has_role('deskcomm_platform', 'MEMBER')
-                  OR public.deskcomm_tenant_verified(t.organization,
-                                                     current_setting('app.tenant_proof', true))
-                THEN t.organization END
-      FROM (SELECT nullif(current_setting('app.organization_id', true), '')::uuid
-                   AS organization) t
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN pg_catalog.pg_has_role('deskcomm_platform', 'MEMBER')
+                  OR public.deskcomm_tenant_verified(
+                         NULLIF(pg_catalog.current_setting('app.organization_id', true),
+                                           '')::uuid,
+                         pg_catalog.current_setting('app.tenant_proof', true))
+                THEN NULLIF(pg_catalog.current_setting('app.organization_id', true),
+                                       '')::uuid END
 $$;
 """
 NO_TENANT_PROOF_SQL = """
