@@ -162,6 +162,18 @@ def _reset_idle(connection: BaseDatabaseWrapper) -> None:
         raise OperationalError(f"resetting the session's tenant scope failed: {message}")
 
 
+def enter_tenant(organization_id: uuid.UUID, using: str = "default") -> None:
+    """Scope this thread's connection to one tenant, and leave it so (a worker's handler thread
+    runs each delivery inside its organization: eventbus.drain). No statement when the
+    connection is already scoped to it; a connection opened since (the process's default scope)
+    is scoped again."""
+    connection = connections[using]
+    wanted = (str(organization_id), False)
+    if connection.connection is not None and getattr(connection, _SCOPE, None) == wanted:
+        return
+    set_scope(organization_id=organization_id, using=using)
+
+
 @contextmanager
 def scoped(*, organization_id: uuid.UUID | None = None, bypass: bool = False) -> Iterator[None]:
     """`set_scope` for a block (tests, scripts), then back to the process default."""

@@ -403,6 +403,8 @@ EVENTBUS = given(
         "METRICS_TOP_ORGANIZATIONS": env.int("EVENTBUS_METRICS_TOP_ORGANIZATIONS", default=unset),
         # Days of per-minute rollup rows (status charts, failure rates) the hourly purge keeps.
         "ROLLUP_KEEP_DAYS": env.int("EVENTBUS_ROLLUP_KEEP_DAYS", default=unset),
+        "MAX_CAUSATION_DEPTH": env.int("EVENTBUS_MAX_CAUSATION_DEPTH", default=unset),
+        "DOOR_EMIT_RATE": env.str("EVENTBUS_DOOR_EMIT_RATE", default=unset),
     }
 )
 
