@@ -70,7 +70,10 @@ def parse_rate(text: str) -> Rate:
 
 def hit(key: str, rate: Rate, now: dt.datetime, cost: int = 1) -> float | None:
     """Count `cost` requests at once; None when allowed, else the seconds to wait before
-    retrying (all or nothing: a refused hit counts none of them)."""
+    retrying (all or nothing: a refused hit counts none of them). More than the rate allows
+    in a period is never allowed: refused with the whole period to wait."""
+    if cost > rate.count:
+        return rate.period.total_seconds()
     with connection.cursor() as cursor:
         cursor.execute(HIT_SQL, {"key": key, **rate.params(now, cost)})
         if cursor.fetchone() is not None:

@@ -236,7 +236,6 @@ API = given(
             "API_KEY_LAST_USED_RESOLUTION_SECONDS", default=unset
         ),
         # Event namespaces only Deskcomm itself emits; POST /api/v1/events refuses them.
-        "RESERVED_EVENT_NAMESPACES": env.list("API_RESERVED_EVENT_NAMESPACES", default=unset),
     }
 )
 

@@ -237,6 +237,12 @@ def declared_types() -> list[str]:
     return sorted(_schemas)
 
 
+def versions_of(name: str) -> list[EventSchema]:
+    """Every declared version of a type, oldest first."""
+    latest(name)
+    return [schema for _, schema in sorted(_schemas[name].items())]
+
+
 def latest(name: str) -> EventSchema:
     versions = _schemas.get(name)
     if not versions:

@@ -36,6 +36,7 @@ from eventbus.registry import Consumer
 from eventbus.retry import judge_failure
 from eventbus.settle import Settlement, by_token, settle
 from eventbus.slots import Job, Leases, SlotPool, log_lost
+from eventbus.tenancy import SecurityRefusal
 
 logger = logging.getLogger(__name__)
 
@@ -385,7 +386,10 @@ def run_adopted(consumer: Consumer, token: uuid.UUID, event: Event, *, worker_id
 def failed(
     job: Job, exc: BaseException, elapsed: float, on_connection_lost: Callable[[], None]
 ) -> Finished:
-    """A run that raised: released when the worker's own connection died, else a failure."""
+    """A run that raised: released when the worker's own connection died, else a failure (a
+    cross-tenant refusal is audited first, its handler's transaction already rolled back)."""
+    if isinstance(exc, SecurityRefusal):
+        record_refusal(exc)
     if connection_lost(exc):
         logger.warning(
             "delivery %s: the worker's database connection failed during the run (%s); "
@@ -399,6 +403,18 @@ def failed(
         on_connection_lost()
         return Finished(job, "released")
     return Finished(job, "failed", failure(job.event, exc, elapsed))
+
+
+def record_refusal(refused: SecurityRefusal) -> None:
+    """Audit a handler's security refusal (eventbus.tenancy); a failure to audit is logged,
+    never the run's outcome."""
+    logger.warning(
+        "%s", refused, extra={"event_id": refused.event_id, "consumer": refused.consumer}
+    )
+    try:
+        refused.record()
+    except DatabaseError:
+        logger.exception("could not audit a security refusal (%s)", refused)
 
 
 _DURATIONS: dict[tuple[str, str], Histogram] = {}

@@ -25,7 +25,7 @@ from core.db import bound_cursor, pipeline
 from eventbus import catalog, metrics
 from eventbus import provenance as provenances
 from eventbus.conf import bus_settings
-from eventbus.errors import EmitRateLimited, EventValidationError
+from eventbus.errors import EmitRateLimited, EventTypeNotEmittable, EventValidationError
 from eventbus.ids import uuid7
 from eventbus.registry import registry
 from eventbus.sql import statement
@@ -161,16 +161,17 @@ def emit_many(
     now = timezone.now()
     preparer = Preparer(now, provenance)
     sent: list[tuple[psycopg.Cursor[Any], list[PreparedEvent]]] = []
+    prepared: Iterable[PreparedEvent] = (
+        _prepare_item(index, item, preparer) for index, item in enumerate(items)
+    )
     if preparer.door != catalog.APP:
         # Through a door: every item is checked, then counted, before anything is sent.
-        items = [_prepare_item(index, item, preparer) for index, item in enumerate(items)]
-        preparer.count_at_door(org_id, len(items))
+        prepared = list(prepared)
+        preparer.count_at_door(org_id, len(prepared))
     with transaction.atomic(), pipeline() as new_cursor:
         chunk: list[PreparedEvent] = []
-        for index, item in enumerate(items):
-            chunk.append(
-                item if isinstance(item, PreparedEvent) else _prepare_item(index, item, preparer)
-            )
+        for event in prepared:
+            chunk.append(event)
             if len(chunk) == EMIT_MANY_STATEMENT_ROWS:
                 sent.append((_send_chunk(new_cursor(), chunk, org_id, now), chunk))
                 chunk = []
@@ -418,6 +419,10 @@ def _prepare_item(index: int, item: Mapping[str, Any], preparer: Preparer) -> Pr
             ordering_key=item.get("ordering_key"),
             priority=item.get("priority"),
         )
+    except EventTypeNotEmittable as exc:
+        raise EventTypeNotEmittable(
+            exc.event_type, owner=exc.owner, door=exc.door, item=index
+        ) from None
     except EventValidationError as exc:
         raise EventValidationError(f"item {index}: {exc}", field=exc.field) from None
 

@@ -166,13 +166,12 @@ def _calling_module() -> str:
     return ""
 
 
-def chain(
-    provenance: Provenance, event_type: str, limit: int
-) -> tuple[int, tuple[str, ...]]:
+def chain(provenance: Provenance, event_type: str, limit: int) -> tuple[int, tuple[str, ...]]:
     """The depth and the pipelines of an event emitted now, or CausationTooDeep."""
     cause = current_cause()
+    pipelines: tuple[str, ...] = ()
     if cause is None:
-        depth, pipelines = 0, ()
+        depth = 0
     else:
         same_page = cause.event_type == event_type and catalog.continues(event_type)
         depth = cause.depth if same_page and provenance.door == catalog.APP else cause.depth + 1
