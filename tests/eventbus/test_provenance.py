@@ -91,9 +91,9 @@ def test_the_default_depth_leaves_room_for_the_platforms_longest_chain(
             provenance.Provenance.pipeline("p1", "x1"), "nuvemshop.sync_page", limit=8
         )
         assert (depth, pipelines) == (4, ("p1",))
-    with provenance.handling(_event(org, "test.job", depth=8)):
-        with pytest.raises(CausationTooDeep, match="generation 9"):
-            provenance.chain(provenance.inferred(None), "test.job", limit=8)
+    deepest = _event(org, "test.job", depth=8)
+    with provenance.handling(deepest), pytest.raises(CausationTooDeep, match="generation 9"):
+        provenance.chain(provenance.inferred(None), "test.job", limit=8)
 
 
 def _event(org: Organization, event_type: str, *, depth: int) -> Event:
