@@ -12,28 +12,26 @@ from eventbus import catalog
 
 SEED = "seed 000 §3"
 
-for name, required in {
-    "ai.responded": (
-        "conversation_id",
-        "message_id",
-        "model",
-        "tokens_in",
-        "tokens_out",
-        "cost_cents",
-        "latency_ms",
-    ),
-    "ai.handoff_triggered": ("conversation_id", "reason", "from"),
-    "ai.sentiment_alert": ("conversation_id", "sentiment", "score"),
-    "ai.budget_warning": ("pct_used", "daily_budget_cents", "current_cents"),
-    "ai.budget_throttled": ("daily_budget_cents", "current_cents", "throttle_until"),
-}.items():
-    catalog.declare(
-        name,
-        required=required,
-        description=SEED,
-        # A customer waits for the human the assistant handed over to.
-        priority=catalog.HIGH_PRIORITY if name == "ai.handoff_triggered" else None,
-    )
+catalog.declare_all(
+    {
+        "ai.responded": (
+            "conversation_id",
+            "message_id",
+            "model",
+            "tokens_in",
+            "tokens_out",
+            "cost_cents",
+            "latency_ms",
+        ),
+        "ai.handoff_triggered": ("conversation_id", "reason", "from"),
+        "ai.sentiment_alert": ("conversation_id", "sentiment", "score"),
+        "ai.budget_warning": ("pct_used", "daily_budget_cents", "current_cents"),
+        "ai.budget_throttled": ("daily_budget_cents", "current_cents", "throttle_until"),
+    },
+    description=SEED,
+    # A customer waits for the human the assistant handed over to.
+    priorities={"ai.handoff_triggered": catalog.HIGH_PRIORITY},
+)
 catalog.declare(
     "knowledge.article_changed",
     required=["article_id", "action"],

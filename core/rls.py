@@ -25,6 +25,7 @@ deskcomm.W003).
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -57,6 +58,8 @@ RESET_SQL = {
 IDLE = pq.TransactionStatus.IDLE
 _DIRTY = "_deskcomm_rls_scoped"  # attribute on a connection wrapper: scoped away from its default
 _SCOPE = "_deskcomm_rls_scope"  # on a connection wrapper: (tenant, bypass) it was scoped to
+_TENANT = "_deskcomm_rls_tenant"  # on a connection wrapper: the tenant's UUID (no bypass), or None
+_thread = threading.local()  # enter_tenant's wrapper of this thread's default connection
 
 
 def select_for_process(argv: Sequence[str]) -> None:
@@ -120,6 +123,7 @@ def mark_scoped(
     """Record that `connection`'s session was scoped (by set_scope or by SQL) to this."""
     setattr(connection, _DIRTY, True)
     setattr(connection, _SCOPE, (str(organization_id) if organization_id else "", bypass))
+    setattr(connection, _TENANT, None if bypass else organization_id)
 
 
 def reset_scope(using: str = "default") -> None:
@@ -129,6 +133,7 @@ def reset_scope(using: str = "default") -> None:
         return
     setattr(connection, _DIRTY, False)
     setattr(connection, _SCOPE, None)
+    setattr(connection, _TENANT, None)
     if pooler.pooled(using):
         pooler.remember_scope(connection, None, False)
         return
@@ -167,9 +172,14 @@ def enter_tenant(organization_id: uuid.UUID, using: str = "default") -> None:
     runs each delivery inside its organization: eventbus.drain). No statement when the
     connection is already scoped to it; a connection opened since (the process's default scope)
     is scoped again."""
-    connection = connections[using]
-    wanted = (str(organization_id), False)
-    if connection.connection is not None and getattr(connection, _SCOPE, None) == wanted:
+    if using == "default":  # the drain's case: this thread's wrapper, found once
+        connection = getattr(_thread, "wrapper", None)
+        if connection is None:
+            connection = _thread.wrapper = connections[using]
+    else:
+        connection = connections[using]
+    # A closed connection reopens with the process's default scope, whatever it was given.
+    if connection.connection is not None and connection.__dict__.get(_TENANT) == organization_id:
         return
     set_scope(organization_id=organization_id, using=using)
 

@@ -17,35 +17,35 @@ from eventbus import catalog
 OPEN = (catalog.API, catalog.PIPELINE)
 SEED = "seed 000 §3"
 
-for name, required in {
-    "lead.created": ("name", "source", "pipeline_id", "stage_id"),
-    "lead.updated": ("changes",),
-    "lead.stage_changed": ("from_stage_id", "to_stage_id"),
-    "lead.won": ("value", "won_at"),
-    "lead.lost": ("reason", "lost_at"),
-    "lead.assigned": ("to_owner_id",),
-    "lead.deleted": ("soft", "deleted_by"),
-    "lead_activity.recorded": ("activity_type", "lead_id", "content_excerpt"),
-}.items():
-    catalog.declare(name, required=required, description=SEED, doors=OPEN)
-
-for name, required in {
-    "contact.created": ("phone", "source"),
-    "contact.merged": ("from_contact_id", "into_contact_id", "merged_fields"),
-    "contact.blocked": ("reason",),
-    "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),
-    "conversation.opened": ("conversation_id", "contact_id", "channel"),
-    "conversation.assigned": ("to_user_id", "mode"),
-    "conversation.resolved": ("resolved_by", "duration_s"),
-    "conversation.reopened": ("reopened_by",),
-}.items():
-    catalog.declare(
-        name,
-        required=required,
-        description=SEED,
-        # A customer waits for a conversation to be picked up.
-        priority=catalog.HIGH_PRIORITY if name == "conversation.opened" else None,
-    )
+catalog.declare_all(
+    {
+        "lead.created": ("name", "source", "pipeline_id", "stage_id"),
+        "lead.updated": ("changes",),
+        "lead.stage_changed": ("from_stage_id", "to_stage_id"),
+        "lead.won": ("value", "won_at"),
+        "lead.lost": ("reason", "lost_at"),
+        "lead.assigned": ("to_owner_id",),
+        "lead.deleted": ("soft", "deleted_by"),
+        "lead_activity.recorded": ("activity_type", "lead_id", "content_excerpt"),
+    },
+    description=SEED,
+    doors=OPEN,
+)
+catalog.declare_all(
+    {
+        "contact.created": ("phone", "source"),
+        "contact.merged": ("from_contact_id", "into_contact_id", "merged_fields"),
+        "contact.blocked": ("reason",),
+        "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),
+        "conversation.opened": ("conversation_id", "contact_id", "channel"),
+        "conversation.assigned": ("to_user_id", "mode"),
+        "conversation.resolved": ("resolved_by", "duration_s"),
+        "conversation.reopened": ("reopened_by",),
+    },
+    description=SEED,
+    # A customer waits for a conversation to be picked up.
+    priorities={"conversation.opened": catalog.HIGH_PRIORITY},
+)
 
 # Seed 000 §6.1 uses `message.queued` between the CRM and the send worker.
 catalog.declare(

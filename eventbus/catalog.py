@@ -145,6 +145,28 @@ def declare(
     return schema
 
 
+def declare_all(
+    types: Mapping[str, Iterable[str]],
+    *,
+    description: str,
+    doors: Iterable[str] | None = None,
+    priorities: Mapping[str, int] | None = None,
+    owner: str | None = None,
+) -> None:
+    """`declare` each type of `types` (name -> required fields) alike: one description and
+    doors, a priority where `priorities` names one (the owner: the calling module's package)."""
+    owner = owner or _caller_package()
+    for name, required in types.items():
+        declare(
+            name,
+            required=required,
+            description=description,
+            doors=doors,
+            priority=(priorities or {}).get(name),
+            owner=owner,
+        )
+
+
 def _validate_doors(name: str, doors: Iterable[str]) -> frozenset[str]:
     opened = frozenset(doors) - {APP}
     unknown = opened - OPTIONAL_DOORS

@@ -267,10 +267,9 @@ class Preparer:
         found = self._chains.get(name)
         if found is None:
             depth, pipelines = provenances.chain(self.provenance, name, self.limits.max_depth)
-            found = {
-                provenances.PROVENANCE_KEY: self._provenance_meta,
-                provenances.DEPTH_KEY: depth,
-            }
+            found = {provenances.PROVENANCE_KEY: self._provenance_meta}
+            if depth:  # absent: 0, nothing on the bus caused it
+                found[provenances.DEPTH_KEY] = depth
             if pipelines:
                 found[provenances.PIPELINES_KEY] = list(pipelines)
             self._chains[name] = found

@@ -10,8 +10,8 @@ Every event's metadata holds `provenance`, one of
   platform's own code (a handler run names its consumer);
 - `{"door": "app", "producer": "system", "component": "cron:<job>"}`: a scheduled job,
 
-and `causation_depth`: 0 for an event nothing on the bus caused, else one more than the event
-whose handler emitted it (`causation_id` names that event). Past `EVENTBUS_MAX_CAUSATION_DEPTH`
+and, for an event a handler emitted, `causation_depth`: one more than the event it handled
+(`causation_id` names that event; absent, the depth is 0). Past `EVENTBUS_MAX_CAUSATION_DEPTH`
 an emit is refused (`CausationTooDeep`). An emit of a type declared `continues=True` while
 handling an event of the same type (a paginated job's next page) stays at its cause's depth.
 `pipelines` lists the pipelines that emitted an event of the chain: an `event.<type>` pipeline

@@ -14,12 +14,14 @@ from eventbus import catalog
 
 SEED = "seed 000 §3"
 
-for name, required in {
-    "lgpd.consent_changed": ("contact_id", "consent_type", "granted", "source"),
-    "lgpd.data_request_received": ("request_id", "request_type", "contact_id", "channel"),
-    "lgpd.redact_applied": ("request_id", "contact_id", "scope"),
-}.items():
-    catalog.declare(name, required=required, description=SEED)
+catalog.declare_all(
+    {
+        "lgpd.consent_changed": ("contact_id", "consent_type", "granted", "source"),
+        "lgpd.data_request_received": ("request_id", "request_type", "contact_id", "channel"),
+        "lgpd.redact_applied": ("request_id", "contact_id", "scope"),
+    },
+    description=SEED,
+)
 
 # Seed 000's v1 carried `export_url_signed`, a bearer link to the subject's whole export, to
 # every consumer and webhook. v2 holds ids, states and dates only; the link goes to the data

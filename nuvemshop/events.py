@@ -15,21 +15,19 @@ from eventbus import catalog
 
 SEED = "seed 000 §3"
 
-for name, required in {
-    "nuvemshop.order_created": ("order_id", "ns_order_id", "total_cents"),
-    "nuvemshop.order_paid": ("order_id", "paid_at", "amount_cents"),
-    "nuvemshop.order_cancelled": ("order_id", "cancelled_at"),
-    "nuvemshop.order_fulfilled": ("order_id", "fulfilled_at"),
-    "nuvemshop.cart_abandoned": ("cart_id", "value_cents", "abandoned_at"),
-    "nuvemshop.customer_redact_received": ("ns_customer_id", "ns_request_id"),
-    "nuvemshop.product_synced": ("product_id", "action"),
-}.items():
-    catalog.declare(
-        name,
-        required=required,
-        description=SEED,
-        priority=-5 if name == "nuvemshop.product_synced" else None,  # bulk sync last
-    )
+catalog.declare_all(
+    {
+        "nuvemshop.order_created": ("order_id", "ns_order_id", "total_cents"),
+        "nuvemshop.order_paid": ("order_id", "paid_at", "amount_cents"),
+        "nuvemshop.order_cancelled": ("order_id", "cancelled_at"),
+        "nuvemshop.order_fulfilled": ("order_id", "fulfilled_at"),
+        "nuvemshop.cart_abandoned": ("cart_id", "value_cents", "abandoned_at"),
+        "nuvemshop.customer_redact_received": ("ns_customer_id", "ns_request_id"),
+        "nuvemshop.product_synced": ("product_id", "action"),
+    },
+    description=SEED,
+    priorities={"nuvemshop.product_synced": -5},  # bulk sync last
+)
 
 catalog.declare(
     "nuvemshop.store_connected",

@@ -44,20 +44,18 @@ catalog.declare(
     required=IDS,
     description="the channel accepted an outbound message (ids only)",
 )
-for name, required in {
-    "message.delivered": ("message_id", "delivered_at"),
-    "message.read": ("message_id", "read_at"),
-    "message.failed": ("message_id", "error_code", "error_message", "retryable"),
-    "system.contact_blocked_by_stop": ("contact_id", "keyword"),
-    "system.send_blocked": ("contact_id", "reason"),
-    "system.window_24h_expired": ("conversation_id", "contact_id", "expired_at"),
-}.items():
-    catalog.declare(
-        name,
-        required=required,
-        description=SEED,
-        priority=catalog.HIGH_PRIORITY if name == "message.failed" else None,
-    )
+catalog.declare_all(
+    {
+        "message.delivered": ("message_id", "delivered_at"),
+        "message.read": ("message_id", "read_at"),
+        "message.failed": ("message_id", "error_code", "error_message", "retryable"),
+        "system.contact_blocked_by_stop": ("contact_id", "keyword"),
+        "system.send_blocked": ("contact_id", "reason"),
+        "system.window_24h_expired": ("conversation_id", "contact_id", "expired_at"),
+    },
+    description=SEED,
+    priorities={"message.failed": catalog.HIGH_PRIORITY},
+)
 catalog.declare(
     "system.session_changed",
     required=["session_id", "session", "from_status", "to_status"],

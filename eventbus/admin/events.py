@@ -128,7 +128,7 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         meta = obj.metadata or {}
         cause = meta.get("causation_id")
         depth = meta.get("causation_depth", 0)
-        return f"event {cause} (generation {depth})" if cause else "nothing on the bus"
+        return f"event {cause} (generation {depth or 0})" if cause else "nothing on the bus"
 
 
 class AttemptInline(ReadOnlyMixin, admin.TabularInline):

@@ -9,7 +9,7 @@ from ai.models import Chunk
 from core.models import Organization
 from crm.models import Message
 from tests.support.factories import LeadFactory, MessageFactory
-from tests.support.tenancy import assert_refused, drain
+from tests.support.tenancy import assert_refused, drain, message_ids
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enforced")]
 
@@ -24,9 +24,7 @@ def test_an_inbound_message_of_another_tenant_is_refused(
         organization=org_b,
         entity_kind="message",
         payload={
-            "message_id": str(inbound.pk),
-            "conversation_id": str(inbound.conversation_id),
-            "contact_id": str(inbound.conversation.contact_id),
+            **message_ids(inbound),
             "direction": "inbound",
             "channel": "whatsapp",
             "waha_message_id": "x",

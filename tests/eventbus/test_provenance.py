@@ -49,7 +49,7 @@ def drain(*consumers: str) -> None:
 
 def test_a_handlers_event_names_its_consumer_cause_and_generation(org: Organization) -> None:
     start = eventbus.emit("test.chain_start", organization=org, entity_kind="t", payload={"n": 1})
-    assert start.metadata["causation_depth"] == 0
+    assert "causation_depth" not in start.metadata  # generation 0
     drain("chain-worker")
     following = EventLog.objects.get(event_type="test.chain_next")
     assert following.provenance == {
@@ -68,7 +68,7 @@ def test_a_loop_is_cut_at_the_depth_limit_and_its_last_delivery_dies_at_once(
     with override_settings(EVENTBUS={"MAX_CAUSATION_DEPTH": 3}):
         eventbus.emit("test.job", organization=org, entity_kind="thing", payload={"n": 0})
         drain(LOOP)
-    depths = sorted(EventLog.objects.values_list("metadata__causation_depth", flat=True))
+    depths = sorted(e.metadata.get("causation_depth", 0) for e in EventLog.objects.all())
     assert depths == [0, 1, 2, 3]
     dead = Delivery.objects.get(consumer=LOOP, status="dead")
     assert dead.attempts == 1  # permanent: not retried

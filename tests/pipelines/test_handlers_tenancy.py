@@ -19,6 +19,7 @@ from pipelines import metrics, services
 from pipelines.handlers import order_post, run_event_pipeline
 from pipelines.models import Execution
 from tests.support.factories import OrderFactory
+from tests.support.pipelines import emit_definition
 from tests.support.tenancy import assert_refused, drain
 
 pytestmark = pytest.mark.django_db
@@ -66,17 +67,7 @@ def test_a_pipeline_that_emits_its_own_trigger_runs_once(org: Organization) -> N
         organization=org,
         name="echo",
         trigger="event.test.effect",
-        definition={
-            "nodes": [
-                {"id": "start", "type": "start"},
-                {
-                    "id": "again",
-                    "type": "emit-event",
-                    "config": {"eventType": "test.effect", "payload": {"n": "{{ payload.n }}"}},
-                },
-            ],
-            "edges": [{"from": "start", "to": "again"}],
-        },
+        definition=emit_definition("test.effect"),
         actor="test",
     )
     refused_before = metrics.LOOPS_REFUSED._value.get()

@@ -4,9 +4,19 @@ the emitting organization's log, never in the victim's."""
 from __future__ import annotations
 
 from core.models import AuditLog, Organization
+from crm.models import Message
 from eventbus.models import Delivery, EventLog
 from eventbus.tenancy import ACTION
 from eventbus.worker import Worker, WorkerOptions
+
+
+def message_ids(message: Message) -> dict[str, str]:
+    """The ids a `message.*` payload names for `message`."""
+    return {
+        "message_id": str(message.pk),
+        "conversation_id": str(message.conversation_id),
+        "contact_id": str(message.conversation.contact_id),
+    }
 
 
 def drain(*consumers: str) -> None:

@@ -8,7 +8,7 @@ import eventbus
 from core.models import Organization
 from crm.models import Message
 from tests.support.factories import MessageFactory
-from tests.support.tenancy import assert_refused, drain
+from tests.support.tenancy import assert_refused, drain, message_ids
 from whatsapp.conf import SEND_CONSUMER
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enforced")]
@@ -24,12 +24,7 @@ def test_message_queued_naming_another_tenants_message_is_refused(
         "message.queued",
         organization=org_b,
         entity_kind="message",
-        payload={
-            "message_id": str(queued.pk),
-            "conversation_id": str(queued.conversation_id),
-            "contact_id": str(queued.conversation.contact_id),
-            "channel": "whatsapp",
-        },
+        payload={**message_ids(queued), "channel": "whatsapp"},
     )
     drain(SEND_CONSUMER)
     assert_refused(attack, SEND_CONSUMER, org_b)
