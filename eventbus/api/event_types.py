@@ -3,7 +3,7 @@
 Every declared type with its owner, the doors open to it, each schema version's payload as a
 JSON Schema (the required fields; more are allowed), whether the version is still accepted, and
 whether the calling key may emit it (the `api` door is open to the type and the key holds
-`events:write`). Any key may read it: the catalog is the platform's, not a tenant's data.
+`events:write`). Reading it takes `events:read`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def describe(name: str, *, may_write: bool) -> dict[str, Any]:
 
 
 class EventTypesView(ApiView):
-    required_scopes: ClassVar[dict[str, str]] = {}  # any valid key
+    required_scopes: ClassVar[dict[str, str]] = {"GET": scopes.EVENTS_READ}
 
     @extend_schema(
         operation_id="event_types_list",
@@ -97,9 +97,9 @@ class EventTypesView(ApiView):
         "emitted through, each version's payload schema, and whether this key may emit it "
         "(`emittable`: the type is open to the API and the key holds `events:write`). "
         "Any other type sent to POST /api/v1/events is refused with 403 "
-        "`event_type_not_emittable`. Any valid key may read the catalog.",
+        "`event_type_not_emittable`.",
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: EventTypeListSerializer, **errors()},
+        responses={200: EventTypeListSerializer, **errors(403)},
     )
     def get(self, request: Any) -> Response:
         may_write = scopes.EVENTS_WRITE in self.client(request).scopes

@@ -257,7 +257,7 @@ def test_the_apps_own_events_name_the_app_and_its_component(org: Organization) -
 
 
 def test_event_types_lists_the_catalog_and_what_the_key_may_emit(org: Organization) -> None:
-    writer = api_client(org, "events:write").get(EVENT_TYPES)
+    writer = api_client(org, "events:read", "events:write").get(EVENT_TYPES)
     assert writer.status_code == 200, writer.content
     by_type = {t["event_type"]: t for t in writer.json()["results"]}
     assert set(by_type) == set(catalog.declared_types())
@@ -276,6 +276,7 @@ def test_event_types_lists_the_catalog_and_what_the_key_may_emit(org: Organizati
     reader = api_client(org, "events:read").get(EVENT_TYPES).json()["results"]
     assert not any(t["emittable"] for t in reader)
     assert client_for().get(EVENT_TYPES).status_code == 401
+    error_of(api_client(org, "events:write").get(EVENT_TYPES), 403, "permission_denied")
 
 
 def test_event_types_is_in_the_openapi_document(org: Organization) -> None:
