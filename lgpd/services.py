@@ -14,9 +14,9 @@ from django.utils import timezone
 
 import eventbus
 from core import audit
+from core.lgpd_registry import REGISTRY
 from crm.models import ConsentRecord, Contact
 from lgpd import alerts, archives, exports, mail, selectors
-from lgpd.categories import REGISTRY
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
 from nuvemshop import services as shop
