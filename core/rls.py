@@ -172,7 +172,9 @@ def enter_tenant(organization_id: uuid.UUID, using: str = "default") -> None:
     runs each delivery inside its organization: eventbus.drain). No statement when the
     connection is already scoped to it; a connection opened since (the process's default scope)
     is scoped again."""
-    if using == "default":  # the drain's case: this thread's wrapper, found once
+    # The drain's case: this thread's wrapper of the default alias, found once (Django keeps one
+    # wrapper per alias and thread for the thread's life; closing it keeps the wrapper).
+    if using == "default":
         connection = getattr(_thread, "wrapper", None)
         if connection is None:
             connection = _thread.wrapper = connections[using]
