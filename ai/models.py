@@ -2,7 +2,7 @@
 knowledge base, and the RAG chunks (pgvector).
 
 `PERSONAL_DATA` names fields that may hold a data subject's personal data; LGPD categories cover
-them (`lgpd/categories.py`): a chunk made from a contact's data is deleted with the contact's
+them (`ai/personal_data.py`): a chunk made from a contact's data is deleted with the contact's
 redaction.
 """
 

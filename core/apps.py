@@ -1,5 +1,6 @@
 """The core app: tenancy, API keys and scopes, audit, the API machinery, database, logging,
-crypto, health and the outbound HTTP client. It imports no other project app."""
+crypto, health, the outbound HTTP client and the LGPD registry. It imports no other project app
+(each app's `personal_data` module is found by name at start-up, see core.lgpd_registry)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ class CoreConfig(AppConfig):
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
         post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
         register_defaults()
+        from core import lgpd_registry
+
+        # Every installed app registers its LGPD data categories in its `personal_data` module.
+        lgpd_registry.autodiscover()
         if settings.SENTRY_DSN:  # the SDK (~25 MB with its HTTP stack) only where it reports
             from core.sentry import init_sentry
 

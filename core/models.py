@@ -1,7 +1,8 @@
 """Core records: tenants and the minimal CRM entities the bus talks about.
 
 `PERSONAL_DATA` on a model names its fields that may hold a data subject's personal data; every
-one of them must be covered by an LGPD data category (`lgpd/categories.py`), which a test checks.
+one of them must be covered by an LGPD data category registered in its app's `personal_data`
+module (`core/lgpd_registry.py`), which a test checks.
 """
 
 from __future__ import annotations

@@ -55,9 +55,9 @@ class Rate:
     def interval(self) -> dt.timedelta:
         return self.period / self.count
 
-    def params(self, now: dt.datetime) -> dict[str, Any]:
-        """The upsert's parameters but the client's key."""
-        return {"now": now, "interval": self.interval, "period": self.period}
+    def params(self, now: dt.datetime, cost: int = 1) -> dict[str, Any]:
+        """The upsert's parameters but the client's key (`cost` requests at once)."""
+        return {"now": now, "interval": self.interval * cost, "period": self.period}
 
 
 def parse_rate(text: str) -> Rate:
@@ -68,19 +68,23 @@ def parse_rate(text: str) -> Rate:
     return Rate(int(match.group(1)), dt.timedelta(seconds=PERIODS[match.group(2)]))
 
 
-def hit(key: str, rate: Rate, now: dt.datetime) -> float | None:
-    """Count one request; None when allowed, else the seconds to wait before retrying."""
+def hit(key: str, rate: Rate, now: dt.datetime, cost: int = 1) -> float | None:
+    """Count `cost` requests at once; None when allowed, else the seconds to wait before
+    retrying (all or nothing: a refused hit counts none of them). More than the rate allows
+    in a period is never allowed: refused with the whole period to wait."""
+    if cost > rate.count:
+        return rate.period.total_seconds()
     with connection.cursor() as cursor:
-        cursor.execute(HIT_SQL, {"key": key, **rate.params(now)})
+        cursor.execute(HIT_SQL, {"key": key, **rate.params(now, cost)})
         if cursor.fetchone() is not None:
             return None
-    return wait_after_refusal(key, rate, now)
+    return wait_after_refusal(key, rate, now, cost)
 
 
-def wait_after_refusal(key: str, rate: Rate, now: dt.datetime) -> float:
-    """Seconds until `key`'s next request would be allowed (it has just been refused)."""
+def wait_after_refusal(key: str, rate: Rate, now: dt.datetime, cost: int = 1) -> float:
+    """Seconds until `key`'s next `cost` requests would be allowed (they were just refused)."""
     with connection.cursor() as cursor:
         cursor.execute(TAT_SQL, {"key": key})
         row = cursor.fetchone()
     tat = row[0] if row else now
-    return max((tat + rate.interval - rate.period - now).total_seconds(), 0.0)
+    return max((tat + rate.interval * cost - rate.period - now).total_seconds(), 0.0)

@@ -78,6 +78,8 @@ RESET_SQL = {
 IDLE = pq.TransactionStatus.IDLE
 _DIRTY = "_deskcomm_rls_scoped"  # attribute on a connection wrapper: scoped away from its default
 _SCOPE = "_deskcomm_rls_scope"  # on a connection wrapper: (tenant, bypass, proof) it was given
+_TENANT = "_deskcomm_rls_tenant"  # on a connection wrapper: the tenant's UUID (no bypass), or None
+_thread = threading.local()  # enter_tenant's wrapper of this thread's default connection
 # Per thread (Django's connections are): the web connections set aside while on the platform's.
 _platform = threading.local()
 # Set when an API key scoped the request: such a request never reaches the platform connection.
@@ -194,6 +196,7 @@ def mark_scoped(
     setattr(connection, _DIRTY, True)
     tenant = str(organization_id) if organization_id else ""
     setattr(connection, _SCOPE, (tenant, bypass, proof))
+    setattr(connection, _TENANT, None if bypass else organization_id)
 
 
 def reset_scope(using: str = "default") -> None:
@@ -205,6 +208,7 @@ def reset_scope(using: str = "default") -> None:
         return
     setattr(connection, _DIRTY, False)
     setattr(connection, _SCOPE, None)
+    setattr(connection, _TENANT, None)
     if pooler.pooled(using):
         pooler.remember_scope(connection, None, False, "")
         return
@@ -236,6 +240,26 @@ def _reset_idle(connection: BaseDatabaseWrapper) -> None:
         connection.close()
         message = (failed or b"no result").decode(errors="replace").strip()
         raise OperationalError(f"resetting the session's tenant scope failed: {message}")
+
+
+def enter_tenant(organization_id: uuid.UUID, using: str = "default") -> None:
+    """Scope this thread's connection to one tenant, and leave it so (a worker's handler thread
+    runs each delivery inside its organization: eventbus.drain). No statement when the
+    connection is already scoped to it; a connection opened since (the process's default scope)
+    is scoped again."""
+    # The drain's case: this thread's wrapper of the default alias, found once (Django keeps one
+    # wrapper per alias and thread for the thread's life; closing it keeps the wrapper).
+    # (Not in a web process with a platform alias: there `default` may be either connection.)
+    if using == "default" and not platform_configured():
+        connection = getattr(_thread, "wrapper", None)
+        if connection is None:
+            connection = _thread.wrapper = connections[using]
+    else:
+        connection = connections[using]
+    # A closed connection reopens with the process's default scope, whatever it was given.
+    if connection.connection is not None and connection.__dict__.get(_TENANT) == organization_id:
+        return
+    set_scope(organization_id=organization_id, using=using)
 
 
 def _enter_platform() -> None:

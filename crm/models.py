@@ -3,7 +3,7 @@
 Created by the `deskcomm` app's migrations, whose tables they keep (`db_table`); `crm` owns them
 since the layering split (crm/migrations/0001 is state-only). `PERSONAL_DATA` names the fields
 that may hold a data subject's personal data; every one must be covered by an LGPD data category
-(`lgpd/categories.py`), which a test checks.
+(`crm/personal_data.py`), which a test checks.
 """
 
 from __future__ import annotations

@@ -268,7 +268,6 @@ API = given(
             "API_KEY_LAST_USED_RESOLUTION_SECONDS", default=unset
         ),
         # Event namespaces only Deskcomm itself emits; POST /api/v1/events refuses them.
-        "RESERVED_EVENT_NAMESPACES": env.list("API_RESERVED_EVENT_NAMESPACES", default=unset),
     }
 )
 
@@ -435,6 +434,8 @@ EVENTBUS = given(
         "METRICS_TOP_ORGANIZATIONS": env.int("EVENTBUS_METRICS_TOP_ORGANIZATIONS", default=unset),
         # Days of per-minute rollup rows (status charts, failure rates) the hourly purge keeps.
         "ROLLUP_KEEP_DAYS": env.int("EVENTBUS_ROLLUP_KEEP_DAYS", default=unset),
+        "MAX_CAUSATION_DEPTH": env.int("EVENTBUS_MAX_CAUSATION_DEPTH", default=unset),
+        "DOOR_EMIT_RATE": env.str("EVENTBUS_DOOR_EMIT_RATE", default=unset),
     }
 )
 

@@ -10,7 +10,9 @@ from typing import Any
 from django.apps import AppConfig, apps
 from django.db.models.signals import post_migrate
 
-APP_MODULES = ("events", "handlers")  # discovered in each installed app, in this order
+# Discovered in every installed app: every app's `events` first (the whole vocabulary), then
+# every app's `handlers` (a consumer may take another app's types).
+APP_MODULES = ("events", "handlers")
 
 
 class EventbusConfig(AppConfig):
@@ -45,8 +47,8 @@ def handler_modules(extra: Sequence[str]) -> list[str]:
     module (its consumers), then the configured extra modules."""
     found = [
         f"{config.name}.{module}"
-        for config in apps.get_app_configs()
         for module in APP_MODULES
+        for config in apps.get_app_configs()
         if find_spec(f"{config.name}.{module}") is not None
     ]
     return found + [m for m in extra if m not in found]

@@ -1,10 +1,19 @@
-"""The event catalog: every event type, its payload's required fields and its schema version.
+"""The event catalog's mechanism: versions, schemas, upcasters, priorities, ordering and owners.
 
-Seed 000 §3 is declared here; apps declare their own types with `declare(...)` in their
-`handlers.py`. Emitting an undeclared type, or a payload missing a required field, is an
-`EventValidationError` and writes nothing. A breaking payload change is a new version: declare the
-new one and keep the old one with `superseded_on`; the old version stays emittable (and so
-consumable) for `SUPPORT_WINDOW` after that date.
+The vocabulary is not here: each app declares the types it owns in its own `events.py`
+(`declare(...)`; discovered at start-up before any consumer), and the bus only keeps the rules.
+Emitting an undeclared type, or a payload missing a required field, is an `EventValidationError`
+and writes nothing. A breaking payload change is a new version: declare the new one and keep the
+old one with `superseded_on`; the old version stays emittable (and so consumable) for
+`SUPPORT_WINDOW` after that date.
+
+**Owners and doors.** Every type has an owner (the app whose `events.py` declares it) and the
+doors it may be emitted through: the application's own code always (`app`), and only where the
+declaration says so the integrators' API (`api`, `POST /api/v1/events`) and the pipelines'
+`emit-event` node (`pipeline`). The default is the app alone: a command one app sends another
+(`message.queued`, `nuvemshop.sync_page`, `lgpd.data_request_received`...) can never be sent by
+a tenant. `emittable(type, door)` answers; `not_emittable(type, door)` is the refusal, naming the
+type and its owner.
 
 Upcasters (`@upcaster("type", from_version=N)`: a function from a version N payload to a version
 N+1 payload) let handlers see the latest version of an event stored under an older one: a
@@ -27,11 +36,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eventbus.errors import EventValidationError, UpcastError
+from eventbus.errors import EventTypeNotEmittable, EventValidationError, UpcastError
 
 EVENT_TYPE_PATTERN = r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$"
 _EVENT_TYPE_RE = re.compile(EVENT_TYPE_PATTERN)
@@ -41,6 +51,11 @@ HIGH_PRIORITY = 5  # the seed's user-facing types; EVENTBUS_NOTIFY_MIN_PRIORITY'
 # Types under these entities are ordered by their conversation unless declared otherwise.
 ORDERED_ENTITIES = {"message": "conversation_id", "conversation": "conversation_id"}
 MAX_ORDERING_KEY_LENGTH = 255
+
+# The doors an event may come in through. The application's code is always one of them.
+APP, API, PIPELINE = "app", "api", "pipeline"
+DOORS = (APP, API, PIPELINE)
+OPTIONAL_DOORS = frozenset({API, PIPELINE})
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,9 @@ class EventSchema:
 _schemas: dict[str, dict[int, EventSchema]] = {}
 _priorities: dict[str, int] = {}  # type -> priority (per type, not per version)
 _ordered_by: dict[str, str] = {}  # type -> the payload field that keys its order
+_owners: dict[str, str] = {}  # type -> the app label that declared it
+_doors: dict[str, frozenset[str]] = {}  # type -> the optional doors open to it (api, pipeline)
+_continuations: set[str] = set()  # types whose next emit by their own handler is the same depth
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 _upcasters: dict[str, dict[int, Upcaster]] = {}  # type -> from_version -> function
@@ -85,24 +103,113 @@ def declare(
     superseded_on: dt.date | None = None,
     priority: int | None = None,
     ordered_by: str | None = None,
+    doors: Iterable[str] | None = None,
+    owner: str | None = None,
+    continues: bool = False,
 ) -> EventSchema:
     """Declare (or re-declare identically) one version of an event type.
 
-    `priority` and `ordered_by` belong to the type (every version): given once, they stay.
+    `priority`, `ordered_by` and `doors` belong to the type (every version): given once, they
+    stay. `doors`: the optional doors (`"api"`, `"pipeline"`) the type is open to besides the
+    owner's code; none by default. `owner`: the app label that owns the type (default: the
+    top-level package of the declaring module); another app declaring the same type is refused.
+    `continues=True`: emitted by the app while handling an event of the same type (a paginated
+    job's next page), it stays at its cause's causation depth (eventbus.provenance).
     """
     validate_event_type(name)
+    owner = owner or _caller_package()
+    current_owner = _owners.get(name)
+    if current_owner is not None and current_owner != owner:
+        raise EventValidationError(
+            f"event type {name} is owned by {current_owner}: {owner} cannot declare it"
+        )
     schema = EventSchema(name, version, tuple(required), description, superseded_on)
     existing = _schemas.get(name, {}).get(version)
     if existing is not None and existing != schema:
         raise EventValidationError(f"event type {name} v{version} is already declared differently")
+    opened = _validate_doors(name, doors) if doors is not None else None
+    if opened is not None and name in _doors and _doors[name] != opened:
+        raise EventValidationError(f"event type {name} is already declared with other doors")
     if priority is not None:
         _priorities[name] = validate_priority(priority)
     if ordered_by is not None:
         if not isinstance(ordered_by, str) or not ordered_by:
             raise EventValidationError(f"{name}: ordered_by must name a payload field")
         _ordered_by[name] = ordered_by
+    if opened is not None:
+        _doors[name] = opened
+    if continues:
+        _continuations.add(name)
+    _owners[name] = owner
     _schemas.setdefault(name, {})[version] = schema
     return schema
+
+
+def declare_all(
+    types: Mapping[str, Iterable[str]],
+    *,
+    description: str,
+    doors: Iterable[str] | None = None,
+    priorities: Mapping[str, int] | None = None,
+    owner: str | None = None,
+) -> None:
+    """`declare` each type of `types` (name -> required fields) alike: one description and
+    doors, a priority where `priorities` names one (the owner: the calling module's package)."""
+    owner = owner or _caller_package()
+    for name, required in types.items():
+        declare(
+            name,
+            required=required,
+            description=description,
+            doors=doors,
+            priority=(priorities or {}).get(name),
+            owner=owner,
+        )
+
+
+def _validate_doors(name: str, doors: Iterable[str]) -> frozenset[str]:
+    opened = frozenset(doors) - {APP}
+    unknown = opened - OPTIONAL_DOORS
+    if unknown:
+        raise EventValidationError(
+            f"{name}: unknown door(s) {sorted(unknown)}; the optional doors are "
+            f"{sorted(OPTIONAL_DOORS)} (the owner's code is always one)"
+        )
+    return opened
+
+
+def _caller_package() -> str:
+    """The top-level package of the module calling `declare` (its owner by default)."""
+    frame = sys._getframe(2)
+    return str(frame.f_globals.get("__name__", "")).partition(".")[0] or "unknown"
+
+
+def owner_of(name: str) -> str:
+    """The app that owns a declared type."""
+    latest(name)  # refuses an undeclared type
+    return _owners[name]
+
+
+def doors_of(name: str) -> frozenset[str]:
+    """Every door a declared type may be emitted through (`app` always)."""
+    latest(name)
+    return _doors.get(name, frozenset()) | {APP}
+
+
+def emittable(name: str, door: str) -> bool:
+    """Whether `name` (declared) may come in through `door`."""
+    return door == APP or door in _doors.get(name, frozenset())
+
+
+def continues(name: str) -> bool:
+    """Whether the type is a continuation of itself (see `declare`)."""
+    return name in _continuations
+
+
+def check_door(name: str, door: str) -> None:
+    """Refuse (EventTypeNotEmittable) a declared type that `door` is not open to."""
+    if not emittable(name, door):
+        raise EventTypeNotEmittable(name, owner=owner_of(name), door=door)
 
 
 def validate_priority(value: object) -> int:
@@ -150,6 +257,12 @@ def is_declared(name: str) -> bool:
 
 def declared_types() -> list[str]:
     return sorted(_schemas)
+
+
+def versions_of(name: str) -> list[EventSchema]:
+    """Every declared version of a type, oldest first."""
+    latest(name)
+    return [schema for _, schema in sorted(_schemas[name].items())]
 
 
 def latest(name: str) -> EventSchema:
@@ -256,160 +369,3 @@ def check_payload(schema: EventSchema, payload: Mapping[str, object]) -> None:
             f"{', '.join(missing)}",
             field="payload",
         )
-
-
-def _declare_seed_catalog() -> None:
-    """Seed 000 §3. Optional fields (marked `?` in the seed) are not required."""
-    seed: dict[str, tuple[str, ...]] = {
-        # lead.*
-        "lead.created": ("name", "source", "pipeline_id", "stage_id"),
-        "lead.updated": ("changes",),
-        "lead.stage_changed": ("from_stage_id", "to_stage_id"),
-        "lead.won": ("value", "won_at"),
-        "lead.lost": ("reason", "lost_at"),
-        "lead.assigned": ("to_owner_id",),
-        "lead.deleted": ("soft", "deleted_by"),
-        # lead_activity.*
-        "lead_activity.recorded": ("activity_type", "lead_id", "content_excerpt"),
-        # contact.*
-        "contact.created": ("phone", "source"),
-        "contact.merged": ("from_contact_id", "into_contact_id", "merged_fields"),
-        "contact.blocked": ("reason",),
-        "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),
-        # message.*
-        "message.delivered": ("message_id", "delivered_at"),
-        "message.read": ("message_id", "read_at"),
-        "message.failed": ("message_id", "error_code", "error_message", "retryable"),
-        # conversation.*
-        "conversation.opened": ("conversation_id", "contact_id", "channel"),
-        "conversation.assigned": ("to_user_id", "mode"),
-        "conversation.resolved": ("resolved_by", "duration_s"),
-        "conversation.reopened": ("reopened_by",),
-        # ai.*
-        "ai.responded": (
-            "conversation_id",
-            "message_id",
-            "model",
-            "tokens_in",
-            "tokens_out",
-            "cost_cents",
-            "latency_ms",
-        ),
-        "ai.handoff_triggered": ("conversation_id", "reason", "from"),
-        "ai.sentiment_alert": ("conversation_id", "sentiment", "score"),
-        "ai.budget_warning": ("pct_used", "daily_budget_cents", "current_cents"),
-        "ai.budget_throttled": ("daily_budget_cents", "current_cents", "throttle_until"),
-        # nuvemshop.*
-        "nuvemshop.order_created": ("order_id", "ns_order_id", "total_cents"),
-        "nuvemshop.order_paid": ("order_id", "paid_at", "amount_cents"),
-        "nuvemshop.order_cancelled": ("order_id", "cancelled_at"),
-        "nuvemshop.order_fulfilled": ("order_id", "fulfilled_at"),
-        "nuvemshop.cart_abandoned": ("cart_id", "value_cents", "abandoned_at"),
-        "nuvemshop.customer_redact_received": ("ns_customer_id", "ns_request_id"),
-        "nuvemshop.product_synced": ("product_id", "action"),
-        # lgpd.*
-        "lgpd.consent_changed": ("contact_id", "consent_type", "granted", "source"),
-        "lgpd.data_request_received": ("request_id", "request_type", "contact_id", "channel"),
-        "lgpd.redact_applied": ("request_id", "contact_id", "scope"),
-        # system.*
-        "system.contact_blocked_by_stop": ("contact_id", "keyword"),
-        "system.send_blocked": ("contact_id", "reason"),
-        "system.window_24h_expired": ("conversation_id", "contact_id", "expired_at"),
-        # webhook.*
-        "webhook.delivery_failed": ("subscription_id", "event_id", "attempt", "error"),
-        "webhook.subscription_disabled": ("subscription_id", "reason", "last_error"),
-    }
-    # User-facing work first (a customer waits for it); bulk sync last.
-    priorities = {
-        "ai.handoff_triggered": HIGH_PRIORITY,
-        "conversation.opened": HIGH_PRIORITY,
-        "message.failed": HIGH_PRIORITY,
-        "nuvemshop.product_synced": -5,
-    }
-    for name, required in seed.items():
-        declare(name, required=required, description="seed 000 §3", priority=priorities.get(name))
-    # Seed 000's v1 carried `export_url_signed`, a bearer link to the subject's whole export, to
-    # every consumer and webhook. v2 holds ids, states and dates only; the link goes to the data
-    # subject by e-mail (lgpd.services).
-    declare(
-        "lgpd.export_generated",
-        required=("request_id", "export_url_signed", "expires_at"),
-        description="seed 000 §3 (superseded: it broadcast the download link)",
-        superseded_on=dt.date(2026, 12, 1),
-    )
-    # Seed 000's v1 of message.received and message.sent carried the message text (`body`) to
-    # every consumer and webhook: personal data in the event log. v2 holds ids only; consumers
-    # read the text from the Message row (crm.Message), which the LGPD redaction scrubs.
-    declare(
-        "message.received",
-        required=("direction", "conversation_id", "contact_id", "body", "waha_message_id"),
-        description="seed 000 §3 (superseded: it carried the message text)",
-        superseded_on=dt.date(2026, 12, 1),
-        priority=HIGH_PRIORITY,
-    )
-    declare(
-        "message.received",
-        version=2,
-        required=(
-            "message_id",
-            "conversation_id",
-            "contact_id",
-            "direction",
-            "channel",
-            "waha_message_id",
-        ),
-        description="an inbound message was stored (ids only: read the text from the message)",
-    )
-    declare(
-        "message.sent",
-        required=("direction", "conversation_id", "contact_id", "channel", "body", "message_id"),
-        description="seed 000 §3 (superseded: it carried the message text)",
-        superseded_on=dt.date(2026, 12, 1),
-    )
-    declare(
-        "message.sent",
-        version=2,
-        required=(
-            "message_id",
-            "conversation_id",
-            "contact_id",
-            "direction",
-            "channel",
-            "waha_message_id",
-        ),
-        description="the channel accepted an outbound message (ids only)",
-    )
-    declare(
-        "lgpd.export_generated",
-        version=2,
-        required=("request_id", "expires_at", "link_sent"),
-        description="an access request's export is ready (no link: it is e-mailed to the subject)",
-    )
-
-
-def _declare_platform_catalog() -> None:
-    """Types the platform itself emits: cron runs (system organization) and seed 004's order."""
-    declare(
-        "cron.started",
-        required=("job", "run_id", "trigger"),
-        description="a scheduled job run started (system organization)",
-    )
-    declare(
-        "cron.completed",
-        required=("job", "run_id", "trigger", "duration_ms", "rows_processed"),
-        description="a scheduled job run completed",
-    )
-    declare(
-        "cron.failed",
-        required=("job", "run_id", "trigger", "duration_ms", "rows_processed", "error"),
-        description="a scheduled job run failed (alerted)",
-    )
-    declare(
-        "order.confirmed",
-        required=("order_id", "number", "total_cents", "currency", "confirmed_at"),
-        description="seed 004: an order was confirmed (fat event: the order summary)",
-    )
-
-
-_declare_seed_catalog()
-_declare_platform_catalog()

@@ -68,6 +68,15 @@ class BusSettings(AppSettings, namespace="EVENTBUS"):
     METRICS_TOP_ORGANIZATIONS: int = 20
     # Days of per-minute rollup rows kept (status charts, failure rates); purged hourly.
     ROLLUP_KEEP_DAYS: int = 8
+    # The longest causation chain an emit may extend (eventbus.provenance): an event emitted
+    # while handling one at this depth is refused. The platform's longest chain is 4
+    # (store_connected > full_resync > sync_page > product_synced); 8 leaves four pipeline hops
+    # on top and stops a loop within eight generations.
+    MAX_CAUSATION_DEPTH: int = 8
+    # Events an organization may emit per minute through the API and pipelines together
+    # (429 + Retry-After at the API; a failed node in a pipeline). The app's own emits are not
+    # counted.
+    DOOR_EMIT_RATE: str = "600/minute"
 
 
 bus_settings = BusSettings()

@@ -22,12 +22,12 @@ from operator import attrgetter
 from typing import Literal, NamedTuple
 
 import psycopg
-from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from prometheus_client import Histogram
 from psycopg.pq import TransactionStatus
 
-from core import context
-from eventbus import breaker, metrics, pauses
+from core import context, rls
+from eventbus import breaker, metrics, pauses, provenance
 from eventbus import claim as claims
 from eventbus.conf import bus_settings
 from eventbus.errors import HandlerTimeout, LeaseLost
@@ -36,6 +36,7 @@ from eventbus.registry import Consumer
 from eventbus.retry import judge_failure
 from eventbus.settle import Settlement, by_token, settle
 from eventbus.slots import Job, Leases, SlotPool, log_lost
+from eventbus.tenancy import SecurityRefusal
 
 logger = logging.getLogger(__name__)
 
@@ -326,7 +327,8 @@ class DrainPump:
     def run_batch(self) -> int:
         """Claim one batch (an isolated delivery alone, if one waits) and run it in this thread,
         then settle it. For tests and the fallback drain job: no slot threads, so no timeout
-        (the job's own time limit bounds it), and the handlers share the caller's connection."""
+        (the job's own time limit bounds it), and the handlers share the caller's connection
+        (each scoped to its tenant, then the connection back to the process's scope)."""
         self._settle()
         batch = None
         if claims.isolated_due(self.names):
@@ -334,18 +336,33 @@ class DrainPump:
         if batch is None or not batch.events:
             size = max(0, self._room())
             batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
-        for event in batch.events:
-            timeout = self.consumers[event.consumer].timeout_seconds()
-            self._results.append(self._run(Job(batch.token, event, timeout)))
+        try:
+            for event in batch.events:
+                timeout = self.consumers[event.consumer].timeout_seconds()
+                self._results.append(self._run(Job(batch.token, event, timeout)))
+        finally:
+            # The handlers ran inside their tenants on this thread's connection: the settle
+            # (and the caller) get the process's default scope back.
+            with contextlib.suppress(DatabaseError):
+                rls.reset_scope()
         self._settle()
         return len(batch.events)
 
 
 def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]) -> Finished:
-    """Run one delivery's handler (in the caller's thread) and say what came of it."""
+    """Run one delivery's handler (in the caller's thread) and say what came of it.
+
+    The handler runs inside the delivery's organization: the thread's connection is scoped to
+    it (row-level security, core.rls), so a row of another tenant named by the payload is not
+    there for it. The thread's connection stays scoped (the next delivery of the same tenant
+    costs nothing): only handlers use it; the bus's own statements run on the pump's."""
     started = time.monotonic()
     try:
-        with context.run_scope(_correlation(job.event), log_ids(job.event)):
+        rls.enter_tenant(job.event.organization_id)
+        with (
+            context.run_scope(_correlation(job.event), log_ids(job.event)),
+            provenance.handling(job.event),
+        ):
             _call(consumer, job.token, job.event)
     except BaseException as exc:  # recorded too: dramatiq's time limit, a handler's SystemExit
         return failed(job, exc, time.monotonic() - started, on_connection_lost)
@@ -357,6 +374,9 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
 def run_adopted(consumer: Consumer, token: uuid.UUID, event: Event, *, worker_id: str) -> str:
     """Run and settle one delivery the jobs process adopted: "done", "failed" or "released"."""
     finished = run_job(consumer, Job(token, event, consumer.timeout_seconds()), lambda: None)
+    # The jobs process's thread runs platform jobs too: back to its own (unscoped) default.
+    with contextlib.suppress(DatabaseError):  # a failed reset closed the connection: default again
+        rls.reset_scope()
     for settlement in _by_claim([finished]).values():
         settle(settlement, worker_id=worker_id)
     breaker.flush()  # when due: the jobs process has no runner to do it
@@ -366,7 +386,10 @@ def run_adopted(consumer: Consumer, token: uuid.UUID, event: Event, *, worker_id
 def failed(
     job: Job, exc: BaseException, elapsed: float, on_connection_lost: Callable[[], None]
 ) -> Finished:
-    """A run that raised: released when the worker's own connection died, else a failure."""
+    """A run that raised: released when the worker's own connection died, else a failure (a
+    cross-tenant refusal is audited first, its handler's transaction already rolled back)."""
+    if isinstance(exc, SecurityRefusal):
+        record_refusal(exc)
     if connection_lost(exc):
         logger.warning(
             "delivery %s: the worker's database connection failed during the run (%s); "
@@ -380,6 +403,18 @@ def failed(
         on_connection_lost()
         return Finished(job, "released")
     return Finished(job, "failed", failure(job.event, exc, elapsed))
+
+
+def record_refusal(refused: SecurityRefusal) -> None:
+    """Audit a handler's security refusal (eventbus.tenancy); a failure to audit is logged,
+    never the run's outcome."""
+    logger.warning(
+        "%s", refused, extra={"event_id": refused.event_id, "consumer": refused.consumer}
+    )
+    try:
+        refused.record()
+    except DatabaseError:
+        logger.exception("could not audit a security refusal (%s)", refused)
 
 
 _DURATIONS: dict[tuple[str, str], Histogram] = {}

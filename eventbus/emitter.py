@@ -20,11 +20,12 @@ from django.utils import timezone
 from psycopg.rows import dict_row
 from psycopg.types.numeric import Int2
 
-from core import context
+from core import context, rate_limits
 from core.db import bound_cursor, pipeline
 from eventbus import catalog, metrics
+from eventbus import provenance as provenances
 from eventbus.conf import bus_settings
-from eventbus.errors import EventValidationError
+from eventbus.errors import EmitRateLimited, EventTypeNotEmittable, EventValidationError
 from eventbus.ids import uuid7
 from eventbus.registry import registry
 from eventbus.sql import statement
@@ -67,6 +68,7 @@ def emit(
     causation_id: uuid.UUID | str | None = None,
     ordering_key: str | None = None,
     priority: int | None = None,
+    provenance: provenances.Provenance | None = None,
 ) -> EventLog:
     """Write one event and its deliveries inside the caller's transaction; return the event.
 
@@ -77,6 +79,10 @@ def emit(
     priority is claimed first; at `EVENTBUS_NOTIFY_MIN_PRIORITY` or above it wakes idle workers.
     `causation_id`: the id of the event that caused this one (seed 004's envelope), stored as
     the metadata key `causation_id` next to the correlation ids.
+    `provenance` (eventbus.provenance): who produces the event; given by the doors that let
+    others in (`Provenance.api_key`, `Provenance.pipeline`: the type must be open to that door,
+    else `EventTypeNotEmittable`, and the organization's EVENTBUS_DOOR_EMIT_RATE applies, else
+    `EmitRateLimited`), inferred for the app's own code.
     Raises `EventValidationError` (and writes nothing) for a bad type, payload or organization.
     """
     if causation_id is not None:
@@ -86,7 +92,7 @@ def emit(
         }
     org_id = resolve_organization(organization)
     now = timezone.now()
-    preparer = Preparer(now)
+    preparer = Preparer(now, provenance)
     prepared = preparer.prepare(
         event_type,
         entity_kind=entity_kind,
@@ -97,6 +103,7 @@ def emit(
         ordering_key=ordering_key,
         priority=priority,
     )
+    preparer.count_at_door(org_id, 1)
     routes = registry.columns_for(prepared.event_type)
     with bound_cursor() as cursor:
         cursor.execute(
@@ -133,7 +140,10 @@ def emit(
 
 
 def emit_many(
-    items: Iterable[Mapping[str, Any]], *, organization: Organization | uuid.UUID | str
+    items: Iterable[Mapping[str, Any]],
+    *,
+    organization: Organization | uuid.UUID | str,
+    provenance: provenances.Provenance | None = None,
 ) -> list[uuid.UUID]:
     """Bulk emit for high volume; returns the event ids in input order.
 
@@ -141,18 +151,27 @@ def emit_many(
     `metadata`, `idempotency_key`, `ordering_key`, `priority` (as in `emit`). All or nothing: an
     invalid item raises `EventValidationError` and nothing is written (the call runs in a
     savepoint, or its own transaction). A repeated idempotency key yields the existing event's id.
+    `provenance` as in `emit`: through a door, every item's type must be open to it (the refusal
+    names the item) and the items count against the organization's door rate.
 
     The items go out in statements of `EMIT_MANY_STATEMENT_ROWS` in pipeline mode: the server
     inserts one statement while this process validates and serialises the next.
     """
     org_id = resolve_organization(organization)
     now = timezone.now()
-    preparer = Preparer(now)
+    preparer = Preparer(now, provenance)
     sent: list[tuple[psycopg.Cursor[Any], list[PreparedEvent]]] = []
+    prepared: Iterable[PreparedEvent] = (
+        _prepare_item(index, item, preparer) for index, item in enumerate(items)
+    )
+    if preparer.door != catalog.APP:
+        # Through a door: every item is checked, then counted, before anything is sent.
+        prepared = list(prepared)
+        preparer.count_at_door(org_id, len(prepared))
     with transaction.atomic(), pipeline() as new_cursor:
         chunk: list[PreparedEvent] = []
-        for index, item in enumerate(items):
-            chunk.append(_prepare_item(index, item, preparer))
+        for event in prepared:
+            chunk.append(event)
             if len(chunk) == EMIT_MANY_STATEMENT_ROWS:
                 sent.append((_send_chunk(new_cursor(), chunk, org_id, now), chunk))
                 chunk = []
@@ -182,6 +201,8 @@ class _Limits:
     metadata: JsonLimits
     wake_at: int
     wake_types: frozenset[str]
+    max_depth: int
+    door_rate: rate_limits.Rate
 
     @classmethod
     def now(cls) -> _Limits:
@@ -195,6 +216,8 @@ class _Limits:
             JsonLimits(bus_settings.MAX_METADATA_BYTES, "EVENTBUS_MAX_METADATA_BYTES", depth),
             bus_settings.NOTIFY_MIN_PRIORITY,
             frozenset(bus_settings.NOTIFY_EVENT_TYPES),
+            bus_settings.MAX_CAUSATION_DEPTH,
+            rate_limits.parse_rate(bus_settings.DOOR_EMIT_RATE),
         )
 
 
@@ -205,23 +228,52 @@ class Preparer:
     """Validates and serialises events for one emit call (no database access).
 
     What is the same for every item of the call is worked out once: the time, the ambient
-    context, each (type, schema version)'s schema, and the metadata of items that bring none of
-    their own (most bulk items), so a large `emit_many` spends its time on the payloads.
+    context, the provenance, each (type, schema version)'s schema and each type's place in the
+    causation chain, and the metadata of items that bring none of their own (most bulk items),
+    so a large `emit_many` spends its time on the payloads.
     """
 
-    def __init__(self, now: dt.datetime) -> None:
+    def __init__(self, now: dt.datetime, provenance: provenances.Provenance | None = None) -> None:
         self.now = now
         self.today = now.date()
         self.emitted_at = now.isoformat()
         self.context = context.current()
+        self.provenance = provenance or provenances.inferred(self.context.get("source"))
+        self.door = self.provenance.door
+        self._provenance_meta = self.provenance.as_metadata()
         limits = _Limits.now()
+        self.limits = limits
         self.payload_limits = limits.payload
         self.metadata_limits = limits.metadata
         self.wake_at = limits.wake_at
         self.wake_types = limits.wake_types
         self._valid_types: set[str] = set()
         self._schemas: dict[tuple[str, int | None], catalog.EventSchema] = {}
+        self._chains: dict[str, dict[str, Any]] = {}
         self._plain_metadata: dict[catalog.EventSchema, tuple[dict[str, Any], str]] = {}
+
+    def count_at_door(self, org_id: uuid.UUID, count: int) -> None:
+        """Count `count` events against the organization's door rate (api and pipeline doors
+        only); EmitRateLimited when over it."""
+        if self.door == catalog.APP or not count:
+            return
+        rate = self.limits.door_rate
+        wait = rate_limits.hit(f"emit-door:{org_id}", rate, self.now, count)
+        if wait is not None:
+            raise EmitRateLimited(wait, bus_settings.DOOR_EMIT_RATE)
+
+    def _bus_keys(self, name: str) -> dict[str, Any]:
+        """The metadata only the bus writes for a type: provenance and causation chain."""
+        found = self._chains.get(name)
+        if found is None:
+            depth, pipelines = provenances.chain(self.provenance, name, self.limits.max_depth)
+            found = {provenances.PROVENANCE_KEY: self._provenance_meta}
+            if depth:  # absent: 0, nothing on the bus caused it
+                found[provenances.DEPTH_KEY] = depth
+            if pipelines:
+                found[provenances.PIPELINES_KEY] = list(pipelines)
+            self._chains[name] = found
+        return found
 
     def prepare(
         self,
@@ -236,6 +288,8 @@ class Preparer:
         priority: object = None,
     ) -> PreparedEvent:
         name = self._event_type(event_type)
+        if self.door != catalog.APP and catalog.is_declared(name):
+            catalog.check_door(name, self.door)
         kind = _validate_entity_kind(entity_kind)
         ent_id = _validate_entity_id(entity_id)
         body = _validate_mapping("payload", payload)
@@ -262,6 +316,7 @@ class Preparer:
                 **extra,
                 "schema_version": schema.version,
                 "emitted_at": self.emitted_at,
+                **self._bus_keys(name),
             }
             if key is not None:
                 meta["idempotency_key"] = key
@@ -303,7 +358,12 @@ class Preparer:
     def _metadata_without_extras(self, schema: catalog.EventSchema) -> tuple[dict[str, Any], str]:
         found = self._plain_metadata.get(schema)
         if found is None:
-            meta = {**self.context, "schema_version": schema.version, "emitted_at": self.emitted_at}
+            meta = {
+                **self.context,
+                "schema_version": schema.version,
+                "emitted_at": self.emitted_at,
+                **self._bus_keys(schema.name),
+            }
             found = self._plain_metadata[schema] = (
                 meta,
                 json_text("metadata", meta, self.metadata_limits),
@@ -358,6 +418,10 @@ def _prepare_item(index: int, item: Mapping[str, Any], preparer: Preparer) -> Pr
             ordering_key=item.get("ordering_key"),
             priority=item.get("priority"),
         )
+    except EventTypeNotEmittable as exc:
+        raise EventTypeNotEmittable(
+            exc.event_type, owner=exc.owner, door=exc.door, item=index
+        ) from None
     except EventValidationError as exc:
         raise EventValidationError(f"item {index}: {exc}", field=exc.field) from None
 

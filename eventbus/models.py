@@ -7,7 +7,7 @@ caller's transaction (`eventbus/emitter.py`). Every index says which query it se
 from __future__ import annotations
 
 import uuid
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
@@ -134,6 +134,18 @@ class EventLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.id}"
+
+    @property
+    def provenance(self) -> dict[str, Any] | None:
+        """Who produced the event (eventbus.provenance), as the bus recorded it; None for an
+        event emitted before provenance was recorded."""
+        found = (self.metadata or {}).get("provenance")
+        return found if isinstance(found, dict) else None
+
+    @property
+    def producer(self) -> str:
+        """`api_key:<prefix>`, `pipeline:<id>`, `app:<label>`, `system`, or `unknown`."""
+        return str((self.provenance or {}).get("producer") or "unknown")
 
 
 class Delivery(models.Model):

@@ -1,7 +1,7 @@
 """The redaction reaches the event archives: every archived record about the subject, or that
 mentions them, is scrubbed like its hot rows (the same fields as the event and webhook
-categories), and the day's file is rewritten (eventbus.archive_rewrite), so no restore can
-bring the subject's data back."""
+categories, named in eventbus.personal_data), and the day's file is rewritten
+(eventbus.archive_rewrite), so no restore can bring the subject's data back."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ import json
 import uuid
 from typing import Any
 
+from core.lgpd_registry import scrubbed
+from core.lgpd_subject import Subject
 from eventbus.archive_rewrite import rewrite_organization
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from lgpd.categories import EventCategory, WebhookCategory, scrubbed
-from lgpd.subject import Subject
+from eventbus.models import EventLog
+from eventbus.personal_data import DELIVERY_ATTEMPT_FIELDS, DELIVERY_FIELDS, EventCategory
 
 EVENT_FIELDS = EventCategory.covers[EventLog]
-DELIVERY_FIELDS = WebhookCategory.covers[Delivery]
-ATTEMPT_FIELDS = WebhookCategory.covers[DeliveryAttempt]
 
 
 def archives_redact(subject: Subject) -> int:
@@ -35,7 +34,7 @@ def _scrub(record: dict[str, Any], subject: Subject) -> bool:
     for delivery in record["deliveries"]:
         changed |= _scrub_fields(delivery, DELIVERY_FIELDS, subject)
         for attempt in delivery.get("attempt_log", []):
-            changed |= _scrub_fields(attempt, ATTEMPT_FIELDS, subject)
+            changed |= _scrub_fields(attempt, DELIVERY_ATTEMPT_FIELDS, subject)
     return changed
 
 

@@ -22,10 +22,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.urls import reverse
 from django.utils import timezone
 
-from lgpd.categories import REGISTRY
+from core.lgpd_registry import REGISTRY
+from core.lgpd_subject import Subject
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
-from lgpd.subject import Subject
 
 STORAGE_ALIAS = "lgpd_exports"
 FORMAT_VERSION = 1

@@ -10,9 +10,13 @@ from __future__ import annotations
 import uuid
 
 import eventbus
+from crm.models import Contact
+from eventbus.tenancy import guard_payload, require_producer
 from lgpd import conf, services
 from lgpd.models import DataRequest
 
+# A request (and its contact) of another organization is never exported or erased (audited).
+REQUEST_IDS = {"request_id": DataRequest, "contact_id": Contact}
 EXPORT_CONSUMER = "lgpd-export-worker"
 REDACT_CONSUMER = "lgpd-redact-worker"
 
@@ -22,6 +26,7 @@ REDACT_CONSUMER = "lgpd-redact-worker"
 )
 def export_on_request(event: eventbus.Event) -> None:
     if event.payload["request_type"] == "access":
+        guard_payload(event, REQUEST_IDS)
         services.export_generate(
             request_id=uuid.UUID(event.payload["request_id"]), actor=f"system:{EXPORT_CONSUMER}"
         )
@@ -38,12 +43,15 @@ def export_on_request(event: eventbus.Event) -> None:
 )
 def redact_on_request(event: eventbus.Event) -> None:
     if event.payload["request_type"] == "redact":
+        guard_payload(event, REQUEST_IDS)
         services.redaction_apply(
             request_id=uuid.UUID(event.payload["request_id"]), actor=f"system:{REDACT_CONSUMER}"
         )
 
 
 SHOP_REQUEST_CONSUMER = "lgpd-shop-request-worker"
+# Who alone may open a shop's request: the Nuvemshop receiver (its provenance, as the bus sets it).
+SHOP_RECEIVER = ("app:nuvemshop", "nuvemshop.receiver")
 
 
 # The shop's LGPD webhooks (nuvemshop.receiver): open the CRM's own request for the matched
@@ -54,6 +62,9 @@ SHOP_REQUEST_CONSUMER = "lgpd-shop-request-worker"
     atomic=True,  # the request and the ack commit together: one request per webhook
 )
 def request_from_shop(event: eventbus.Event) -> None:
+    # Irreversible requests: only from the receiver, once it checked the shop's signature.
+    require_producer(event, producer=SHOP_RECEIVER[0], component=SHOP_RECEIVER[1])
+    guard_payload(event, {"contact_id": Contact})
     contact_id = event.payload.get("contact_id")
     if not contact_id:
         return  # no such customer in the CRM: nothing to report or erase

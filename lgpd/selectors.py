@@ -9,12 +9,12 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from core import audit_archive
+from core.lgpd_subject import Subject
 from core.models import AuditLog
 from crm.models import Contact, Conversation, Lead, Message, Order
 from eventbus.models import EventLog
 from lgpd import exports
 from lgpd.models import DataRequest
-from lgpd.subject import Subject
 
 
 def subject_for(contact: Contact) -> Subject:

@@ -14,12 +14,11 @@ from django.utils import timezone
 
 import eventbus
 from core import audit
+from core.lgpd_registry import REDACTION_HOOKS, REGISTRY
 from crm.models import ConsentRecord, Contact
 from lgpd import alerts, archives, exports, mail, selectors
-from lgpd.categories import REGISTRY
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
-from nuvemshop import services as shop
 
 logger = logging.getLogger(__name__)
 
@@ -194,8 +193,9 @@ def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
             _finish_repeat(request)
             return False
         subject = selectors.subject_for(contact)
-        # Seed 000 §6.6: a shop customer is redacted in the shop too (the sync worker calls it).
-        in_shop = shop.redaction_propagate(contact_id=contact.pk, request_id=request.id)
+        # Seed 000 §6.6: a subject known to another system is redacted there too (each app
+        # registers its hook: the shop's queues the call its sync worker makes).
+        elsewhere = REDACTION_HOOKS.propagate(contact_id=contact.pk, request_id=request.id)
         changed = {category.name: category.redact(subject) for category in REGISTRY}
         changed["archived_days"] = archives.archives_redact(subject)
         _erase_exports(contact)
@@ -205,7 +205,7 @@ def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
         _emit_redacted(
             request,
             fields=list(contact.PERSONAL_DATA),
-            scope="crm_and_nuvemshop" if in_shop else "crm_only",
+            scope=_scope(elsewhere),
         )
         _audit(request, actor=actor, action="lgpd.redact.apply", changed=changed)
     return True
@@ -312,6 +312,12 @@ def _emit_export_generated(request: DataRequest) -> None:
             "link_sent": request.export_link_sent_at is not None,
         },
     )
+
+
+def _scope(elsewhere: list[str]) -> str:
+    """The redaction's reach: `crm_only`, or the CRM and the systems whose hook knew the subject
+    (`crm_and_nuvemshop`)."""
+    return "_and_".join(["crm", *elsewhere]) if elsewhere else "crm_only"
 
 
 def _emit_redacted(request: DataRequest, *, fields: list[str], scope: str) -> None:

@@ -1,9 +1,33 @@
-"""Event types of the Nuvemshop integration beyond seed 000 §3.7 (declared at start-up). Every
-payload carries ids only: the LGPD webhooks' e-mail, phone and CPF never reach the bus."""
+"""The Nuvemshop integration's event types (seed 000 §3.7 and the sync's own). Every payload
+carries ids only: the LGPD webhooks' e-mail, phone and CPF never reach the bus.
+
+None is open to the API or to pipelines. The order and cart facts come from the shop (a verified
+webhook, then the shop's API): an integrator claiming `nuvemshop.order_paid` would tell every
+subscriber that a payment happened. The rest are commands the sync worker obeys (connect, resync,
+a page, a webhook to fetch, a store to erase) or LGPD requests the shop signed
+(`customer_redact_received`, `customer_data_requested` open irreversible requests: only the
+receiver, after checking the shop's signature, emits them).
+"""
 
 from __future__ import annotations
 
 from eventbus import catalog
+
+SEED = "seed 000 §3"
+
+catalog.declare_all(
+    {
+        "nuvemshop.order_created": ("order_id", "ns_order_id", "total_cents"),
+        "nuvemshop.order_paid": ("order_id", "paid_at", "amount_cents"),
+        "nuvemshop.order_cancelled": ("order_id", "cancelled_at"),
+        "nuvemshop.order_fulfilled": ("order_id", "fulfilled_at"),
+        "nuvemshop.cart_abandoned": ("cart_id", "value_cents", "abandoned_at"),
+        "nuvemshop.customer_redact_received": ("ns_customer_id", "ns_request_id"),
+        "nuvemshop.product_synced": ("product_id", "action"),
+    },
+    description=SEED,
+    priorities={"nuvemshop.product_synced": -5},  # bulk sync last
+)
 
 catalog.declare(
     "nuvemshop.store_connected",
@@ -19,6 +43,7 @@ catalog.declare(
     "nuvemshop.sync_page",
     required=["store_id", "resource", "run_id", "page"],
     description="nuvemshop: one page of a full sync, resumable from the store's cursor",
+    continues=True,  # each page emits the next: one generation, however many pages
 )
 catalog.declare(
     "nuvemshop.webhook_received",

@@ -11,9 +11,10 @@ from __future__ import annotations
 import uuid
 
 import eventbus
+from eventbus.tenancy import guard_payload
 from nuvemshop import services, sync
 from nuvemshop.client import TokenInvalid
-from nuvemshop.models import Store
+from nuvemshop.models import ShopRedaction, Store, WebhookReceipt
 
 SYNC_CONSUMER = "nuvemshop-sync-worker"
 
@@ -31,10 +32,15 @@ SYNC_CONSUMER = "nuvemshop-sync-worker"
 )
 def nuvemshop_sync(event: eventbus.Event) -> None:
     store_id = uuid.UUID(event.payload["store_id"])
+    # Every id the payload names is the event's organization's, or nothing is done (audited).
+    guard_payload(
+        event,
+        {"store_id": Store, "receipt_id": WebhookReceipt, "redaction_id": ShopRedaction},
+    )
     try:
         _dispatch(event, store_id)
     except TokenInvalid as error:
-        store = Store.objects.filter(pk=store_id).first()
+        store = Store.objects.filter(pk=store_id, organization_id=event.organization_id).first()
         if store is not None:
             services.store_token_invalid(store=store, error=str(error))
         raise eventbus.PermanentError(str(error)) from error
@@ -43,7 +49,7 @@ def nuvemshop_sync(event: eventbus.Event) -> None:
 def _dispatch(event: eventbus.Event, store_id: uuid.UUID) -> None:
     payload = event.payload
     if event.event_type == "nuvemshop.store_connected":
-        store = Store.objects.get(pk=store_id)
+        store = Store.objects.get(pk=store_id, organization_id=event.organization_id)
         if store.syncing:
             services.webhooks_register(store=store)
             services.full_resync_request(store=store, actor=f"system:{SYNC_CONSUMER}")

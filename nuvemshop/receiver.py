@@ -23,10 +23,13 @@ import eventbus
 from core import rls
 from crm.models import Contact
 from crm.selectors import match_contact
+from eventbus.provenance import Provenance
 from nuvemshop.conf import nuvemshop_settings
 from nuvemshop.models import CustomerLink, Store, WebhookReceipt
 
 SIGNATURE_HEADER = "x-linkedstore-hmac-sha256"
+# The provenance of what the receiver emits once the shop's signature is verified.
+VERIFIED = Provenance.app("nuvemshop", "nuvemshop.receiver")
 LGPD_EVENTS = {"store/redact", "customers/redact", "customers/data_request"}
 
 
@@ -149,6 +152,8 @@ def _emit_customer_request(store: Store, receipt: WebhookReceipt, data: dict[str
         entity_id=contact.pk if contact else store.pk,
         payload=payload,
         idempotency_key=f"nuvemshop.customer_request:{receipt.pk}",
+        # The LGPD app opens these requests only from here (lgpd.handlers.SHOP_RECEIVER).
+        provenance=VERIFIED,
     )
     receipt.outcome = "contact_found" if contact else "no_contact"
     receipt.save(update_fields=["outcome"])

@@ -9,7 +9,7 @@ Rules: one `start` node, with no edge into it; unique node ids; known node types
 config; `onError` is `abort` (default) or `continue`; edges between existing nodes; no cycles;
 every node reachable from `start`; branches `success`/`failure` only out of a node that can fail,
 `true`/`false` (required) out of a `condition`, none out of `start`; templates and expressions
-compile; emit-event's type is in the catalog.
+compile; emit-event's type is in the catalog and open to pipelines (its `pipeline` door).
 """
 
 from __future__ import annotations
@@ -130,6 +130,12 @@ def _emit_config(config: Mapping[str, Any], errors: list[str]) -> None:
         catalog.validate_event_type(event_type)
         if not catalog.is_declared(str(event_type)):
             errors.append(f"config.eventType {event_type!r} is not in the event catalog")
+        elif not catalog.emittable(str(event_type), catalog.PIPELINE):
+            errors.append(
+                f"config.eventType {event_type!r} is owned by "
+                f"{catalog.owner_of(str(event_type))} and is not open to pipelines (the types "
+                "GET /api/v1/event-types lists with the `pipeline` door are)"
+            )
     except EventValidationError:
         errors.append(f"config.eventType {event_type!r} is not an event type ('entity.action')")
     kind = config.get("entityKind", "pipeline")

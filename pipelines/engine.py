@@ -33,6 +33,8 @@ from django.utils import timezone
 import eventbus
 from crm.models import Order
 from eventbus import catalog
+from eventbus.errors import EmitRateLimited
+from eventbus.provenance import Provenance
 from pipelines import metrics, templating
 from pipelines.conf import ALLOW_PRIVATE_SETTING, pipeline_settings
 from pipelines.definition import DefinitionError, Graph, Node, parse
@@ -351,6 +353,7 @@ def _emit_event(state: _Run, node: Node, inputs: dict[str, Any]) -> dict[str, An
         spec["entity_id"] = order_id
     inputs.update(spec)
     try:
+        catalog.check_door(event_type, catalog.PIPELINE)  # a definition saved before the door
         catalog.check_payload(catalog.latest(event_type), payload)
     except (eventbus.EventValidationError, KeyError, LookupError) as exc:
         raise NodeFailure(f"event {event_type}: {exc}") from None
@@ -359,9 +362,12 @@ def _emit_event(state: _Run, node: Node, inputs: dict[str, Any]) -> dict[str, An
         return {"event_type": event_type, "collected": True}
     try:
         event = eventbus.emit(
-            organization=state.pipeline.organization_id, causation_id=state.event_id, **spec
+            organization=state.pipeline.organization_id,
+            causation_id=state.event_id,
+            provenance=Provenance.pipeline(state.pipeline.pk, state.execution.id),
+            **spec,
         )
-    except eventbus.EventValidationError as exc:
+    except (eventbus.EventValidationError, EmitRateLimited) as exc:
         raise NodeFailure(f"event {event_type}: {exc}") from None
     return {"event_type": event_type, "event_id": str(event.id)}
 

@@ -16,14 +16,20 @@ per (pipeline, event) instead.
 
 from __future__ import annotations
 
+import logging
+
 from django.utils import timezone
 
 import eventbus
 from crm.models import Order
-from pipelines import engine, selectors
+from eventbus.provenance import cause_of
+from eventbus.tenancy import guard_ids, guard_payload
+from pipelines import engine, metrics, selectors
 from pipelines.conf import pipeline_settings
 from pipelines.context import event_context, order_context
 from pipelines.definition import EVENT_PREFIX, TRIGGER_ORDER_POST
+
+logger = logging.getLogger(__name__)
 
 
 class PipelineFailed(Exception):
@@ -41,6 +47,7 @@ def order_post(event: eventbus.Event) -> None:
 
     Attempts: ORDER_POST_ATTEMPTS (default 5); concurrency per jobs process: ORDER_POST_CONCURRENCY.
     """
+    guard_payload(event, {"order_id": Order})  # another tenant's order is never touched
     pipeline = selectors.enabled_pipeline(event.organization_id, TRIGGER_ORDER_POST)
     if pipeline is not None:
         outcome = engine.run(
@@ -59,11 +66,23 @@ def order_post(event: eventbus.Event) -> None:
 
 
 def run_event_pipeline(event: eventbus.Event) -> None:
-    """Run the organization's enabled `event.<type>` pipeline for `event`, if it has one."""
+    """Run the organization's enabled `event.<type>` pipeline for `event`, if it has one and
+    the event was not produced by that pipeline's own chain (a pipeline that emits its own
+    trigger type, directly or through others, would run forever)."""
     pipeline = selectors.enabled_pipeline(event.organization_id, EVENT_PREFIX + event.event_type)
     if pipeline is None:
         return
+    if str(pipeline.pk) in cause_of(event.metadata, event.event_type).pipelines:
+        logger.info(
+            "pipeline %s not run for event %s: its own chain produced it",
+            pipeline.pk,
+            event.id,
+            extra={"event_id": str(event.id), "pipeline_id": str(pipeline.pk)},
+        )
+        metrics.LOOPS_REFUSED.inc()
+        return
     order_id = event.entity_id if event.entity_kind == "order" else None
+    guard_ids(event, [(Order, order_id)])
     outcome = engine.run(
         pipeline, context=event_context(event), event_id=event.id, order_id=order_id
     )

@@ -16,6 +16,12 @@ STEP_SECONDS = Histogram(
     buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 
+LOOPS_REFUSED = Counter(
+    "deskcomm_pipelines_loops_refused_total",
+    "event.<type> pipeline runs not started because the event came from the pipeline's own "
+    "causation chain.",
+)
+
 
 def trigger_kind(trigger: str) -> str:
     """`event.<type>` triggers count together: their types are unbounded label values."""

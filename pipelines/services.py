@@ -24,6 +24,7 @@ from core.models import Organization
 from crm.models import Order
 from crm.services import order_confirm
 from eventbus.models import EventLog
+from eventbus.provenance import Provenance
 from pipelines import engine, selectors
 from pipelines.context import amount, event_context, order_context
 from pipelines.definition import (
@@ -172,12 +173,21 @@ def order_create(
             currency=currency,
             items=items,
             status=outcome.status_fields if outcome else None,
-            also_emit=outcome.emitted if outcome else (),
+            also_emit=_as_pipeline_emits(outcome),
             fields=fields,
         )
         if outcome is not None:
             outcome.save(order_id=order.pk)
     return order, outcome.execution if outcome else None
+
+
+def _as_pipeline_emits(outcome: engine.Outcome | None) -> list[dict[str, Any]]:
+    """order.pre's collected emits, each emitted through the pipeline door (its provenance)."""
+    if outcome is None:
+        return []
+    execution = outcome.execution
+    by = Provenance.pipeline(execution.pipeline_id, execution.id)
+    return [{**spec, "provenance": by} for spec in outcome.emitted]
 
 
 def _refuse_confirmed(organization: Organization, number: str) -> None:

@@ -1,5 +1,5 @@
 """One direction of dependency between the packages (docs/architecture.md, "Layers"): the
-import-linter contract in pyproject.toml, run on the tree and on a copy with a wrong import."""
+import-linter contracts in pyproject.toml, run on the tree and on a copy with a wrong import."""
 
 from __future__ import annotations
 
@@ -34,42 +34,51 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def test_every_package_imports_only_the_layers_below_it() -> None:
     result = lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
 
 
 def test_every_project_package_is_in_a_layer() -> None:
     packages = {p.parent.name for p in REPO.glob("*/apps.py")} | {"deskcomm"}
-    layers, no_dev_tooling = CONFIG["contracts"]
+    layers, no_dev_tooling, _lgpd_reach = CONFIG["contracts"]
     # "a | b" is one layer of independent siblings (the integration apps)
     in_layers = {name.strip() for layer in layers["layers"] for name in layer.split("|")}
     assert packages == in_layers == set(no_dev_tooling["source_modules"])
     assert set(CONFIG["root_packages"]) == packages | {"dev"}
 
 
-def test_the_contract_breaks_when_a_lower_layer_imports_a_higher_one(tmp_path: Path) -> None:
+def lint_with_import(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
+    """The contracts run on a copy of the tree whose `module` (a path) ends with `line`."""
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     for package in CONFIG["root_packages"]:
         shutil.copytree(
             REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    db = tmp_path / "core" / "db.py"
-    db.write_text(db.read_text() + "\nfrom crm.models import Contact  # noqa: E402, F401\n")
+    source = tmp_path / module
+    source.write_text(f"{source.read_text()}\n{line}  # noqa: E402, F401\n")
+    return lint_imports(tmp_path)
 
-    result = lint_imports(tmp_path)
+
+def test_the_contract_breaks_when_a_lower_layer_imports_a_higher_one(tmp_path: Path) -> None:
+    result = lint_with_import(tmp_path, "core/db.py", "from crm.models import Contact")
     assert result.returncode == 1
     assert "core is not allowed to import crm" in result.stdout
     assert "core.db -> crm.models" in result.stdout
 
 
 def test_the_integration_apps_may_not_import_each_other(tmp_path: Path) -> None:
-    shutil.copy(REPO / "pyproject.toml", tmp_path)
-    for package in CONFIG["root_packages"]:
-        shutil.copytree(
-            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
-        )
-    models = tmp_path / "pipelines" / "models.py"
-    models.write_text(models.read_text() + "\nimport ai.models  # noqa: E402, F401\n")
-
-    result = lint_imports(tmp_path)
+    result = lint_with_import(tmp_path, "pipelines/models.py", "import ai.models")
     assert result.returncode == 1
     assert "pipelines.models -> ai.models" in result.stdout
+
+
+def test_the_lgpd_app_imports_no_app_that_registers_personal_data(tmp_path: Path) -> None:
+    """ai, nuvemshop and webhooks register their LGPD categories and hooks (core.lgpd_registry):
+    lgpd reaches their data through the registry, never by importing them."""
+    _layers, _no_dev_tooling, lgpd_reach = CONFIG["contracts"]
+    assert lgpd_reach["source_modules"] == ["lgpd"]
+    assert {"ai", "nuvemshop", "webhooks"} <= set(lgpd_reach["forbidden_modules"])
+
+    result = lint_with_import(tmp_path, "lgpd/services.py", "from nuvemshop import services")
+    assert result.returncode == 1
+    assert "lgpd is not allowed to import nuvemshop" in result.stdout
+    assert "lgpd.services -> nuvemshop.services" in result.stdout

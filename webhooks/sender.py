@@ -90,6 +90,18 @@ def build_client(
     )
 
 
+def provenance_for(metadata: dict[str, Any]) -> dict[str, str] | None:
+    """Who produced the event, as signed in the body: the door (`api`, `pipeline`, `app`) and the
+    producer (`api_key:<prefix>`, `pipeline:<id>` with its execution, `app:<label>`, `system`),
+    so a receiver can tell an integrator's event from the platform's. The platform's internal
+    component names stay out."""
+    found = metadata.get("provenance")
+    if not isinstance(found, dict):
+        return None
+    shown = {k: str(found[k]) for k in ("door", "producer", "execution_id") if k in found}
+    return shown or None
+
+
 def body_for(event: Event) -> bytes:
     """The JSON body of an event, serialised once (these exact bytes are signed and sent)."""
     document: dict[str, Any] = {
@@ -101,6 +113,7 @@ def body_for(event: Event) -> bytes:
         "entity_id": str(event.entity_id) if event.entity_id else None,
         "schema_version": event.metadata.get("schema_version"),
         "request_id": event.metadata.get("request_id"),
+        "provenance": provenance_for(event.metadata),
         "payload": event.payload,
     }
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()

@@ -5,8 +5,12 @@ from __future__ import annotations
 import datetime as dt
 
 import eventbus
+from crm.models import Contact, Conversation, Message
+from eventbus.tenancy import guard_payload
 from whatsapp.conf import SEND_CONSUMER
 from whatsapp.sending import send
+
+MESSAGE_IDS = {"message_id": Message, "conversation_id": Conversation, "contact_id": Contact}
 
 
 @eventbus.consumer(
@@ -22,4 +26,5 @@ def send_queued_message(event: eventbus.Event) -> None:
     message failed with `message.failed` instead."""
     if event.payload.get("channel", "whatsapp") != "whatsapp":
         return
+    guard_payload(event, MESSAGE_IDS)  # another tenant's message is never sent (audited)
     send(event.payload["message_id"], last_attempt=event.attempt >= event.max_attempts)

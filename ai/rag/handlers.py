@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.db import models
+
 import eventbus
-from ai.models import Chunk
+from ai.models import Chunk, KnowledgeArticle
 from ai.rag.indexer import contact_chunks_delete, source_index
-from crm.models import Product
+from crm.models import Contact, Lead, Product
 
 
 def sources_of(
@@ -26,6 +28,27 @@ def sources_of(
     if event_type in ("lead.created", "lead.updated"):
         return [(Chunk.Source.LEAD, str(payload.get("lead_id") or entity_id))]
     return []
+
+
+SOURCE_MODELS: dict[str, type[models.Model]] = {
+    Chunk.Source.PRODUCT: Product,
+    Chunk.Source.ARTICLE: KnowledgeArticle,
+    Chunk.Source.CONTACT: Contact,
+    Chunk.Source.LEAD: Lead,
+}
+
+
+def named_sources(event: eventbus.Event) -> list[tuple[type[models.Model], object]]:
+    """Every row the event names (its sources, and a merge's other contact), by model: the
+    handler checks they are all the event's organization's before indexing any."""
+    named: list[tuple[type[models.Model], object]] = [
+        (SOURCE_MODELS[kind], source_id)
+        for kind, source_id in sources_of(event.event_type, event.payload, event.entity_id)
+        if kind in SOURCE_MODELS
+    ]
+    if event.event_type == "contact.merged":
+        named.append((Contact, event.payload.get("from_contact_id")))
+    return named
 
 
 def index_sources(event: eventbus.Event) -> None:

@@ -13,7 +13,6 @@ class ApiSettings(AppSettings, namespace="API"):
     PAGE_SIZE: int = 50
     MAX_PAGE_SIZE: int = 200
     KEY_LAST_USED_RESOLUTION_SECONDS: int = 60
-    RESERVED_EVENT_NAMESPACES: tuple[str, ...] = ("lgpd", "system", "webhook")
 
 
 api_settings = ApiSettings()

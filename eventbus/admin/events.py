@@ -32,6 +32,7 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         "entity",
         "status",
         "progress",
+        "produced_by",
         "request_id",
     )
     list_filter = (
@@ -60,6 +61,8 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
                     "progress",
                     "created_at",
                     "updated_at",
+                    "produced_by",
+                    "causation",
                     "request_id",
                     "priority",
                     "ordering_key",
@@ -108,6 +111,24 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     @admin.display(description="consumers done")
     def progress(self, obj: EventLog) -> str:
         return f"{len(obj.consumed_by)} / {obj.fanout}"
+
+    @admin.display(description="produced by")
+    def produced_by(self, obj: EventLog) -> str:
+        """The bus's provenance: an integrator's key, a pipeline run, an app or the system."""
+        found = obj.provenance
+        if found is None:
+            return "unknown (recorded before provenance)"
+        detail = found.get("execution_id") or found.get("component")
+        door = found.get("door", "")
+        via = f" via {door}" if door and door != "app" else ""
+        return f"{obj.producer}{via}" + (f" ({detail})" if detail else "")
+
+    @admin.display(description="caused by")
+    def causation(self, obj: EventLog) -> str:
+        meta = obj.metadata or {}
+        cause = meta.get("causation_id")
+        depth = meta.get("causation_depth", 0)
+        return f"event {cause} (generation {depth or 0})" if cause else "nothing on the bus"
 
 
 class AttemptInline(ReadOnlyMixin, admin.TabularInline):

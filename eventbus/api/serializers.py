@@ -12,9 +12,17 @@ from core.api.serializers import PlainRepresentation, ReusedFields, SparseValida
 from eventbus.catalog import EVENT_TYPE_PATTERN
 from eventbus.errors import EventValidationError
 from eventbus.models import DeliveryStatus, Status
+from eventbus.provenance import BUS_KEYS
 
-# Set by the server from the request and the key; a client sending them is told so.
-SERVER_METADATA_KEYS = ("request_id", "actor_id", "source", "emitted_at")
+# Set by the server from the request, the key and the bus; a client sending them is told so.
+SERVER_METADATA_KEYS = (
+    "request_id",
+    "actor_id",
+    "source",
+    "emitted_at",
+    "causation_id",
+    *BUS_KEYS,
+)
 # EventValidationError.field -> where that value sits in the request body.
 _FIELD_PATHS = {
     "idempotency_key": "metadata.idempotency_key",
@@ -45,7 +53,8 @@ class EmitSerializer(SparseValidation, ReusedFields, StrictSerializer):
     event_type = serializers.RegexField(
         EVENT_TYPE_PATTERN,
         max_length=200,
-        help_text="`{entity}.{action}`, declared in the catalog (e.g. `lead.stage_changed`).",
+        help_text="`{entity}.{action}`: a type `GET /api/v1/event-types` lists as `emittable` "
+        "(e.g. `lead.stage_changed`). Any other is refused with 403 `event_type_not_emittable`.",
     )
     entity_kind = StrictCharField(max_length=64, help_text="e.g. `lead`.")
     entity_id = serializers.UUIDField(required=False, allow_null=True, default=None)
@@ -77,14 +86,6 @@ class EmitSerializer(SparseValidation, ReusedFields, StrictSerializer):
         max_value=10,
         help_text="Higher is claimed first within each consumer (-10..10). Default: the type's.",
     )
-
-    def validate_event_type(self, value: str) -> str:
-        namespace = value.split(".", 1)[0]
-        if namespace in api_settings.RESERVED_EVENT_NAMESPACES:
-            raise serializers.ValidationError(
-                f"{namespace}.* events are emitted by Deskcomm itself, not through the API."
-            )
-        return value
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         reserved = sorted(set(value) & set(SERVER_METADATA_KEYS))
@@ -145,6 +146,13 @@ class EventSerializer(PlainRepresentation, ReusedFields, serializers.Serializer)
     status = serializers.ChoiceField(choices=Status.choices)
     payload = serializers.DictField()
     metadata = serializers.DictField()
+    provenance = serializers.DictField(
+        allow_null=True,
+        help_text="Who produced the event, set by the server: `door` (`api`, `pipeline` or `app`) "
+        "and `producer` (`api_key:<prefix>`, `pipeline:<id>` with its `execution_id`, "
+        "`app:<label>` with its `component`, or `system`). Null for events recorded before "
+        "provenance was.",
+    )
     consumed_by = serializers.ListField(child=serializers.CharField())
     attempts = serializers.IntegerField(help_text="Failed attempts, all consumers together.")
     last_error = serializers.CharField(allow_null=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.urls import path
 
-from eventbus.api import consumers, outbox, views
+from eventbus.api import consumers, event_types, outbox, views
 
 v1_urlpatterns = [
+    path("event-types", event_types.EventTypesView.as_view(), name="event-types"),
     path("events", views.EventsView.as_view(), name="events"),
     path("events/<uuid:event_id>", views.EventDetailView.as_view(), name="event-detail"),
     path(

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 
@@ -34,8 +34,9 @@ from eventbus.api.serializers import (
     ReprocessSerializer,
     emit_error,
 )
-from eventbus.errors import EventValidationError
+from eventbus.errors import EmitRateLimited, EventTypeNotEmittable, EventValidationError
 from eventbus.models import EventLog
+from eventbus.provenance import Provenance
 
 IDEMPOTENCY_SCOPE = "events.create"
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
@@ -58,6 +59,12 @@ EMIT_EXAMPLE = OpenApiExample(
         "metadata": {"trace_id": "erp-sync-42"},
     },
 )
+
+
+class NotEmittable(exceptions.PermissionDenied):
+    """403: the type is not open to the API (its owner did not declare the `api` door)."""
+
+    default_code = EventTypeNotEmittable.code
 
 
 class EventsView(ApiView):
@@ -90,8 +97,14 @@ class EventsView(ApiView):
         operation_id="events_emit",
         summary="Emit an event",
         description="Records an event for the key's organization and schedules a delivery to "
-        "every consumer subscribed to its type (webhooks included). Send an `Idempotency-Key` "
-        "to retry safely: the same key and body within 24 h returns the first response.",
+        "every consumer subscribed to its type (webhooks included). Only the types "
+        "`GET /api/v1/event-types` lists as `emittable` may be emitted: any other is refused "
+        "with 403 `event_type_not_emittable` (naming the type and the app that owns it) and "
+        "nothing is written. The event's `provenance` says it came from this key, in the API "
+        "and in every webhook that carries it. An organization emits at most "
+        "`EVENTBUS_DOOR_EMIT_RATE` events a minute through the API and pipelines together "
+        "(429 with `Retry-After` beyond it). Send an `Idempotency-Key` to retry safely: the "
+        "same key and body within 24 h returns the first response.",
         request=EmitSerializer,
         examples=[EMIT_EXAMPLE],
         parameters=[IDEMPOTENCY_PARAMETER, REQUEST_ID_PARAMETER],
@@ -236,7 +249,12 @@ def _emit(request: Any, body: dict[str, Any]) -> EventLog:
                 metadata=body["metadata"],
                 ordering_key=body["ordering_key"],
                 priority=body["priority"],
+                provenance=Provenance.api_key(client.prefix),
             )
+        except EventTypeNotEmittable as exc:
+            raise NotEmittable(str(exc)) from None
+        except EmitRateLimited as exc:
+            raise exceptions.Throttled(wait=exc.retry_after, detail=str(exc)) from None
         except EventValidationError as exc:
             raise emit_error(exc) from None
 

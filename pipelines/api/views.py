@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
 
 from core.api import idempotency
@@ -22,6 +23,7 @@ from core.api.permissions import HasRequiredScope
 from core.api.schema import REQUEST_ID_PARAMETER, ErrorSerializer, errors
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
+from eventbus.errors import EmitRateLimited, EventValidationError
 from pipelines import selectors, services
 from pipelines.api.serializers import (
     ExecutionFilterSerializer,
@@ -302,6 +304,11 @@ class OrdersView(ApiView):
             message = f"The order.pre pipeline failed at step {exc.node!r}; nothing was written."
             body = error_body("pipeline_failed", message, {f"pipeline.{exc.node}": [str(exc)]})
             return Response(body, status=422)
+        except EmitRateLimited as exc:  # order.pre's emits are counted at the pipeline door
+            raise Throttled(wait=exc.retry_after, detail=f"{exc} Nothing was written.") from None
+        except EventValidationError as exc:  # e.g. order.pre emits a type closed to pipelines
+            message = f"The order.pre pipeline's events were refused; nothing was written: {exc}"
+            return Response(error_body("pipeline_failed", message), status=422)
         response = Response(outcome.body, status=outcome.status)
         if outcome.replayed:
             response[idempotency.REPLAYED_HEADER] = "true"

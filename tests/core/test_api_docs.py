@@ -27,6 +27,7 @@ def test_schema_is_openapi_3_with_every_endpoint_and_the_error_shape() -> None:
     assert set(schema["paths"]) == {
         "/api/ping",
         "/api/v1/health",
+        "/api/v1/event-types",
         "/api/v1/events",
         "/api/v1/events/{event_id}",
         "/api/v1/events/{event_id}/reprocess",

@@ -16,6 +16,7 @@ from core import context
 from core.models import Organization
 from eventbus.admin import selectors
 from eventbus.models import Delivery, EventLog
+from eventbus.provenance import Provenance
 from tests.support.admin import staff
 from tests.support.dlq import make_dead
 
@@ -99,6 +100,24 @@ def test_detail_shows_deliveries_attempts_links_and_escapes_payload(
     assert reverse("admin:core_organization_change", args=[org.pk]) in html
     assert f"{reverse('eventbus_ops:correlation')}?request_id=req-detail-1" in html
     assert "attempt 1" in html and "flaky-worker always fails" in html
+
+
+def test_the_browser_says_who_produced_each_event(viewer: Client, org: Organization) -> None:
+    [own] = emit(org, 1)
+    integrators = eventbus.emit(
+        "lead.won",
+        organization=org,
+        entity_kind="lead",
+        payload={"value": 1, "won_at": "today"},
+        provenance=Provenance.api_key("dck_0123456789ab"),
+    )
+    listing = viewer.get(EVENTS).content.decode()
+    assert "api_key:dck_0123456789ab via api" in listing
+    assert "app:tests (tests.eventbus.test_admin_events)" in listing
+    detail = viewer.get(reverse("admin:eventbus_eventlog_change", args=[integrators.id]))
+    html = detail.content.decode()
+    assert "api_key:dck_0123456789ab via api" in html and "nothing on the bus" in html
+    assert own != integrators.id
 
 
 def test_browsers_are_read_only(viewer: Client, org: Organization) -> None:

@@ -67,7 +67,6 @@ def test_the_organization_never_comes_from_the_body(org: Organization, org_b: Or
     [
         ({"event_type": "Lead.Created"}, "event_type", "does not match"),
         ({"event_type": "lead.teleported"}, "event_type", "unknown event type"),
-        ({"event_type": "lgpd.redact_applied"}, "event_type", "emitted by Deskcomm itself"),
         ({"payload": {}}, "payload", "missing required field"),
         ({"payload": "text"}, "payload", "dictionary"),
         ({"payload": {"from_stage_id": 1, "to_stage_id": "\x00"}}, "payload", "NUL"),

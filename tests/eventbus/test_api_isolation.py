@@ -128,6 +128,8 @@ OWN_ORGANIZATION_ONLY = {
     ("post", "/api/v1/lgpd/data-requests"),  # see tests/lgpd/test_api.py (another's contact)
     ("post", "/api/v1/pipelines"),  # see tests/pipelines/test_api.py (tenant from the key)
     ("post", "/api/v1/orders"),  # see test_orders_are_written_in_the_keys_organization
+    # The platform's catalog, no tenant's rows (tests/eventbus/test_ownership.py).
+    ("get", "/api/v1/event-types"),
 }
 
 

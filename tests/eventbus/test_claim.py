@@ -361,10 +361,16 @@ def test_hot_path_query_budget(org: Organization, side_effects: None) -> None:
     with CaptureQueriesContext(connection) as queries:
         assert worker.drain.run_batch() == 150
     # The isolation probe, one claim and one ack for the whole batch (the handlers' own 150
-    # inserts aside): each bus statement opens with its name.
+    # inserts aside): each bus statement opens with its name. The handlers run inside their
+    # tenant: one statement enters it (every delivery is the same organization's) and one
+    # gives the connection back its scope before the ack.
     bus_queries = [q["sql"] for q in queries if "test_side_effect" not in q["sql"]]
     assert [q.splitlines()[0] for q in bus_queries] == [
         "-- name: isolated_due",
         "-- name: claim",
+        f"SELECT set_config('app.organization_id', '{org.pk}', false), "
+        "set_config('app.tenant_proof', '', false), set_config('app.rls_bypass', 'off', false)",
+        "SELECT set_config('app.organization_id', '', false), "
+        "set_config('app.tenant_proof', '', false), set_config('app.rls_bypass', 'on', false)",
         "-- name: ack",
     ]

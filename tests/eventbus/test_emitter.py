@@ -262,12 +262,13 @@ def test_ten_thousand_levels_of_nesting_are_a_validation_error(org: Organization
 def test_nesting_and_metadata_up_to_their_limits_are_accepted(org: Organization) -> None:
     event = emit_effect(org, payload={"n": nested(31)}, metadata={"x": "v" * 7000})
     assert EventLog.objects.get(pk=event.pk).payload == {"n": nested(31)}  # 32 levels
-    with override_settings(EVENTBUS={"MAX_JSON_DEPTH": 3, "MAX_METADATA_BYTES": 100}):
+    # The bus's own keys (schema version, time, provenance, causation depth) count too.
+    with override_settings(EVENTBUS={"MAX_JSON_DEPTH": 3, "MAX_METADATA_BYTES": 400}):
         emit_effect(org, payload={"n": nested(2)})
         with pytest.raises(eventbus.EventValidationError, match="more than 3 levels"):
             emit_effect(org, payload={"n": nested(3)})
         with pytest.raises(eventbus.EventValidationError, match="EVENTBUS_MAX_METADATA_BYTES"):
-            emit_effect(org, metadata={"x": "v" * 100})
+            emit_effect(org, metadata={"x": "v" * 400})
     assert counts() == (2, 6)
 
 

@@ -123,11 +123,14 @@ def test_api_emit_is_key_lookup_with_throttle_then_emit_and_the_scope_reset(
     assert [s.split("(")[0].split("\n")[0].strip() for s in wire.statements] == [
         # the key, the session's tenant and the rate limit (shared by every process)
         "WITH k AS MATERIALIZED",
+        # the organization's door quota (EVENTBUS_DOOR_EMIT_RATE), counted once the type is
+        # known to be open to the API
+        "INSERT INTO deskcomm_throttlestate AS t",
         "-- emit_insert_one: one event and its deliveries, in the caller's transaction",
         "SELECT set_config",  # the session's row-level-security scope put back
     ]
     assert "deskcomm_throttlestate" in wire.statements[0]
-    assert wire.round_trips == 3
+    assert wire.round_trips == 4
 
 
 @pytest.mark.django_db(transaction=True)  # close_old_connections closes it inside an atomic

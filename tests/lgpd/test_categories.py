@@ -7,9 +7,9 @@ import pytest
 from django.apps import apps
 from django.db import models
 
+from core.lgpd_registry import REGISTRY, covered_fields
+from core.lgpd_subject import REDACTED, Subject
 from crm.models import Contact
-from lgpd.categories import REGISTRY, covered_fields
-from lgpd.subject import REDACTED, Subject
 
 
 def marked_fields() -> set[tuple[str, str]]:

@@ -18,11 +18,11 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils.timezone import now
 
+from core.lgpd_registry import REGISTRY
 from core.models import AuditLog
 from crm.models import Contact
 from eventbus.models import Delivery, EventLog
 from jobs.registry import jobs
-from lgpd.categories import REGISTRY
 from lgpd.handlers import EXPORT_CONSUMER
 from lgpd.models import DataRequest
 from tests.lgpd.conftest import CPF, EMAIL, NAME, PHONE, World, drain_lgpd, request_for, run_after

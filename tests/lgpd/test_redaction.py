@@ -11,9 +11,9 @@ import time_machine
 from django.core import mail
 
 from core.models import AuditLog
+from crm import personal_data as categories
 from crm.models import Contact, Message, Order
 from eventbus.models import Delivery, EventLog
-from lgpd import categories
 from lgpd.handlers import REDACT_CONSUMER
 from lgpd.models import DataRequest
 from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for, run_after

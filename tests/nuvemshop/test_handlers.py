@@ -4,14 +4,17 @@ the catalog's events (once), webhook registration, a full sync, a revoked token.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import Any
 
 import pytest
 from django.test import Client
 
+import eventbus
+from core.models import AuditLog, Organization
 from crm.models import Contact, Order, Product
-from eventbus.models import EventLog
-from nuvemshop.models import CustomerLink, Store, SyncCursor, WebhookReceipt
+from eventbus.models import Delivery, EventLog
+from nuvemshop.models import CustomerLink, ShopRedaction, Store, SyncCursor, WebhookReceipt
 from tests.nuvemshop.conftest import drain
 from tests.support.factories import ContactFactory, LeadFactory
 from tests.support.nuvemshop import FakeNuvemshop, FakeStore, customer, order, product
@@ -166,3 +169,54 @@ def test_app_suspended_stops_syncing_until_resumed(
     store.refresh_from_db()
     assert (store.status, store.syncing) == ("connected", True)
     assert EventLog.objects.filter(event_type="nuvemshop.full_resync").count() == 1
+
+
+# -- issue 38: another tenant's store, receipt or redaction is never acted on ----------------
+
+CROSS_TENANT_ATTACKS = {
+    "nuvemshop.store_redact_received": lambda s, r, x: {"store_id": s, "ns_store_id": 789},
+    "nuvemshop.full_resync": lambda s, r, x: {"store_id": s},
+    "nuvemshop.sync_page": lambda s, r, x: {
+        "store_id": s,
+        "resource": "products",
+        "run_id": str(uuid.uuid4()),
+        "page": 1,
+    },
+    "nuvemshop.store_connected": lambda s, r, x: {"store_id": s, "ns_store_id": 789},
+    "nuvemshop.webhook_received": lambda s, r, x: {
+        "receipt_id": r,
+        "store_id": s,
+        "event": "order/paid",
+    },
+    "nuvemshop.shop_redact_requested": lambda s, r, x: {"redaction_id": x, "store_id": s},
+}
+
+
+@pytest.mark.usefixtures("enforced")
+@pytest.mark.parametrize("event_type", sorted(CROSS_TENANT_ATTACKS))
+def test_an_event_naming_another_tenants_store_is_refused_and_audited(
+    event_type: str, store: Store, fake: FakeNuvemshop, org_b: Organization
+) -> None:
+    """B's event names A's store (and its receipt, its redaction): dead at once, audited in B,
+    nothing of A's touched, nothing asked of the shop."""
+    receipt = WebhookReceipt.objects.create(
+        organization=store.organization, store=store, event="order/paid", identity="order/paid:1"
+    )
+    redaction = ShopRedaction.objects.create(
+        organization=store.organization, store=store, ns_customer_id=5, lgpd_request_id=uuid.uuid4()
+    )
+    Product.objects.create(organization=store.organization, ns_product_id=1, name="P")
+    payload = CROSS_TENANT_ATTACKS[event_type](str(store.pk), str(receipt.pk), str(redaction.pk))
+    attack = eventbus.emit(event_type, organization=org_b, entity_kind="x", payload=payload)
+    hits_before = len(fake.api_hits())
+    drain()
+    dead = Delivery.objects.get(event_id=attack.id)
+    assert (dead.status, dead.attempts) == ("dead", 1), dead.last_error
+    assert "does not belong to the event's organization" in (dead.last_error or "")
+    [audit] = AuditLog.objects.filter(action="security.cross_tenant_refused")
+    assert audit.organization_id == org_b.pk and audit.details["event_id"] == str(attack.id)
+    store.refresh_from_db()
+    assert store.status == Store.Status.CONNECTED and store.access_token
+    assert Product.objects.filter(organization=store.organization).count() == 1
+    assert ShopRedaction.objects.get(pk=redaction.pk).status == ShopRedaction.Status.PENDING
+    assert len(fake.api_hits()) == hits_before

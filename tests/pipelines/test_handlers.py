@@ -19,7 +19,7 @@ from pipelines import services
 from pipelines.models import AllowedHost, Execution
 from tests.eventbus.test_broker_processes import FAST_RELAY, Backend, postgres_port
 from tests.support.api import api_client
-from tests.support.pipelines import seed_example
+from tests.support.pipelines import emit_definition, seed_example
 from tests.support.processes import Managed, start_jobs
 from tests.support.receiver import Receiver, Reply
 from tests.support.waiting import wait_for
@@ -154,17 +154,7 @@ def test_an_event_type_pipeline_runs_in_pipeline_event_worker(
             organization=org,
             name="relay effects",
             trigger="event.test.effect",
-            definition={
-                "nodes": [
-                    {"id": "start", "type": "start"},
-                    {
-                        "id": "again",
-                        "type": "emit-event",
-                        "config": {"eventType": "test.job", "payload": {"n": "{{ payload.n }}"}},
-                    },
-                ],
-                "edges": [{"from": "start", "to": "again"}],
-            },
+            definition=emit_definition("test.job"),
             actor="test",
         )
         trigger = eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 7})

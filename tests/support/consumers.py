@@ -19,10 +19,17 @@ import eventbus
 from core.db import conninfo
 from eventbus import catalog
 
-catalog.declare("test.effect", required=["n"], description="tests: counted side effects")
-catalog.declare("test.slow", required=["n"], description="tests: slow side effects")
-catalog.declare("test.flaky", required=["n"], description="tests: a consumer that always fails")
-catalog.declare("test.job", required=["n"], description="tests: no standing consumer")
+# The tests' types are open to every door: the API and pipeline tests emit them there.
+OPEN = (catalog.API, catalog.PIPELINE)
+
+catalog.declare(
+    "test.effect", required=["n"], description="tests: counted side effects", doors=OPEN
+)
+catalog.declare("test.slow", required=["n"], description="tests: slow side effects", doors=OPEN)
+catalog.declare(
+    "test.flaky", required=["n"], description="tests: a consumer that always fails", doors=OPEN
+)
+catalog.declare("test.job", required=["n"], description="tests: no standing consumer", doors=OPEN)
 
 EFFECT_CONSUMERS = ("effect-a-worker", "effect-b-worker", "effect-c-worker")
 
@@ -78,8 +85,12 @@ def notify_probe(event: eventbus.Event) -> None:
     record_run(event)
 
 
-catalog.declare("test.broker", required=["n"], description="tests: broker-run consumers")
-catalog.declare("test.broker_flaky", required=["n"], description="tests: a failing broker consumer")
+catalog.declare(
+    "test.broker", required=["n"], description="tests: broker-run consumers", doors=OPEN
+)
+catalog.declare(
+    "test.broker_flaky", required=["n"], description="tests: a failing broker consumer", doors=OPEN
+)
 BROKER_CONSUMERS = ("broker-effect-worker", "broker-order-effect-worker")
 
 
@@ -103,9 +114,15 @@ def broker_flaky(event: eventbus.Event) -> None:
 
 # -- failure isolation (tests/eventbus/test_isolation.py) ------------------------------------
 
-catalog.declare("test.poison", required=["n"], description="tests: one event kills its worker")
-catalog.declare("test.hol", required=["n"], description="tests: slow and quick handlers")
-catalog.declare("test.hang", required=["n"], description="tests: a handler that never returns")
+catalog.declare(
+    "test.poison", required=["n"], description="tests: one event kills its worker", doors=OPEN
+)
+catalog.declare(
+    "test.hol", required=["n"], description="tests: slow and quick handlers", doors=OPEN
+)
+catalog.declare(
+    "test.hang", required=["n"], description="tests: a handler that never returns", doors=OPEN
+)
 
 STARTED_SQL = """
 INSERT INTO test_side_effect (event_id, consumer, runs, pid)
@@ -143,7 +160,9 @@ def hang(event: eventbus.Event) -> None:
     record_run(event)
 
 
-catalog.declare("test.idle_lock", required=["lead_id"], description="tests: stuck in a transaction")
+catalog.declare(
+    "test.idle_lock", required=["lead_id"], description="tests: stuck in a transaction", doors=OPEN
+)
 
 # Busy (a running statement, so not idle yet) until another backend waits on a lock: the
 # server's idle-in-transaction timer starts only once someone is blocked behind this handler.
@@ -188,7 +207,9 @@ def _wait_until_the_server_ends(pid: int, timeout: float = 60.0) -> None:
 
 # -- pause and circuit breaker (tests/eventbus/test_pauses.py, test_breaker.py) -------------
 
-catalog.declare("test.recovering", required=["n"], description="tests: fails until switched")
+catalog.declare(
+    "test.recovering", required=["n"], description="tests: fails until switched", doors=OPEN
+)
 
 SWITCH_TABLE_SQL = """
 CREATE TABLE IF NOT EXISTS test_consumer_switch (consumer text PRIMARY KEY, failing boolean)
@@ -220,7 +241,9 @@ def recovering(event: eventbus.Event) -> None:
 
 
 # Upcasting (eventbus.catalog.upcaster): the handler of a "v2 deploy" that needs amount_cents.
-catalog.declare("test.versioned", required=["amount"], description="tests: payload versions")
+catalog.declare(
+    "test.versioned", required=["amount"], description="tests: payload versions", doors=OPEN
+)
 VERSIONED_SEEN: list[dict[str, object]] = []  # (in-process workers) what the handler was given
 
 
@@ -234,8 +257,12 @@ def versioned(event: eventbus.Event) -> None:
 
 
 # Causation (tests/eventbus/test_causation.py): a handler that emits the next event of a chain.
-catalog.declare("test.chain_start", required=["n"], description="tests: a chain's first event")
-catalog.declare("test.chain_next", required=["n"], description="tests: emitted by a handler")
+catalog.declare(
+    "test.chain_start", required=["n"], description="tests: a chain's first event", doors=OPEN
+)
+catalog.declare(
+    "test.chain_next", required=["n"], description="tests: emitted by a handler", doors=OPEN
+)
 
 
 @eventbus.consumer("chain-worker", events=["test.chain_start"], atomic=True)
@@ -314,7 +341,9 @@ def unordered_probe(event: eventbus.Event) -> None:
 
 
 # Priorities (tests/eventbus/test_priority.py): completion order of a backlog and urgent events.
-catalog.declare("test.priority", required=["n"], description="tests: a backlog and urgent work")
+catalog.declare(
+    "test.priority", required=["n"], description="tests: a backlog and urgent work", doors=OPEN
+)
 
 
 @eventbus.consumer("priority-probe-worker", events=["test.priority"])

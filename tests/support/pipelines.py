@@ -36,3 +36,18 @@ def seed_example(url: str, **notify: Any) -> dict[str, Any]:
             {"from": "notify", "to": "ok", "branch": "success"},
         ],
     }
+
+
+def emit_definition(event_type: str, **config: Any) -> dict[str, Any]:
+    """A definition whose one node (`again`) emits `event_type` with the trigger's `n`."""
+    return {
+        "nodes": [
+            {"id": "start", "type": "start"},
+            {
+                "id": "again",
+                "type": "emit-event",
+                "config": {"eventType": event_type, "payload": {"n": "{{ payload.n }}"}, **config},
+            },
+        ],
+        "edges": [{"from": "start", "to": "again"}],
+    }

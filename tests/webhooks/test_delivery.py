@@ -14,6 +14,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 import eventbus
 from core.models import Organization
 from eventbus.models import Delivery, EventLog
+from tests.support.api import client_for, issue_key, prefix_of
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker
 from webhooks import services
@@ -59,6 +60,31 @@ def test_delivery_verifies_with_standardwebhooks_and_carries_our_headers(
     assert EventLog.objects.get(pk=event.pk).status == "done"
     attempt = Attempt.objects.get()
     assert (attempt.status_code, attempt.response_excerpt, attempt.error_class) == (200, "ok", "")
+
+
+def test_the_signed_body_says_who_produced_the_event(
+    org: Organization, receiver: Receiver, subscribe: Subscribe
+) -> None:
+    """An integrator's event (the API door) and the platform's own are told apart in the signed
+    body, the platform's internal component names left out."""
+    _, secret = subscribe(receiver.url())
+    token = issue_key(org, "events:write")
+    body = {
+        "event_type": "lead.won",
+        "entity_kind": "lead",
+        "payload": {"value": 99999, "won_at": "2026-12-04"},
+    }
+    assert client_for(token).post("/api/v1/events", body, format="json").status_code == 201
+    emit_lead(org)
+    run_worker()
+    bodies = {
+        b["type"]: b for b in (Webhook(secret).verify(r.body, r.headers) for r in receiver.requests)
+    }
+    assert bodies["lead.won"]["provenance"] == {
+        "door": "api",
+        "producer": f"api_key:{prefix_of(token)}",
+    }
+    assert bodies["lead.stage_changed"]["provenance"] == {"door": "app", "producer": "app:tests"}
 
 
 def test_a_wrong_secret_does_not_verify(

@@ -11,12 +11,13 @@ import time_machine
 from django.test import Client
 from django.utils import timezone
 
+from core.lgpd_subject import Subject
+from crm import personal_data as categories
 from crm.models import Contact, Message
 from crm.services import send_message
 from eventbus.worker import Worker, WorkerOptions
-from lgpd import categories, services
+from lgpd import services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
-from lgpd.subject import Subject
 from tests.support.traces import traces
 from tests.support.waha import FakeWaha, inbound_message, signed_webhook
 from tests.whatsapp.conftest import HMAC_SECRET

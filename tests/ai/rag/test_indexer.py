@@ -17,10 +17,10 @@ from ai.models import Chunk, KnowledgeArticle
 from ai.rag.chunking import CHUNK_WORDS, chunk_id, chunk_version, split_text
 from ai.rag.indexer import source_index
 from ai.rag.retrieval import retrieve
+from core.lgpd_registry import REGISTRY
 from core.models import Organization
 from crm.models import Contact, Product
 from eventbus.worker import Worker, WorkerOptions
-from lgpd.categories import REGISTRY
 from lgpd.selectors import subject_for
 from tests.support.factories import ContactFactory, LeadFactory
 

@@ -1,4 +1,5 @@
-"""The data subject of a request: who they are (identifiers), what is theirs, and the scrubber.
+"""The data subject of an LGPD request: who they are (identifiers), what is theirs, and the
+scrubber. In core so that every app's data categories (core.lgpd_registry) can query with it.
 
 Rows to scrub are *found* with strong identifiers only (full name, e-mail, phone and CPF in their
 usual spellings), so another person who shares a surname is never touched; *inside* a found row
@@ -10,9 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
-
-from crm.models import Contact
+from typing import Any, Protocol
 
 REDACTED = "[redacted]"
 MIN_NAME_PART = 3
@@ -46,11 +45,28 @@ def cpf_variants(cpf: str) -> set[str]:
     return {cpf, digits, f"{digits[:3]}.{digits[3:6]}.{digits[6:9]}-{digits[9:]}"}
 
 
+class SubjectContact(Protocol):
+    """What a subject's record offers: `crm.models.Contact` (core cannot import the CRM)."""
+
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def organization_id(self) -> Any: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def email(self) -> str: ...
+    @property
+    def phone(self) -> str: ...
+    @property
+    def cpf(self) -> str: ...
+
+
 @dataclass
 class Subject:
     """A contact as a data subject: identifiers to search for and the ids of their records."""
 
-    contact: Contact
+    contact: SubjectContact
     identifiers: tuple[str, ...]
     name_parts: tuple[str, ...]
     # Ids of the subject's own records (contact, conversations, messages, leads, orders...):
@@ -58,7 +74,7 @@ class Subject:
     entity_ids: set[uuid.UUID] = field(default_factory=set)
 
     @classmethod
-    def of(cls, contact: Contact) -> Subject:
+    def of(cls, contact: SubjectContact) -> Subject:
         found: set[str] = set()
         found |= {contact.name, contact.email} - {""}
         found |= phone_variants(contact.phone)
