@@ -166,9 +166,9 @@ def test_the_roles_script_makes_the_roles_on_a_fresh_server_and_again_on_an_old_
             "PGUSER": "deskcomm",
             "PGDATABASE": "deskcomm",
             "DESKCOMM_WORKER_ROLE": "deskcomm_worker",
-            "DESKCOMM_WORKER_PASSWORD": "worker-secret",
+            "DESKCOMM_WORKER_PASSWORD": "worker-secret",  # pragma: allowlist secret
             "DESKCOMM_WEB_ROLE": "deskcomm_web",
-            "DESKCOMM_WEB_PASSWORD": "web-secret",
+            "DESKCOMM_WEB_PASSWORD": "web-secret",  # pragma: allowlist secret
         }
         script = str(REPO / "deploy" / "postgres" / "roles.sql")
         psql = [str(tools.bin_dir / "psql"), "-X", "-q", "-f", script]
