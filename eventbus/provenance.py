@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -126,16 +125,6 @@ class handling:
 
     def __exit__(self, *exc_info: object) -> None:
         _cause.reset(self._token)
-
-
-@contextmanager
-def unscoped_cause() -> Iterator[None]:
-    """Emit as if nothing on the bus caused it (a fresh chain), e.g. an operator's action."""
-    token = _cause.set(None)
-    try:
-        yield
-    finally:
-        _cause.reset(token)
 
 
 def current_cause() -> Cause | None:

@@ -3,9 +3,10 @@
 The first is row-level security: the drain runs every handler with its connection scoped to the
 delivery's organization (eventbus.drain.run_job), so another tenant's row is simply not there.
 The second is explicit, in every integration handler that takes an id from its payload:
-`tenant_row(queryset, pk, event)` returns the row when it belongs to the event's organization,
-None when there is no such row anywhere, and raises `CrossTenantRefused` (a PermanentError: the
-delivery is dead-lettered at once, never retried) when the id names another organization's row.
+`guard_payload(event, {"field": Model})` (or `guard_ids` for ids found elsewhere) passes when
+every id names a row of the event's organization or no row at all, and raises
+`CrossTenantRefused` (a PermanentError: the delivery is dead-lettered at once, never retried)
+when one names another organization's row.
 The drain records each refusal in the event's organization's audit log as
 `security.cross_tenant_refused` (after the handler's own transaction is rolled back, so the row
 survives an atomic consumer), naming the event, the consumer and the model, never the other
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connection, models, transaction
@@ -29,7 +30,6 @@ from core import audit
 from eventbus.errors import PermanentError
 
 ACTION = "security.cross_tenant_refused"
-M = TypeVar("M", bound=models.Model)
 
 
 class SecurityRefusal(PermanentError):
@@ -125,16 +125,6 @@ def organization_of(model: type[models.Model], pk: object) -> uuid.UUID | None:
             raise _Looked(found)  # rolls the savepoint back, and the bypass with it
     except _Looked as looked:
         return looked.found
-
-
-def tenant_row(queryset: models.QuerySet[M], pk: object, event: Any) -> M | None:
-    """The row `pk` of `queryset` in `event`'s organization; None when there is no such row;
-    CrossTenantRefused when it is another organization's."""
-    row = queryset.filter(pk=pk, organization_id=event.organization_id).first()
-    if row is not None:
-        return row
-    refuse_if_foreign(queryset.model, pk, event)
-    return None
 
 
 def refuse_if_foreign(model: type[models.Model], pk: object, event: Any) -> None:
