@@ -1,12 +1,15 @@
 """The worker registry: every long-running process registers itself and heartbeats, so the
 console can show what runs, where, how busy, and which processes stopped answering.
 
-`Presence` is what a process starts: one row in `core_worker_process`, then a daemon thread
-that rewrites its heartbeat (in flight, last claim, leader) every WORKERS["HEARTBEAT_SECONDS"]
-on a connection of its own (never the process's working connection, so a busy handler or a
-failed transaction does not silence it). A clean exit marks the row stopped; a killed process
-just stops beating and is shown stale after WORKERS["STALE_AFTER_BEATS"] missed beats. Rows
-older than WORKERS["PURGE_AFTER_HOURS"] are deleted by whoever registers next.
+`Presence` is what a process starts: one row in `core_worker_process`, then a heartbeat (in
+flight, last claim, leader) every WORKERS["HEARTBEAT_SECONDS"], never on the process's working
+connection, so a busy handler or a failed transaction does not silence it. By default it beats
+from a daemon thread of its own, on a connection opened for each beat; a process that already
+has a thread beating on a connection of its own (the bus's runner: its lease heartbeat) passes
+`execute=on_this_threads_connection` and calls `tick()` from that thread: one connection
+fewer. A clean exit marks the row stopped; a killed process just stops beating and is shown
+stale after WORKERS["STALE_AFTER_BEATS"] missed beats. Rows older than
+WORKERS["PURGE_AFTER_HOURS"] are deleted by whoever registers next.
 
 It sits in core because every process kind uses it: the bus's runner (drain_events,
 deliver_webhooks), the jobs process (jobs.brokers.WorkerPresence, a dramatiq middleware) and the
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from core.conf import AppSettings
@@ -72,6 +76,22 @@ UPDATE core_worker_process SET stopped_at = %(now)s, in_flight = 0, leader = fal
 """
 
 
+Execute = Callable[[str, dict[str, Any]], int]
+
+
+def on_a_new_connection(sql: str, params: dict[str, Any]) -> int:
+    """Run one statement on a connection of its own, opened for it (the default)."""
+    with psycopg.connect(conninfo(), autocommit=True, connect_timeout=5) as conn:
+        return conn.execute(sql, params).rowcount
+
+
+def on_this_threads_connection(sql: str, params: dict[str, Any]) -> int:
+    """Run one statement on the calling thread's Django connection (autocommit)."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
 @dataclass(frozen=True)
 class Sample:
     """What a heartbeat reports about the process right now."""
@@ -82,8 +102,9 @@ class Sample:
 
 
 class Presence:
-    """This process in the registry: `start()` registers it and starts the heartbeat thread,
-    `stop()` marks it stopped. `sample()` is called on every beat."""
+    """This process in the registry: `start()` registers it and starts the heartbeat thread (or
+    the owner calls `tick()` every `interval()` from a thread of its own), `stop()` marks it
+    stopped. `sample()` is called on every beat."""
 
     def __init__(
         self,
@@ -92,14 +113,22 @@ class Presence:
         concurrency: int = 1,
         pumps: str = "",
         sample: Callable[[], Sample] = Sample,
+        execute: Execute = on_a_new_connection,
     ) -> None:
         self.kind = kind
         self.concurrency = concurrency
         self.pumps = pumps
         self.sample = sample
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._execute = execute
+        self._registered = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def interval() -> float:
+        """Seconds between two beats (WORKERS["HEARTBEAT_SECONDS"], read at call time)."""
+        return worker_settings.HEARTBEAT_SECONDS
 
     def start(self) -> None:
         """Register (purging very old rows) and beat, both from a daemon thread: the process's
@@ -110,9 +139,8 @@ class Presence:
     def register(self) -> None:
         """The row of this process, and the purge of rows silent for too long (one connection)."""
         before = timezone.now() - dt.timedelta(hours=worker_settings.PURGE_AFTER_HOURS)
-        with self._connect() as conn:
-            conn.execute(REGISTER_SQL, self._row())
-            conn.execute(PURGE_SQL, {"before": before})
+        self._execute(REGISTER_SQL, self._row())
+        self._execute(PURGE_SQL, {"before": before})
 
     def stop(self) -> None:
         """A clean exit: stop beating and say so."""
@@ -121,7 +149,7 @@ class Presence:
             self._thread.join(timeout=5)
         try:
             self._execute(STOPPED_SQL, {"id": self.id, "now": timezone.now()})
-        except psycopg.Error as exc:
+        except (psycopg.Error, DatabaseError) as exc:
             logger.warning("worker %s could not mark itself stopped (%s)", self.id, exc)
 
     def beat(self) -> None:
@@ -132,15 +160,22 @@ class Presence:
             self.register()
             self._execute(BEAT_SQL, params)
 
+    def tick(self) -> None:
+        """The registration first, then a beat each call; a database error is logged, and the
+        next call tries again."""
+        try:
+            if self._registered:
+                self.beat()
+            else:
+                self.register()
+                self._registered = True
+        except (psycopg.Error, DatabaseError) as exc:
+            logger.warning("worker %s heartbeat failed (%s)", self.id, exc)
+
     def _beat_loop(self) -> None:
-        beat = self.register
         while True:
-            try:
-                beat()
-                beat = self.beat
-            except psycopg.Error as exc:
-                logger.warning("worker %s heartbeat failed (%s)", self.id, exc)
-            if self._stop.wait(worker_settings.HEARTBEAT_SECONDS):
+            self.tick()
+            if self._stop.wait(self.interval()):
                 return
 
     def _row(self) -> dict[str, Any]:
@@ -154,13 +189,6 @@ class Presence:
             "concurrency": self.concurrency,
             "now": timezone.now(),
         }
-
-    def _execute(self, sql: str, params: dict[str, Any]) -> int:
-        with self._connect() as conn:
-            return conn.execute(sql, params).rowcount
-
-    def _connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(conninfo(), autocommit=True, connect_timeout=5)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ owns the rest, once for all of them:
   wake-up (LISTEN/NOTIFY, a finished handler, a stop) or the pump's own hint;
 - heartbeats: every third of the lease, extend what each pump holds; rows no longer ours (the
   worker stalled past its lease and was taken over) are reported to the pump, which starts none
-  of them and drops their results;
+  of them and drops their results. The same thread, on the same connection, beats the worker
+  registry (core.workers) every WORKERS["HEARTBEAT_SECONDS"];
 - reaping: every idle pass (at most once a second) and every few seconds while busy, so a
   killed worker's claim is back within the lease plus a few seconds;
 - database back-off: a failed step tells every pump to start nothing more, then retries with
@@ -37,7 +38,7 @@ import psycopg
 from django.db import DatabaseError, close_old_connections, connection, connections
 
 from core.db import conninfo
-from core.workers import Presence, Sample
+from core.workers import Presence, Sample, on_this_threads_connection
 from eventbus import breaker, settle
 from eventbus import claim as claims
 from eventbus.conf import bus_settings
@@ -148,11 +149,10 @@ class Runner:
 
     def run(self) -> int:
         previous = self._install_signal_handlers()
-        threads = [self._start(self._heartbeat_loop, "eventbus-heartbeat")]
+        presence = self._presence()
+        threads = [self._start(lambda: self._heartbeat_loop(presence), "eventbus-heartbeat")]
         if self.options.listen:
             threads.append(self._start(self._listen_loop, "eventbus-listen"))
-        presence = self._presence()
-        presence.start()
         logger.info("worker %s started: %s", self.worker_id, ", ".join(p.name for p in self.pumps))
         try:
             self._stop.wait(random.uniform(0, self.options.startup_jitter))
@@ -170,12 +170,14 @@ class Runner:
         return self.exit_code
 
     def _presence(self) -> Presence:
-        """This process in the worker registry (core/workers.py), beating on its own thread."""
+        """This process in the worker registry (core/workers.py), beaten by the heartbeat
+        thread on its connection."""
         return Presence(
             kind=self.kind,
             concurrency=sum(p.concurrency for p in self.pumps),
             pumps=", ".join(p.name for p in self.pumps),
             sample=self._sample,
+            execute=on_this_threads_connection,
         )
 
     def _sample(self) -> Sample:
@@ -287,12 +289,21 @@ class Runner:
         thread.start()
         return thread
 
-    def _heartbeat_loop(self) -> None:
-        """Extend every pump's leases every third of the lease."""
+    def _heartbeat_loop(self, presence: Presence) -> None:
+        """Extend every pump's leases every third of the lease, and beat the worker registry
+        (registering first), each when due, on this thread's one connection."""
+        now = time.monotonic()
+        leases_due, presence_due = now + bus_settings.LEASE_SECONDS / 3, now
         try:
-            while not self._stop.wait(bus_settings.LEASE_SECONDS / 3):
-                for pump in self.pumps:
-                    self._beat(pump)
+            while not self._stop.wait(max(0.0, min(leases_due, presence_due) - time.monotonic())):
+                now = time.monotonic()
+                if now >= presence_due:
+                    presence.tick()
+                    presence_due = now + presence.interval()
+                if now >= leases_due:
+                    for pump in self.pumps:
+                        self._beat(pump)
+                    leases_due = now + bus_settings.LEASE_SECONDS / 3
         finally:
             connections.close_all()
 
