@@ -95,9 +95,16 @@ class Console:
         """Wait until the page's text (as in the HTML, before CSS transforms) contains `text`."""
         try:
             self.wait.until(lambda d: text in self.page_text())
-        except Exception:
+        except Exception as exc:
             self.shot("failure")
-            raise AssertionError(f"{text!r} not on {self.driver.current_url}") from None
+            try:
+                shown = self.page_text()[:600]
+            except Exception as unreadable:  # the renderer that timed out may not answer
+                shown = f"(unreadable: {unreadable!r})"
+            raise AssertionError(
+                f"{text!r} not on {self.driver.current_url} ({type(exc).__name__}); it shows: "
+                f"{shown}"
+            ) from exc
 
     def horizontal_overflow(self) -> int:
         """How many CSS pixels the page is wider than the window (0: no horizontal scroll)."""
