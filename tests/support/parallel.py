@@ -10,6 +10,7 @@
   holds it exclusively, and a gate lock ahead of it keeps new tests from starting meanwhile (so
   it cannot be starved). After an exclusive test, every worker closes its database connections
   before its next test: the restart cut them.
+- **Ids**: every test has its own node id (the scheduler keys its work by id).
 - **Groups** (`--dist loadgroup`): the tests that share a session-scoped server too expensive to
   build once per worker (the streaming replica pair) all go to one worker.
 - **The count**: the number of collected tests is repeated in the summary, so a run that lost
@@ -23,6 +24,7 @@ import fcntl
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,12 +69,53 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="deskcomm-tests-")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unique_ids(items)
     for item in items:
         for fixture, group in SHARED_SERVERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
+    if (
+        getattr(config.option, "loadgroup", False)
+        or getattr(config.option, "dist", "") == "loadgroup"
+    ):
+        group_ids(items)
+
+
+def unique_ids(items: list[pytest.Item]) -> None:
+    """Items that share a node id get their own name in it. schemathesis gives every operation
+    of `schema.parametrize()` the test function's id; xdist keys its work by id, so its group
+    scheduler ran one of them and silently dropped the others."""
+    counts = Counter(item.nodeid for item in items)
+    for item in items:
+        if counts[item.nodeid] > 1 and item.parent is not None:
+            _rename(item, f"{item.parent.nodeid}::{item.name}")
+    still = [nodeid for nodeid, n in Counter(item.nodeid for item in items).items() if n > 1]
+    if still:
+        raise pytest.UsageError(f"tests that share a node id cannot be told apart: {still}")
+
+
+def group_ids(items: list[pytest.Item]) -> None:
+    """`--dist loadgroup` sends the tests whose id ends in `@group` to one worker. xdist 3.8
+    appends it by setting `item._nodeid`, which pytest 9 no longer reads (the id is `item._id`):
+    done here, so the groups hold."""
+    for item in items:
+        names = {
+            str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+            for mark in item.iter_markers("xdist_group")
+        }
+        if names and not item.nodeid.endswith("@" + "_".join(sorted(names))):
+            _rename(item, f"{item.nodeid}@{'_'.join(sorted(names))}")
+
+
+def _rename(item: pytest.Item, nodeid: str) -> None:
+    if hasattr(item, "_id"):  # pytest 9: a structured id, kept with its string form
+        from _pytest.nodeid import NodeId
+
+        item._id = NodeId.parse(nodeid)
+    else:
+        item._nodeid = nodeid
 
 
 _collected: dict[str, int] = {}
