@@ -53,10 +53,30 @@ def database_env(database: Database) -> dict[str, str]:
     return {**child_env(database.url), **database.role_urls}
 
 
+# Parallel pytest workers per CPU: the suite mostly waits (subprocesses starting, a browser, a
+# server), so two per core keep both busy; measured in docs/testing.md.
+TEST_WORKERS_PER_CPU = 2
+
+
+def pytest_args(args: list[str], cpus: int) -> list[str]:
+    """The user's pytest arguments, run by parallel workers (pytest-xdist, a database each)
+    unless they chose a number of workers (`-n 0`: one process) or a debugger."""
+    chosen = any(
+        a in {"-n", "--numprocesses"} or a.startswith(("-n", "--numprocesses=")) for a in args
+    )
+    serial = {"--pdb", "--trace", "no:xdist", "-pno:xdist"} & set(args)
+    if serial:
+        return args
+    dist = [] if any(a.startswith("--dist") for a in args) else ["--dist", "loadgroup"]
+    workers = [] if chosen else ["-n", str(max(2, TEST_WORKERS_PER_CPU * cpus))]
+    return [*workers, *dist, *args]
+
+
 def cmd_test(args: list[str]) -> int:
     """Run pytest with the given arguments."""
     with prepared_database() as database:
-        argv = [str(VENV_PYTHON), "-m", "pytest", *args]
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        argv = [str(VENV_PYTHON), "-m", "pytest", *pytest_args(args, cpus or 1)]
         # The suite creates and migrates its databases: it (and what it starts, unless a test
         # says otherwise) connects as the owner; the role tests use the roles' URLs.
         env = {**database_env(database), "DATABASE_ROLE": "owner"}

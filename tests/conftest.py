@@ -12,13 +12,16 @@ from django.db import connection
 import tests.support.consumers  # noqa: F401  (registers the test consumers and event types)
 from core import rls
 from core.models import Organization
+from tests.support import flush
 from tests.support.db import SIDE_EFFECT_TABLE_SQL, role_bypasses_rls
 from tests.support.factories import OrganizationFactory
 from tests.support.processes import Drain, Managed
 from tests.support.receiver import Receiver
 
-# The `browser` fixture (headless Chromium) for the admin browser tests.
-pytest_plugins = ["tests.support.browser"]
+# The `browser` fixture (headless Chromium) for the admin browser tests; what lets the suite run
+# in parallel worker processes, and its test databases (pytest-django's django_db_setup,
+# overridden: migrated once, copied per worker; docs/testing.md).
+pytest_plugins = ["tests.support.browser", "tests.support.parallel", "tests.support.template_db"]
 
 # The test process is a platform process: it creates every tenant's rows freely. Tests of the
 # tenant wall scope their session explicitly (rls.scoped), API requests scope themselves.
@@ -32,6 +35,15 @@ def _close_broker_pool(django_db_setup: None) -> Iterator[None]:
     import dramatiq
 
     dramatiq.get_broker().close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_without_post_migrate() -> Iterator[None]:
+    """A transactional test's flush puts back the rows post_migrate wrote the first time
+    instead of sending post_migrate again (tests/support/flush.py)."""
+    undo = flush.install()
+    yield
+    undo()
 
 
 @pytest.fixture(autouse=True)

@@ -72,6 +72,8 @@ def test_development_uses_a_derived_key_and_says_so(caplog: pytest.LogCaptureFix
         "çãé" * 15,  # not ASCII
         "",
     ],
+    # Named: each xdist worker draws its own keys, and every worker must collect the same ids.
+    ids=["fresh", "unpadded", "29-bytes", "48-bytes", "not-base64", "not-ascii", "empty"],
 )
 def test_the_key_format_check_agrees_with_fernet(key: str) -> None:
     try:

@@ -59,3 +59,35 @@ def test_with_a_database_url_of_its_own_the_environment_names_the_roles(
     monkeypatch.delenv("DATABASE_WORKER_URL", raising=False)
     env = database_env(Database("postgres://o@h/d"))
     assert env["DATABASE_WEB_URL"] == "postgres://mine@h/d" and "DATABASE_WORKER_URL" not in env
+
+
+def test_the_suite_runs_on_two_workers_per_cpu_with_its_groups_kept_together() -> None:
+    from dev.cli import pytest_args
+
+    assert pytest_args([], 2) == ["-n", "4", "--dist", "loadgroup"]
+    assert pytest_args(["-k", "claim", "-x"], 1) == [
+        "-n",
+        "2",
+        "--dist",
+        "loadgroup",
+        "-k",
+        "claim",
+        "-x",
+    ]
+
+
+@pytest.mark.parametrize("given", [["-n", "0"], ["-n0"], ["--numprocesses=3"], ["-n", "auto"]])
+def test_a_chosen_number_of_workers_is_kept(given: list[str]) -> None:
+    from dev.cli import pytest_args
+
+    assert pytest_args(given, 2) == ["--dist", "loadgroup", *given]
+
+
+@pytest.mark.parametrize(
+    "given", [["--pdb"], ["--trace"], ["-p", "no:xdist"], ["-n", "2", "--dist", "load"]]
+)
+def test_a_debugger_or_an_own_distribution_is_left_alone(given: list[str]) -> None:
+    from dev.cli import pytest_args
+
+    assert pytest_args(given, 2)[-len(given) :] == given
+    assert "loadgroup" not in pytest_args(given, 2)

@@ -156,15 +156,17 @@ def test_a_killed_workers_claim_is_taken_over_within_the_lease_plus_a_few_second
     first.wait(timeout=10)
     held = Delivery.objects.filter(event_id__in=ids, status="processing").count()
     assert held >= 2  # several: none is charged
-    second = start_drain(*args, **lease)  # the reaper on its default schedule
-    processes.append(second)
+    second = started(start_drain(*args, **lease), processes)  # the reaper on its default schedule
+    running_at = time.monotonic()
 
     def taken_over() -> bool:
         rows = Delivery.objects.filter(event_id__in=ids, status="processing")
         return not rows.filter(locked_by__endswith=f":{first.pid}").exists()
 
     wait_for(taken_over, timeout=30, what=second.output)
-    assert time.monotonic() - killed_at < 4 + 5
+    # Within a few seconds of the lease's end, or of the second worker's start when it came up
+    # later: its start-up (a Django process on a busy machine) is not the bus's to bound.
+    assert time.monotonic() - max(killed_at + 4, running_at) < 5
     wait_for(
         lambda: Delivery.objects.filter(event_id__in=ids, status="done").count() == 10,
         timeout=60,
@@ -212,6 +214,7 @@ def _side_effect_pids() -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
+@pytest.mark.exclusive  # the restart cuts every worker's connections
 def test_a_database_restart_charges_nothing_and_loses_nothing(
     org: Organization, side_effects: None, processes: list[Drain]
 ) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection
 
 from dev import postgres
+from tests.support import parallel
 
 # A fast shutdown ends with a checkpoint; on a disk another program keeps busy it has been seen
 # to outlast pg_ctl's 60 s (a test run beside a 10M-event seeding): checkpoint first, wait longer.
@@ -24,7 +25,13 @@ class EmbeddedServer:
     def restart(self) -> None:
         """`pg_ctl restart -m fast`: every connection is cut; returns once it accepts again.
 
-        A restart that fails still leaves the server running, so the tests after it have one."""
+        A restart that fails still leaves the server running, so the tests after it have one.
+        Under xdist only an exclusive test may restart it (tests/support/parallel.py)."""
+        if not parallel.alone_on_the_server():
+            raise AssertionError(
+                "restarting the shared server cuts the other workers' connections: mark the "
+                "test @pytest.mark.exclusive (docs/testing.md)"
+            )
         superuser = postgres.connection_args(self.port)
         self.runner.client("psql", *superuser, "-c", "CHECKPOINT")  # the shutdown's is short then
         args = ["-D", str(postgres.CLUSTER_DIR), "-m", "fast", "-w", "-t", str(RESTART_TIMEOUT)]
