@@ -61,6 +61,14 @@ def _empty_cache() -> Iterator[None]:
 
 
 @pytest.fixture
+def unhurried(settings: Any) -> None:
+    """For the tests of a healthy answer: what is checked is that each dependency answers, not
+    how fast (the timeouts have tests of their own): on a loaded machine a check of a reachable
+    server has taken longer than the default 1 s."""
+    settings.HEALTH = {**settings.HEALTH, "CHECK_TIMEOUT": 30.0, "BUDGET_SECONDS": 60.0}
+
+
+@pytest.fixture
 def org(db: None) -> Organization:
     return OrganizationFactory(name="Acme", slug="acme")
 

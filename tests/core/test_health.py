@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Iterator
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -51,14 +50,6 @@ def refused_port() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{sock.getsockname()[1]}"  # closed again: connections are refused
-
-
-@pytest.fixture
-def unhurried(settings: Any) -> None:
-    """For the tests of a healthy answer: what is checked is that each dependency answers, not
-    how fast (the timeouts have tests of their own): on a loaded machine a check of a reachable
-    server has taken longer than the default 1 s."""
-    settings.HEALTH = {**settings.HEALTH, "CHECK_TIMEOUT": 30.0, "BUDGET_SECONDS": 60.0}
 
 
 def get_health() -> tuple[int, dict[str, object], float]:

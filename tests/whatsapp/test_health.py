@@ -33,6 +33,7 @@ def test_no_session_no_waha_check(db: None) -> None:
     assert waha_checks(health()[1]) == {}
 
 
+@pytest.mark.usefixtures("unhurried")
 def test_one_waha_check_per_session_not_required_and_named_by_id(
     session: WahaSession, waha: FakeWaha
 ) -> None:
