@@ -55,6 +55,7 @@ def test_refresh_marks_a_revoked_token_and_alerts(
 
 
 @pytest.mark.django_db(transaction=True)  # the health check reads on a thread of its own
+@pytest.mark.usefixtures("unhurried")
 def test_health_records_each_ping_and_alerts_after_two_failures(
     client: Client, store: Store, fake: FakeNuvemshop, caplog: pytest.LogCaptureFixture
 ) -> None:
