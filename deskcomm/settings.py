@@ -617,6 +617,10 @@ LGPD = given(
         # The daily SLA check warns, then escalates, for requests still open this many days after.
         "SLA_WARN_DAYS": env.float("LGPD_SLA_WARN_DAYS", default=unset),
         "SLA_ESCALATE_DAYS": env.float("LGPD_SLA_ESCALATE_DAYS", default=unset),
+        # The alerts' legal deadline for access requests (LGPD Art. 19 II: 15 days) and how many
+        # days before it they escalate (deploy/prometheus: LgpdSlaEscalation).
+        "LEGAL_DEADLINE_DAYS": env.float("LGPD_LEGAL_DEADLINE_DAYS", default=unset),
+        "LEGAL_MARGIN_DAYS": env.float("LGPD_LEGAL_MARGIN_DAYS", default=unset),
         # The data protection officer: dead LGPD work and SLA breaches are e-mailed here.
         "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=unset),
         # Public base URL of this service, for download links built outside a request.

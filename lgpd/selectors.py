@@ -83,6 +83,17 @@ def open_requests_older_than(cutoff: dt.datetime) -> QuerySet[DataRequest]:
     ).order_by("received_at")
 
 
+def oldest_open_request_received_at(kind: str) -> dt.datetime | None:
+    """When the oldest request of `kind` still open was received (None: none is open)."""
+    oldest: dt.datetime | None = (
+        DataRequest.objects.filter(status=DataRequest.Status.RECEIVED, kind=kind)
+        .order_by("received_at")
+        .values_list("received_at", flat=True)
+        .first()
+    )
+    return oldest
+
+
 ARCHIVED_FIELDS = ("actor", "action", "target_type", "target_id", "request_id")
 
 

@@ -26,7 +26,7 @@ SUFFIXES = ("_bucket", "_count", "_sum")
 SEED_ALERTS = {  # seed 000 §10.1 and seed 001 §10 (A5, A6, A8, A14, A20)
     "EventBusLagHigh", "EventBusLagCritical", "EventBusFailRateHigh", "DeadLetterQueueLarge",
     "HandlerSlow", "JobQueueLarge", "CronJobFailed", "BackupFailed", "BackupMissing",
-    "LgpdSlaWarning", "LgpdSlaBreached",
+    "LgpdSlaWarning", "LgpdSlaEscalation", "LgpdSlaBreached",
     # seed 001 A9, A10 (API latency); the AI gateway's errors and latency; A17 (budget cut).
     "ApiLatencyP95High", "ApiLatencyP99Critical", "AiCallErrorsHigh", "AiCallsSlow",
     "AiBudgetThrottled",
