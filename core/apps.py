@@ -30,6 +30,7 @@ class CoreConfig(AppConfig):
             restore_statement_timeout_after_migrate,
         )
         from core.health.checks import register_defaults
+        from core.metrics import install_query_timer
         from core.replica import checks as replica_checks  # noqa: F401  (registers them too)
 
         # Before any connection: session commands skip a transaction-mode pooler (core.pooler);
@@ -37,6 +38,8 @@ class CoreConfig(AppConfig):
         pooler.select_for_process(sys.argv)
         rls.select_for_process(sys.argv)
         connection_created.connect(pooler.install, dispatch_uid="core.pooler.install")
+        # After the pooler's wrapper, so inside it: the statement's own time (core.metrics).
+        connection_created.connect(install_query_timer, dispatch_uid="core.metrics.queries")
         # After Django's close_old_connections, before anything queries (core.db): at a
         # request's start, and at its end, where the scope reset is the next statement.
         request_started.connect(skip_health_check_when_quiet, dispatch_uid="core.db.health")

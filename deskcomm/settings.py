@@ -345,8 +345,10 @@ LOGGING = {
             "formatter": LOG_FORMAT,
             "filters": ["correlation", "redaction"],
         },
+        # deskcomm_errors_logged_total (seed 001 A2: an error spike), by top-level logger only.
+        "error_counter": {"class": "core.logs.errors.ErrorCounter", "level": "ERROR"},
     },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "root": {"handlers": ["console", "error_counter"], "level": LOG_LEVEL},
 }
 
 # The event bus knobs, read at call time through `eventbus.conf.bus_settings`.
