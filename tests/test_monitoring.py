@@ -34,7 +34,11 @@ SEED_ALERTS = {  # seed 000 §10.1 and seed 001 §10 (README, Operations: which 
     "ErrorSpike", "HealthCheckFailing", "DiskAlmostFull", "DbQueryP95High",
     "WahaSessionFailed", "WahaSessionStartingStuck", "StuckMessagesRecovered",
     "NuvemshopRateLimited", "AiCostMonthHigh", "AiCostMonthCritical",
+    # seed 001 §12's objectives: error-budget burn (multiwindow, multi-burn-rate).
+    "SloErrorBudgetBurnFast", "SloErrorBudgetBurnSlow",
 }  # fmt: skip
+SLOS = {"api-latency", "db-latency", "waha-send-latency", "health-availability"}
+BURN_WINDOWS = {"5m", "30m", "1h", "2h", "6h", "1d", "3d"}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +83,15 @@ def test_every_alert_fires_past_its_threshold_on_synthetic_series(promtool: str)
     assert "SUCCESS" in run(promtool, "test", "rules", RULE_TESTS.name)
     tested = {t["alertname"] for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]
               for t in case["alert_rule_test"]}  # fmt: skip
-    assert tested == {rule["alert"] for rule in rules()} == SEED_ALERTS
+    assert tested == {rule["alert"] for rule in rules() if "alert" in rule} == SEED_ALERTS
+
+
+def test_every_objective_has_a_burn_rate_per_window_and_a_dashboard_row() -> None:
+    recorded = {(rule["record"], rule["labels"]["slo"]) for rule in rules() if "record" in rule}
+    assert recorded == {(f"slo:burn_rate:{w}", slo) for w in BURN_WINDOWS for slo in SLOS}
+    dashboard = json.loads(DASHBOARD.read_text())
+    rows = [panel["title"] for panel in dashboard["panels"] if panel["type"] == "row"]
+    assert {slo for slo in SLOS for title in rows if title.startswith(f"SLO {slo}:")} == SLOS
 
 
 def test_every_dashboard_query_is_valid_promql(promtool: str, tmp_path: Path) -> None:
