@@ -30,6 +30,17 @@ ERRORS = Counter(
     "Failed model calls, by kind, model and error class (rate_limited, server_error, timeout...).",
     ["kind", "model", "error_class"],
 )
+FALLBACKS = Counter(
+    "deskcomm_ai_fallbacks_total",
+    "Chat calls the fallback model answered or failed, by the primary's error class and outcome.",
+    ["error_class", "outcome"],
+)
+# Prompt caching: input tokens the provider reported as served from its cache (tokens saved).
+CACHED_TOKENS = Counter(
+    "deskcomm_ai_cached_tokens_total",
+    "Input tokens the provider served from its prompt cache, by kind and model.",
+    ["kind", "model"],
+)
 OUTCOMES = Counter(
     "deskcomm_ai_responder_outcomes_total",
     "What the responder did with an inbound message (replied, skipped, throttled, handoff...).",

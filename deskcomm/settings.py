@@ -655,8 +655,15 @@ AI = given(
         "SENTIMENT_MODEL": env.str("AI_SENTIMENT_MODEL", default=unset),
         "EMBEDDING_MODEL": env.str("AI_EMBEDDING_MODEL", default=unset),
         "TIMEOUT": env.float("AI_TIMEOUT", default=unset),
+        # The fallback model tried once on a 5xx, a timeout or no connection (empty: none).
+        "FALLBACK_CHAT_MODEL": env.str("AI_FALLBACK_CHAT_MODEL", default=unset),
+        "FALLBACK_BASE_URL": env.str("AI_FALLBACK_BASE_URL", default=unset),
+        "FALLBACK_API_KEY": env.str("AI_FALLBACK_API_KEY", default=unset),
         "PRICE_INPUT_CENTS_PER_MTOK": env.float("AI_PRICE_INPUT_CENTS_PER_MTOK", default=unset),
         "PRICE_OUTPUT_CENTS_PER_MTOK": env.float("AI_PRICE_OUTPUT_CENTS_PER_MTOK", default=unset),
+        "PRICE_CACHED_INPUT_CENTS_PER_MTOK": env.float(
+            "AI_PRICE_CACHED_INPUT_CENTS_PER_MTOK", default=unset
+        ),
         "PRICE_EMBEDDING_CENTS_PER_MTOK": env.float(
             "AI_PRICE_EMBEDDING_CENTS_PER_MTOK", default=unset
         ),
