@@ -30,7 +30,7 @@ class CoreConfig(AppConfig):
             restore_statement_timeout_after_migrate,
         )
         from core.health.checks import register_defaults
-        from core.metrics import install_query_timer
+        from core.metrics import install_query_timer, register_scrape_collector
         from core.replica import checks as replica_checks  # noqa: F401  (registers them too)
 
         # Before any connection: session commands skip a transaction-mode pooler (core.pooler);
@@ -50,6 +50,9 @@ class CoreConfig(AppConfig):
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
         post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
         register_defaults()
+        from core.slow_queries import SlowStatementsCollector
+
+        register_scrape_collector(SlowStatementsCollector)  # pg_stat_statements' top 20
         from core import lgpd_registry
 
         # Every installed app registers its LGPD data categories in its `personal_data` module.

@@ -94,6 +94,15 @@ def test_every_objective_has_a_burn_rate_per_window_and_a_dashboard_row() -> Non
     assert {slo for slo in SLOS for title in rows if title.startswith(f"SLO {slo}:")} == SLOS
 
 
+def test_the_readme_gives_every_alert_a_meaning_and_a_first_response() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### Alerts: meaning and first response", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \((warning|critical)\) \|([^|]*\|){3}$", section, re.M)
+    listed = {name: severity for name, severity, _ in rows}
+    alerts = [rule for rule in rules() if "alert" in rule]
+    assert listed == {rule["alert"]: rule["labels"]["severity"] for rule in alerts}
+
+
 def test_every_dashboard_query_is_valid_promql(promtool: str, tmp_path: Path) -> None:
     recorded = [
         {"record": f"dashboard:query_{i}", "expr": e} for i, e in enumerate(dashboard_exprs())
