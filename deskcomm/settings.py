@@ -616,11 +616,9 @@ LGPD = given(
         "REDACT_DELAY_DAYS": env.float("LGPD_REDACT_DELAY_DAYS", default=unset),
         # How long an export's signed download link works.
         "EXPORT_LINK_DAYS": env.float("LGPD_EXPORT_LINK_DAYS", default=unset),
-        # The daily SLA check warns, then escalates, for requests still open this many days after.
-        "SLA_WARN_DAYS": env.float("LGPD_SLA_WARN_DAYS", default=unset),
-        "SLA_ESCALATE_DAYS": env.float("LGPD_SLA_ESCALATE_DAYS", default=unset),
-        # The alerts' legal deadline for access requests (LGPD Art. 19 II: 15 days) and how many
-        # days before it they escalate (deploy/prometheus: LgpdSlaEscalation).
+        # The legal deadline for access requests (LGPD Art. 19 II: 15 days) and how many days
+        # before it the daily SLA check and the alerts escalate (a request past its own due date
+        # is warned about at once).
         "LEGAL_DEADLINE_DAYS": env.float("LGPD_LEGAL_DEADLINE_DAYS", default=unset),
         "LEGAL_MARGIN_DAYS": env.float("LGPD_LEGAL_MARGIN_DAYS", default=unset),
         # The data protection officer: dead LGPD work and SLA breaches are e-mailed here.

@@ -13,10 +13,8 @@ class LgpdSettings(AppSettings, namespace="LGPD"):
     EXPORT_DELAY_DAYS: float = 7.0
     REDACT_DELAY_DAYS: float = 15.0
     EXPORT_LINK_DAYS: float = 30.0
-    SLA_WARN_DAYS: float = 5.0
-    SLA_ESCALATE_DAYS: float = 6.0
-    # LGPD Art. 19 II: a full access request is answered within 15 days of the request. The
-    # alerts escalate LEGAL_MARGIN_DAYS before that deadline and page once it has passed.
+    # LGPD Art. 19 II: a full access request is answered within 15 days of the request. The SLA
+    # check and the alerts escalate LEGAL_MARGIN_DAYS before that deadline (lgpd.sla.deadlines).
     LEGAL_DEADLINE_DAYS: float = 15.0
     LEGAL_MARGIN_DAYS: float = 2.0
     DPO_EMAIL: str = ""

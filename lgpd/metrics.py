@@ -11,7 +11,6 @@ deadline the alerts watch.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
 
 from django.utils import timezone
@@ -19,21 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from lgpd import selectors
-from lgpd.conf import export_delay, legal_deadline, lgpd_settings, redact_delay
-from lgpd.models import DataRequest
-
-
-def deadlines() -> dict[str, dict[str, dt.timedelta]]:
-    """Per kind, each deadline level as the time after `received_at` it falls."""
-    legal = legal_deadline()
-    return {
-        DataRequest.Kind.ACCESS: {
-            "due": export_delay(),
-            "legal_margin": legal - lgpd_settings.days("LEGAL_MARGIN_DAYS"),
-            "legal": legal,
-        },
-        DataRequest.Kind.REDACT: {"due": redact_delay()},
-    }
+from lgpd.sla import deadlines
 
 
 class OverdueRequestsCollector(Collector):
