@@ -20,10 +20,13 @@ from prometheus_client.registry import Collector
 TOP = 20
 INSTALLED_SQL = "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_stat_statements')"
 TOP_SQL = """
-SELECT queryid, substring(query, 1, 120), calls, mean_exec_time, total_exec_time
+SELECT queryid, substring(min(query), 1, 120), sum(calls)::bigint,
+       sum(total_exec_time) / nullif(sum(calls), 0) AS mean_ms, sum(total_exec_time)
   FROM pg_stat_statements
- WHERE query NOT ILIKE '%%pg_stat_statements%%' AND queryid IS NOT NULL
- ORDER BY mean_exec_time DESC
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND query NOT ILIKE '%%pg_stat_statements%%' AND queryid IS NOT NULL
+ GROUP BY queryid  -- one row per statement, whichever role ran it
+ ORDER BY mean_ms DESC NULLS LAST
  LIMIT %(limit)s
 """
 
@@ -31,7 +34,7 @@ SELECT queryid, substring(query, 1, 120), calls, mean_exec_time, total_exec_time
 @dataclass(frozen=True)
 class Statement:
     queryid: int
-    query: str  # the first 120 characters of the normalized text
+    query: str  # the first 120 characters of the normalized text (this database's only)
     calls: int
     mean_ms: float
     total_ms: float
