@@ -11,12 +11,15 @@ deadline the alerts watch.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from core.metrics import top_organizations
+from eventbus.conf import bus_settings
 from lgpd import selectors
 from lgpd.sla import deadlines
 
@@ -47,3 +50,24 @@ class OverdueRequestsCollector(Collector):
             lag.add_metric([kind], max(past, 0.0) / 3600)
         yield late
         yield lag
+        yield self._by_organization(now)
+
+    def _by_organization(self, now: dt.datetime) -> GaugeMetricFamily:
+        """Seed 001 §9.3's lgpd.request.sla_lag_hours by tenant: the organizations whose
+        requests are the most late on their own series, the worst of the rest as `other`."""
+        family = GaugeMetricFamily(
+            "deskcomm_lgpd_organization_sla_lag_hours",
+            "Hours the organization's most late open LGPD request is past its due date, for "
+            "organizations with one late (slug, top N; other: the worst of the rest).",
+            labels=["organization"],
+        )
+        due = {kind: levels["due"] for kind, levels in deadlines().items()}
+        lags: dict[str, float] = {}
+        for slug, kind, oldest in selectors.oldest_open_requests_by_organization():
+            hours = (now - oldest - due[kind]).total_seconds() / 3600
+            if hours > 0:
+                lags[slug] = max(lags.get(slug, 0.0), hours)
+        top = bus_settings.METRICS_TOP_ORGANIZATIONS
+        for slug, hours in top_organizations(lags, top, max).items():
+            family.add_metric([slug], hours)
+        return family

@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Min, Q, QuerySet
 
 from core import audit_archive
 from core.lgpd_subject import Subject
@@ -92,6 +92,17 @@ def oldest_open_request_received_at(kind: str) -> dt.datetime | None:
         .first()
     )
     return oldest
+
+
+def oldest_open_requests_by_organization() -> list[tuple[str, str, dt.datetime]]:
+    """(organization slug, kind, oldest received_at) for every organization with open requests."""
+    rows = (
+        DataRequest.objects.filter(status=DataRequest.Status.RECEIVED)
+        .values_list("organization__slug", "kind")
+        .annotate(oldest=Min("received_at"))
+        .order_by()
+    )
+    return [(slug, kind, oldest) for slug, kind, oldest in rows]
 
 
 ARCHIVED_FIELDS = ("actor", "action", "target_type", "target_id", "request_id")

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 import time_machine
 
+from lgpd import services
 from lgpd.metrics import OverdueRequestsCollector
+from lgpd.models import DataRequest
 from tests.lgpd.conftest import World, request_for
+from tests.support.factories import ContactFactory, OrganizationFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def gauges() -> tuple[dict[tuple[str, str], float], dict[str, float]]:
-    late, lag = OverdueRequestsCollector().collect()
+    late, lag, _ = OverdueRequestsCollector().collect()
     return (
         {(s.labels["kind"], s.labels["deadline"]): s.value for s in late.samples},
         {s.labels["kind"]: round(s.value, 2) for s in lag.samples},
@@ -61,3 +64,30 @@ def test_the_legal_deadline_and_its_margin_are_settings(
     request_for(world, "access")
     clock.shift(dt.timedelta(days=9, hours=1))
     assert late_of("access") == {"due": 1, "legal_margin": 1, "legal": 0}
+
+
+def by_organization() -> dict[str, float]:
+    *_, family = OverdueRequestsCollector().collect()
+    return {s.labels["organization"]: round(s.value, 2) for s in family.samples}
+
+
+def test_the_sla_lag_per_organization_is_capped_like_the_other_tenant_gauges(
+    world: World, clock: time_machine.Coordinates, settings: Any
+) -> None:
+    settings.EVENTBUS = {**settings.EVENTBUS, "METRICS_TOP_ORGANIZATIONS": 1}
+    late = request_for(world, "access")  # world.org: the most late
+    others = [OrganizationFactory(slug=f"org-{i}") for i in range(2)]
+    for org in others:
+        services.data_request_create(
+            organization_id=org.pk,
+            contact_id=ContactFactory(organization=org).pk,
+            kind="access",
+            channel="command",
+            actor="test",
+        )
+    DataRequest.objects.filter(pk=late.pk).update(
+        received_at=late.received_at - dt.timedelta(hours=5)
+    )
+    clock.shift(dt.timedelta(days=7, hours=1))  # the two others: 1 h late; world's: 6 h
+    assert by_organization() == {world.org.slug: 6.0, "other": 1.0}
+    assert not any(o.slug in by_organization() for o in others)  # within the cap
