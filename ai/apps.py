@@ -14,6 +14,9 @@ class AiConfig(AppConfig):
     def ready(self) -> None:
         from ai import checks  # noqa: F401  (registers the system checks)
         from ai.conf import PROVIDER_KEY_CONTEXT
+        from ai.metrics import MonthCostCollector
         from core.crypto import register_encrypted_field
+        from core.metrics import register_scrape_collector
 
         register_encrypted_field(PROVIDER_KEY_CONTEXT, "ai.AiAccount", "api_key_encrypted")
+        register_scrape_collector(MonthCostCollector)

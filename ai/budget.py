@@ -36,6 +36,21 @@ def next_local_midnight(now: dt.datetime | None = None) -> dt.datetime:
     return dt.datetime.combine(tomorrow, dt.time(0), tzinfo=zone)
 
 
+def month_spend_cents(now: dt.datetime | None = None) -> dict[str, float]:
+    """Each organization's spend this (budget time zone) month, by slug: the days snapshotted
+    into `ai_usage_daily` plus the open day on its account."""
+    today = local_today(now)
+    first = today.replace(day=1)
+    spend: dict[str, float] = {}
+    days = AiUsageDaily.objects.filter(day__gte=first, day__lt=today)
+    for slug, cents in days.values_list("organization__slug", "spent_cents"):
+        spend[slug] = spend.get(slug, 0.0) + float(cents)
+    accounts = AiAccount.objects.filter(spent_day__gte=first)
+    for slug, cents in accounts.values_list("organization__slug", "spent_cents"):
+        spend[slug] = spend.get(slug, 0.0) + float(cents)
+    return spend
+
+
 def account_for(organization_id: OrgId) -> AiAccount:
     """The organization's AI account, created with the default budget on first use."""
     account, _ = AiAccount.objects.get_or_create(

@@ -21,10 +21,19 @@ class AiSettings(AppSettings, namespace="AI"):
     SENTIMENT_MODEL: str = ""  # empty: CHAT_MODEL
     EMBEDDING_MODEL: str = "text-embedding-3-small"
     TIMEOUT: float = 30.0
+    # The fallback (seed 000 §5.4): a chat call failing with a 5xx, a timeout (TIMEOUT) or no
+    # connection is tried once on this model before the bus retries. Empty FALLBACK_CHAT_MODEL:
+    # no fallback. Empty base URL: the primary's endpoint and key (a second model of the same
+    # provider); with a base URL, FALLBACK_API_KEY only (an organization's key stays with it).
+    FALLBACK_CHAT_MODEL: str = ""
+    FALLBACK_BASE_URL: str = ""
+    FALLBACK_API_KEY: str = ""
     # Prices, in cents per million tokens, for the cost accounting of every call.
     PRICE_INPUT_CENTS_PER_MTOK: float = 15.0
     PRICE_OUTPUT_CENTS_PER_MTOK: float = 60.0
     PRICE_EMBEDDING_CENTS_PER_MTOK: float = 2.0
+    # Input tokens the provider served from its prompt cache (OpenAI: half the input price).
+    PRICE_CACHED_INPUT_CENTS_PER_MTOK: float = 7.5
     # A new organization's daily budget; `ai.budget_warning` at this share of it.
     DAILY_BUDGET_CENTS: int = 500
     BUDGET_WARNING_PCT: float = 80.0

@@ -9,6 +9,16 @@ cost and latency. Zero retention: nothing here stores a prompt or a reply.
 
 `gateway_for(organization_id)` picks the provider: the deterministic fixtures when MOCK_AI is on
 (`ai.mock`), else the OpenAI-compatible endpoint with the organization's own key or AI_API_KEY.
+With AI_FALLBACK_CHAT_MODEL set, `WithFallback` wraps it (seed 000 §5.4): a chat call failing
+with a 5xx, a timeout (AI_TIMEOUT, 30 s) or no connection is tried once on the fallback model
+(on AI_FALLBACK_BASE_URL with AI_FALLBACK_API_KEY; without a base URL, on the primary's
+endpoint and key) before the error reaches the
+bus's retries. Embeddings never fall back: another model's vectors would not match the index.
+
+Prompt caching: OpenAI caches a prompt's longest repeated prefix by itself (1024 tokens and up);
+every prompt starts with the same system instructions (`ai.prompts`). The answer's
+`usage.prompt_tokens_details.cached_tokens` is counted (`deskcomm_ai_cached_tokens_total`) and
+priced at AI_PRICE_CACHED_INPUT_CENTS_PER_MTOK.
 """
 
 from __future__ import annotations
@@ -72,12 +82,16 @@ class Gateway(Protocol):
     def close(self) -> None: ...
 
 
-def cost_cents(tokens_in: int, tokens_out: int = 0, *, embedding: bool = False) -> float:
-    """The price of one call, in cents (AI_PRICE_*_CENTS_PER_MTOK)."""
+def cost_cents(
+    tokens_in: int, tokens_out: int = 0, *, embedding: bool = False, cached: int = 0
+) -> float:
+    """The price of one call, in cents (AI_PRICE_*_CENTS_PER_MTOK); `cached` of the input
+    tokens came from the provider's prompt cache."""
     if embedding:
         return tokens_in * ai_settings.PRICE_EMBEDDING_CENTS_PER_MTOK / 1_000_000
     return (
-        tokens_in * ai_settings.PRICE_INPUT_CENTS_PER_MTOK
+        (tokens_in - cached) * ai_settings.PRICE_INPUT_CENTS_PER_MTOK
+        + cached * ai_settings.PRICE_CACHED_INPUT_CENTS_PER_MTOK
         + tokens_out * ai_settings.PRICE_OUTPUT_CENTS_PER_MTOK
     ) / 1_000_000
 
@@ -111,15 +125,19 @@ class OpenAICompatible:
         usage = response.usage
         tokens_in = usage.prompt_tokens if usage else 0
         tokens_out = usage.completion_tokens if usage else 0
+        details = usage.prompt_tokens_details if usage else None
+        cached = (details.cached_tokens or 0) if details else 0
         text = (response.choices[0].message.content or "") if response.choices else ""
         result = ChatResult(
             text,
             response.model or name,
             tokens_in,
             tokens_out,
-            cost_cents(tokens_in, tokens_out),
+            cost_cents(tokens_in, tokens_out, cached=cached),
             latency,
         )
+        if cached:
+            metrics.CACHED_TOKENS.labels("chat", result.model).inc(cached)
         metrics.observe_call(
             "chat",
             result.model,
@@ -214,13 +232,59 @@ def _elapsed_ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
+FALLBACK_ON = frozenset({"server_error", "timeout", "connection"})
+
+
+class WithFallback:
+    """The primary gateway, with chat calls failing on a 5xx, a timeout or no connection tried
+    once on the fallback model (which has the same timeout)."""
+
+    def __init__(self, primary: Gateway, fallback: Gateway, model: str) -> None:
+        self.primary, self.fallback, self.model = primary, fallback, model
+
+    def chat(self, messages: list[ChatMessage], *, model: str | None = None) -> ChatResult:
+        try:
+            return self.primary.chat(messages, model=model)
+        except GatewayError as exc:
+            if exc.error_class not in FALLBACK_ON:
+                raise
+            reason = exc.error_class
+        try:
+            result = self.fallback.chat(messages, model=self.model)
+        except GatewayError:
+            metrics.FALLBACKS.labels(reason, "failed").inc()
+            raise
+        metrics.FALLBACKS.labels(reason, "answered").inc()
+        return result
+
+    def embed(self, texts: list[str]) -> EmbeddingResult:
+        return self.primary.embed(texts)
+
+    def close(self) -> None:
+        self.primary.close()
+        if self.fallback is not self.primary:
+            self.fallback.close()
+
+
 def gateway_for(organization_id: uuid.UUID | str | None) -> Gateway:
-    """The provider for an organization: the mock (MOCK_AI), else the OpenAI-compatible one."""
+    """The provider for an organization: the mock (MOCK_AI), else the OpenAI-compatible one,
+    wrapped with the fallback model when AI_FALLBACK_CHAT_MODEL is set."""
     if ai_settings.MOCK:
         from ai.mock import MockGateway
 
         return MockGateway()
-    return OpenAICompatible(api_key=_api_key(organization_id), base_url=ai_settings.BASE_URL)
+    key = _api_key(organization_id)
+    primary = OpenAICompatible(api_key=key, base_url=ai_settings.BASE_URL)
+    if not ai_settings.FALLBACK_CHAT_MODEL:
+        return primary
+    if ai_settings.FALLBACK_BASE_URL:
+        # Another provider: its own key only, never the organization's key for the primary.
+        fallback: Gateway = OpenAICompatible(
+            api_key=ai_settings.FALLBACK_API_KEY, base_url=ai_settings.FALLBACK_BASE_URL
+        )
+    else:
+        fallback = primary
+    return WithFallback(primary, fallback, ai_settings.FALLBACK_CHAT_MODEL)
 
 
 def _api_key(organization_id: uuid.UUID | str | None) -> str:

@@ -1,9 +1,13 @@
 """The AI app's Prometheus metrics (declared here only): model calls, tokens, cost, errors,
-replies, handoffs and throttled messages."""
+replies, handoffs and throttled messages; each organization's spend this month (scrape time)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 CALL_SECONDS = Histogram(
     "deskcomm_ai_call_duration_seconds",
@@ -25,6 +29,17 @@ ERRORS = Counter(
     "deskcomm_ai_errors_total",
     "Failed model calls, by kind, model and error class (rate_limited, server_error, timeout...).",
     ["kind", "model", "error_class"],
+)
+FALLBACKS = Counter(
+    "deskcomm_ai_fallbacks_total",
+    "Chat calls the fallback model answered or failed, by the primary's error class and outcome.",
+    ["error_class", "outcome"],
+)
+# Prompt caching: input tokens the provider reported as served from its cache (tokens saved).
+CACHED_TOKENS = Counter(
+    "deskcomm_ai_cached_tokens_total",
+    "Input tokens the provider served from its prompt cache, by kind and model.",
+    ["kind", "model"],
 )
 OUTCOMES = Counter(
     "deskcomm_ai_responder_outcomes_total",
@@ -48,3 +63,25 @@ def count_error(kind: str, model: str, error_class: str) -> None:
 
 def count_outcome(outcome: str) -> None:
     OUTCOMES.labels(outcome).inc()
+
+
+class MonthCostCollector(Collector):
+    """Each organization's AI spend this month in cents (seed 001 A16/A17: $300 / $500 a
+    month), within the per-tenant cardinality guard (the rest summed as `other`)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from ai.budget import month_spend_cents
+        from core.metrics import top_organizations
+        from eventbus.conf import bus_settings
+
+        family = GaugeMetricFamily(
+            "deskcomm_ai_cost_month_cents",
+            "AI spend this month (budget time zone) in cents, by organization (slug; other).",
+            labels=["organization"],
+        )
+        spend = month_spend_cents()
+        for slug, cents in top_organizations(
+            spend, bus_settings.METRICS_TOP_ORGANIZATIONS, sum
+        ).items():
+            family.add_metric([slug], cents)
+        yield family

@@ -29,6 +29,7 @@ from ai.handoff import NEGATIVE_SENTIMENTS, asks_for_human, handoff_trigger, mod
 from ai.inbound import Inbound, resolve_inbound
 from ai.prompts import build_prompt
 from ai.rag.retrieval import retrieve
+from core import flags
 from crm.models import Message
 from crm.services import send_message
 from eventbus.models import EventLog
@@ -73,8 +74,9 @@ def _respond(event: eventbus.Event, inbound: Inbound) -> str:
 def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
     """Why no model call is made (bot off, replied, handoff, throttled), or None to go on."""
     conversation = inbound.conversation
-    if not conversation.bot_active:
-        return "bot_inactive"
+    switched_off = _switched_off(event, inbound)
+    if switched_off:
+        return switched_off
     if _already_replied(event, inbound):
         return "already_replied"
     if asks_for_human(inbound.text):
@@ -86,6 +88,14 @@ def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
     if not budget_allows(event.organization_id):
         return "throttled"
     return None
+
+
+def _switched_off(event: eventbus.Event, inbound: Inbound) -> str | None:
+    """`disabled`: the organization's ai_responder flag is off (core.flags); `bot_inactive`:
+    the bot is off for this conversation."""
+    if not flags.enabled(event.organization_id, "ai_responder"):
+        return "disabled"
+    return None if inbound.conversation.bot_active else "bot_inactive"
 
 
 def _already_replied(event: eventbus.Event, inbound: Inbound) -> bool:

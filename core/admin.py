@@ -14,11 +14,12 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core import audit, scopes, services, shown_once
 from core.admin_tables import ReadOnlyAdmin
+from core.flags import FLAGS
 from core.models import ApiKey, AuditLog, Organization
 
 REVOKE_TEMPLATE = "admin/core/apikey/revoke_confirmation.html"
@@ -143,7 +144,26 @@ def _filtered(viewname: str, **params: object) -> str:
 class OrganizationAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "created_at", "bus_links")
     search_fields = ("name", "slug")
-    readonly_fields = ("id", "created_at", "bus_links")
+    readonly_fields = ("id", "created_at", "bus_links", "flags_in_effect")
+    fields = ("id", "name", "slug", "feature_flags", "flags_in_effect", "created_at", "bus_links")
+
+    @admin.display(description="flags in effect")
+    def flags_in_effect(self, obj: Organization) -> SafeString:
+        """Every declared flag (core.flags): its value for this organization and what it does."""
+        stored = obj.feature_flags if isinstance(obj.feature_flags, dict) else {}
+        return format_html_join(
+            "",
+            "<div><code>{}</code>: <strong>{}</strong>{} — {}</div>",
+            (
+                (
+                    name,
+                    "on" if stored.get(name, flag.default) else "off",
+                    "" if name in stored else " (default)",
+                    flag.description,
+                )
+                for name, flag in FLAGS.items()
+            ),
+        )
 
     @admin.display(description="event bus")
     def bus_links(self, obj: Organization) -> SafeString:

@@ -30,6 +30,7 @@ class CoreConfig(AppConfig):
             restore_statement_timeout_after_migrate,
         )
         from core.health.checks import register_defaults
+        from core.metrics import install_query_timer, register_scrape_collector
         from core.replica import checks as replica_checks  # noqa: F401  (registers them too)
 
         # Before any connection: session commands skip a transaction-mode pooler (core.pooler);
@@ -37,6 +38,8 @@ class CoreConfig(AppConfig):
         pooler.select_for_process(sys.argv)
         rls.select_for_process(sys.argv)
         connection_created.connect(pooler.install, dispatch_uid="core.pooler.install")
+        # After the pooler's wrapper, so inside it: the statement's own time (core.metrics).
+        connection_created.connect(install_query_timer, dispatch_uid="core.metrics.queries")
         # After Django's close_old_connections, before anything queries (core.db): at a
         # request's start, and at its end, where the scope reset is the next statement.
         request_started.connect(skip_health_check_when_quiet, dispatch_uid="core.db.health")
@@ -47,6 +50,9 @@ class CoreConfig(AppConfig):
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
         post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
         register_defaults()
+        from core.slow_queries import SlowStatementsCollector
+
+        register_scrape_collector(SlowStatementsCollector)  # pg_stat_statements' top 20
         from core import lgpd_registry
 
         # Every installed app registers its LGPD data categories in its `personal_data` module.

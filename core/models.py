@@ -13,6 +13,8 @@ from typing import ClassVar
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from core.flags import validate_feature_flags
+
 # The tenant of the platform's own events (cron runs): created by a data migration, and again on
 # demand (`Organization.objects.system()`) since test flushes and restores may remove it.
 SYSTEM_ORGANIZATION_ID = uuid.UUID("00000000-0000-0000-0000-000000000001")
@@ -36,6 +38,15 @@ class Organization(models.Model):
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Per-tenant feature flags (seed 001 §5.5), {name: bool}; read through core.flags.enabled,
+    # names and defaults in core.flags.FLAGS (an absent name has its default).
+    feature_flags = models.JSONField(
+        default=dict,
+        db_default=models.Value({}, output_field=models.JSONField()),
+        blank=True,
+        validators=[validate_feature_flags],
+        help_text="JSON object of flag: true/false; flags not listed keep their default.",
+    )
 
     objects = OrganizationManager()
 

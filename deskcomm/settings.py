@@ -345,8 +345,10 @@ LOGGING = {
             "formatter": LOG_FORMAT,
             "filters": ["correlation", "redaction"],
         },
+        # deskcomm_errors_logged_total (seed 001 A2: an error spike), by top-level logger only.
+        "error_counter": {"class": "core.logs.errors.ErrorCounter", "level": "ERROR"},
     },
-    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "root": {"handlers": ["console", "error_counter"], "level": LOG_LEVEL},
 }
 
 # The event bus knobs, read at call time through `eventbus.conf.bus_settings`.
@@ -614,9 +616,11 @@ LGPD = given(
         "REDACT_DELAY_DAYS": env.float("LGPD_REDACT_DELAY_DAYS", default=unset),
         # How long an export's signed download link works.
         "EXPORT_LINK_DAYS": env.float("LGPD_EXPORT_LINK_DAYS", default=unset),
-        # The daily SLA check warns, then escalates, for requests still open this many days after.
-        "SLA_WARN_DAYS": env.float("LGPD_SLA_WARN_DAYS", default=unset),
-        "SLA_ESCALATE_DAYS": env.float("LGPD_SLA_ESCALATE_DAYS", default=unset),
+        # The legal deadline for access requests (LGPD Art. 19 II: 15 days) and how many days
+        # before it the daily SLA check and the alerts escalate (a request past its own due date
+        # is warned about at once).
+        "LEGAL_DEADLINE_DAYS": env.float("LGPD_LEGAL_DEADLINE_DAYS", default=unset),
+        "LEGAL_MARGIN_DAYS": env.float("LGPD_LEGAL_MARGIN_DAYS", default=unset),
         # The data protection officer: dead LGPD work and SLA breaches are e-mailed here.
         "DPO_EMAIL": env.str("LGPD_DPO_EMAIL", default=unset),
         # Public base URL of this service, for download links built outside a request.
@@ -649,8 +653,15 @@ AI = given(
         "SENTIMENT_MODEL": env.str("AI_SENTIMENT_MODEL", default=unset),
         "EMBEDDING_MODEL": env.str("AI_EMBEDDING_MODEL", default=unset),
         "TIMEOUT": env.float("AI_TIMEOUT", default=unset),
+        # The fallback model tried once on a 5xx, a timeout or no connection (empty: none).
+        "FALLBACK_CHAT_MODEL": env.str("AI_FALLBACK_CHAT_MODEL", default=unset),
+        "FALLBACK_BASE_URL": env.str("AI_FALLBACK_BASE_URL", default=unset),
+        "FALLBACK_API_KEY": env.str("AI_FALLBACK_API_KEY", default=unset),
         "PRICE_INPUT_CENTS_PER_MTOK": env.float("AI_PRICE_INPUT_CENTS_PER_MTOK", default=unset),
         "PRICE_OUTPUT_CENTS_PER_MTOK": env.float("AI_PRICE_OUTPUT_CENTS_PER_MTOK", default=unset),
+        "PRICE_CACHED_INPUT_CENTS_PER_MTOK": env.float(
+            "AI_PRICE_CACHED_INPUT_CENTS_PER_MTOK", default=unset
+        ),
         "PRICE_EMBEDDING_CENTS_PER_MTOK": env.float(
             "AI_PRICE_EMBEDDING_CENTS_PER_MTOK", default=unset
         ),

@@ -286,6 +286,9 @@ def start_server(runner: PgRunner, port: int) -> None:
     # pg_ctl hands -o to /bin/sh, so '' becomes an empty unix_socket_directories.
     options = f"-c listen_addresses={DB_HOST} -p {port} -c unix_socket_directories=''"
     options += "".join(f" -c {name}={value}" for name, value in PG_SETTINGS.items())
+    if (runner.bin_dir.parent / "lib" / "pg_stat_statements.so").is_file():
+        # The slow-queries view (core.slow_queries) reads it; installed with the server package.
+        options += " -c shared_preload_libraries=pg_stat_statements"
     args = ["-D", str(CLUSTER_DIR), "-l", str(PG_LOG), "-w", "-t", str(PG_TIMEOUT)]
     result = runner.run("pg_ctl", *args, "-o", options, "start")
     if result.returncode != 0:

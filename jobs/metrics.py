@@ -16,10 +16,11 @@ SELECT queue_name, count(*) FROM dramatiq.queue WHERE state = 'queued' GROUP BY 
 """
 
 LAST_RUNS_SQL = """
-SELECT j.name, last.status, ok.finished_at
+SELECT j.name, last.status, ok.finished_at, last.rows_processed
   FROM unnest(%(jobs)s::text[]) AS j(name)
   LEFT JOIN LATERAL (
-        SELECT status FROM deskcomm_jobrun r WHERE r.job = j.name AND r.status <> 'running'
+        SELECT status, rows_processed FROM deskcomm_jobrun r
+         WHERE r.job = j.name AND r.status <> 'running'
          ORDER BY r.started_at DESC LIMIT 1) last ON true
   LEFT JOIN LATERAL (
         SELECT finished_at FROM deskcomm_jobrun r WHERE r.job = j.name AND r.status = 'completed'
@@ -58,11 +59,20 @@ class JobsCollector(Collector):
             "When the job last completed (Unix time; absent if it never has).",
             labels=["job"],
         )
+        # seed 001 A15: recover-stuck-messages reprocessing more than 100 messages in a run.
+        rows = GaugeMetricFamily(
+            "deskcomm_jobs_last_run_rows",
+            "Rows the job's newest finished run processed (absent if it reported none).",
+            labels=["job"],
+        )
         with connection.cursor() as cursor:
             cursor.execute(LAST_RUNS_SQL, {"jobs": jobs.names()})
-            for name, status, finished_at in cursor.fetchall():
+            for name, status, finished_at, processed in cursor.fetchall():
                 failed.add_metric([name], 1 if status == "failed" else 0)
                 if finished_at is not None:
                     success.add_metric([name], finished_at.timestamp())
+                if processed is not None:
+                    rows.add_metric([name], processed)
         yield failed
         yield success
+        yield rows

@@ -13,8 +13,10 @@ class LgpdSettings(AppSettings, namespace="LGPD"):
     EXPORT_DELAY_DAYS: float = 7.0
     REDACT_DELAY_DAYS: float = 15.0
     EXPORT_LINK_DAYS: float = 30.0
-    SLA_WARN_DAYS: float = 5.0
-    SLA_ESCALATE_DAYS: float = 6.0
+    # LGPD Art. 19 II: a full access request is answered within 15 days of the request. The SLA
+    # check and the alerts escalate LEGAL_MARGIN_DAYS before that deadline (lgpd.sla.deadlines).
+    LEGAL_DEADLINE_DAYS: float = 15.0
+    LEGAL_MARGIN_DAYS: float = 2.0
     DPO_EMAIL: str = ""
     PUBLIC_BASE_URL: str = "http://localhost:8000"
 
@@ -35,3 +37,8 @@ def export_delay() -> dt.timedelta:
 def redact_delay() -> dt.timedelta:
     """D+15 by default: when the redaction of a redact request runs."""
     return lgpd_settings.days("REDACT_DELAY_DAYS")
+
+
+def legal_deadline() -> dt.timedelta:
+    """D+15 by default: LGPD Art. 19 II's deadline to answer an access request."""
+    return lgpd_settings.days("LEGAL_DEADLINE_DAYS")

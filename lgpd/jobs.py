@@ -8,7 +8,8 @@ from lgpd import services
 
 @job("lgpd-sla-check", crontab="0 9 * * *")
 def check_sla() -> int:
-    """Warn the DPO at D+5 and escalate at D+6 about data requests still open."""
+    """Warn the DPO about data requests open past their due date; escalate access requests
+    near the legal deadline (lgpd.sla.deadlines)."""
     return services.sla_check()
 
 

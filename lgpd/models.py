@@ -58,7 +58,7 @@ class DataRequest(models.Model):
     export_link_sent_at = models.DateTimeField(null=True, blank=True)
     export_link_used_at = models.DateTimeField(null=True, blank=True)
     redacted_at = models.DateTimeField(null=True, blank=True)
-    # The daily SLA check: warned at D+5, escalated at D+6 (each once).
+    # The daily SLA check: warned past the due date, escalated near the legal deadline (once each).
     sla_warned_at = models.DateTimeField(null=True, blank=True)
     sla_escalated_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)

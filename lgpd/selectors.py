@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Min, Q, QuerySet
 
 from core import audit_archive
 from core.lgpd_subject import Subject
@@ -81,6 +81,28 @@ def open_requests_older_than(cutoff: dt.datetime) -> QuerySet[DataRequest]:
     return DataRequest.objects.filter(
         status=DataRequest.Status.RECEIVED, received_at__lte=cutoff
     ).order_by("received_at")
+
+
+def oldest_open_request_received_at(kind: str) -> dt.datetime | None:
+    """When the oldest request of `kind` still open was received (None: none is open)."""
+    oldest: dt.datetime | None = (
+        DataRequest.objects.filter(status=DataRequest.Status.RECEIVED, kind=kind)
+        .order_by("received_at")
+        .values_list("received_at", flat=True)
+        .first()
+    )
+    return oldest
+
+
+def oldest_open_requests_by_organization() -> list[tuple[str, str, dt.datetime]]:
+    """(organization slug, kind, oldest received_at) for every organization with open requests."""
+    rows = (
+        DataRequest.objects.filter(status=DataRequest.Status.RECEIVED)
+        .values_list("organization__slug", "kind")
+        .annotate(oldest=Min("received_at"))
+        .order_by()
+    )
+    return [(slug, kind, oldest) for slug, kind, oldest in rows]
 
 
 ARCHIVED_FIELDS = ("actor", "action", "target_type", "target_id", "request_id")

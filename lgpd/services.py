@@ -16,8 +16,7 @@ import eventbus
 from core import audit
 from core.lgpd_registry import REDACTION_HOOKS, REGISTRY
 from crm.models import ConsentRecord, Contact
-from lgpd import alerts, archives, exports, mail, selectors
-from lgpd.conf import lgpd_settings
+from lgpd import alerts, archives, exports, mail, selectors, sla
 from lgpd.models import DataRequest
 
 logger = logging.getLogger(__name__)
@@ -231,16 +230,25 @@ def data_request_run(*, request_id: uuid.UUID, actor: str, reason: str = "") -> 
 
 
 def sla_check(*, now: dt.datetime | None = None) -> int:
-    """Warn (D+5) then escalate (D+6) once for each request still open; returns how many."""
+    """Warn once for each request still open past its own due date, and escalate once for each
+    access request near the legal deadline (`lgpd.sla.deadlines`); returns how many. A request
+    on schedule (a redaction waiting for its D+15 run) raises nothing."""
     now = now or timezone.now()
-    escalated = _sla_pass(now, "SLA_ESCALATE_DAYS", "sla_escalated_at", alerts.sla_escalate)
-    warned = _sla_pass(now, "SLA_WARN_DAYS", "sla_warned_at", alerts.sla_warn)
+    escalated = warned = 0
+    for kind, levels in sla.deadlines().items():
+        if "legal_margin" in levels:
+            escalated += _sla_pass(
+                now, kind, levels["legal_margin"], "sla_escalated_at", alerts.sla_escalate
+            )
+        warned += _sla_pass(now, kind, levels["due"], "sla_warned_at", alerts.sla_warn)
     return escalated + warned
 
 
-def _sla_pass(now: dt.datetime, setting: str, stamp: str, notify: alerts.SlaNotifier) -> int:
-    cutoff = now - lgpd_settings.days(setting)
-    due = list(selectors.open_requests_older_than(cutoff).filter(**{f"{stamp}__isnull": True}))
+def _sla_pass(
+    now: dt.datetime, kind: str, after: dt.timedelta, stamp: str, notify: alerts.SlaNotifier
+) -> int:
+    late = selectors.open_requests_older_than(now - after).filter(kind=kind)
+    due = list(late.filter(**{f"{stamp}__isnull": True}))
     for request in due:
         notify(request, now)
     ids = [request.pk for request in due]

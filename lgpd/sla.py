@@ -1,8 +1,10 @@
 """When a data request is due, and how long is left: for the admin's due date and SLA columns.
 
 A request is due when its work is scheduled (access: the export at D+7; redaction at D+15;
-`lgpd.conf`). The countdown reads "5 d 3 h left", "overdue by 2 h" or "done", coloured by the
-SLA warnings the daily check sends (warned at D+5, escalated at D+6).
+`lgpd.conf`). Access requests also have a legal deadline (LGPD Art. 19 II: 15 days). The daily
+SLA check and the alert rules use the same levels (`deadlines`): warned once a request is past
+its own due date, escalated when an access request is LEGAL_MARGIN_DAYS from the legal deadline.
+The countdown reads "5 d 3 h left", "overdue by 2 h" or "done", coloured by those warnings.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from lgpd.conf import export_delay, redact_delay
+from lgpd.conf import export_delay, legal_deadline, lgpd_settings, redact_delay
 from lgpd.models import DataRequest
 
 DUE_FORMAT = "Y-m-d H:i"
@@ -24,6 +26,19 @@ def due_at(request: DataRequest) -> dt.datetime:
     """When the request's work is due (received + the export or redaction delay)."""
     delay = export_delay() if request.kind == DataRequest.Kind.ACCESS else redact_delay()
     return request.received_at + delay
+
+
+def deadlines() -> dict[str, dict[str, dt.timedelta]]:
+    """Per kind, each deadline level as the time after `received_at` it falls."""
+    legal = legal_deadline()
+    return {
+        DataRequest.Kind.ACCESS: {
+            "due": export_delay(),
+            "legal_margin": legal - lgpd_settings.days("LEGAL_MARGIN_DAYS"),
+            "legal": legal,
+        },
+        DataRequest.Kind.REDACT: {"due": redact_delay()},
+    }
 
 
 def exact(value: dt.datetime) -> str:

@@ -6,10 +6,15 @@ import uuid
 
 from django.db.models import QuerySet
 
+from core import flags
 from pipelines.models import Execution, Pipeline
 
 
 def enabled_pipeline(organization_id: uuid.UUID, trigger: str) -> Pipeline | None:
+    """The organization's enabled pipeline for `trigger`; None when it has none or its
+    `pipelines` flag is off (core.flags: every trigger pauses, nothing is deleted)."""
+    if not flags.enabled(organization_id, "pipelines"):
+        return None
     return Pipeline.objects.filter(
         organization_id=organization_id, trigger=trigger, enabled=True
     ).first()

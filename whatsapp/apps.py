@@ -13,11 +13,14 @@ class WhatsappConfig(AppConfig):
     def ready(self) -> None:
         from core.crypto import register_encrypted_field
         from core.health import registry as health
+        from core.metrics import register_scrape_collector
         from whatsapp import health as waha_health
         from whatsapp.conf import API_KEY_CONTEXT
+        from whatsapp.metrics import SessionsCollector
 
         register_encrypted_field(API_KEY_CONTEXT, "whatsapp.WahaSession", "api_key_encrypted")
         register_encrypted_field(
             API_KEY_CONTEXT, "whatsapp.WahaSession", "webhook_secret_encrypted"
         )
         health.register_family(waha_health.PREFIX, waha_health.session_checks)
+        register_scrape_collector(SessionsCollector)

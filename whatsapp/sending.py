@@ -148,12 +148,14 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
                 raise SendRetry(f"message {message.pk} changed under the worker; retry")
         Message.objects.filter(pk=message.pk).update(attempts=F("attempts") + 1)
         try:
-            if message.media_urls:
-                sent = waha.send_media(
-                    http, target, chat_id, str(message.media_urls[0]), message.body
-                )
-            else:
-                sent = waha.send_text(http, target, chat_id, message.body)
+            with metrics.send_timer() as timed:
+                if message.media_urls:
+                    sent = waha.send_media(
+                        http, target, chat_id, str(message.media_urls[0]), message.body
+                    )
+                else:
+                    sent = waha.send_text(http, target, chat_id, message.body)
+                timed.outcome = "sent"
         except waha.WahaError as exc:
             return _failed_call(message, session, exc, last_attempt=last_attempt)
     _mark_sent(message, sent.id)

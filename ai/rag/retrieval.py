@@ -19,6 +19,7 @@ from pgvector.django import CosineDistance
 from ai.conf import ai_settings
 from ai.gateway import Gateway, gateway_for
 from ai.models import Chunk
+from core import flags
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,11 @@ def retrieve(
     contact_id: uuid.UUID | None = None,
     gateway: Gateway | None = None,
 ) -> list[Retrieved]:
-    """Top-k chunks for `query` (embedded through the gateway); none for an empty query."""
+    """Top-k chunks for `query` (embedded through the gateway); none for an empty query or
+    when the organization's `rag` flag is off (core.flags)."""
     if not query.strip() or k <= 0:
+        return []
+    if not flags.enabled(organization_id, "rag"):
         return []
     if not Chunk.objects.filter(organization_id=organization_id).exists():
         return []  # nothing indexed yet: no embedding call to pay for

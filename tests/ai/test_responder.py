@@ -253,3 +253,22 @@ def test_the_prompt_carries_the_retrieved_context_of_the_organization(
     assert "Contexto:\nProduto: Bota Trilha. Couro." in system
     assert "Outra loja" not in system
     assert ai_on_fake.calls("/v1/embeddings")[-1]["input"] == ["Tem bota?"]
+
+
+def test_the_tenants_ai_responder_flag_switches_the_responder_off_and_on(
+    conversation: Conversation, ai_on_fake: OpenAIFake
+) -> None:
+    Organization.objects.filter(pk=conversation.organization_id).update(
+        feature_flags={"ai_responder": False}
+    )
+    off, _ = receive(conversation, "Tem em estoque?")
+    run_responder()
+    assert ai_replies(off) == [] and ai_on_fake.calls(CHAT) == []
+    assert delivery().status == "done"  # skipped, not retried
+    Organization.objects.filter(pk=conversation.organization_id).update(
+        feature_flags={"ai_responder": True}
+    )
+    on, _ = receive(conversation, "E agora?")
+    run_responder()
+    (reply,) = ai_replies(on)
+    assert reply.body == "Eco: E agora?"

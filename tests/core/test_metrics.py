@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
 import time_machine
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 import eventbus
+from core.metrics import top_organizations
 from core.models import Organization
 from eventbus.metrics import EventTypeLabels, count_settled
 from eventbus.worker import Worker, WorkerOptions
@@ -200,3 +202,47 @@ def test_the_endpoint_needs_the_token(token: str, header: str, status: int) -> N
     with override_settings(METRICS_TOKEN=token, DEBUG=False):
         response = Client().get("/metrics", HTTP_AUTHORIZATION=header)
     assert response.status_code == status
+
+
+@pytest.mark.django_db
+def test_every_sql_statement_is_timed_by_alias() -> None:
+    before = scrape()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(0.15)")
+        with pytest.raises(DatabaseError), transaction.atomic():
+            cursor.execute("SELECT 1/0")  # failed statements count too
+    after = scrape()
+    name = "deskcomm_db_query_duration_seconds"
+    assert delta(before, after, f"{name}_count", alias="default") >= 2
+    assert delta(before, after, f"{name}_sum", alias="default") >= 0.15
+    # The slow one sits above the 100 ms bucket (seed 001 A11), the others below it.
+    slow = delta(before, after, f"{name}_count") - delta(before, after, f"{name}_bucket", le="0.1")
+    assert slow >= 1
+
+
+@pytest.mark.django_db
+def test_error_log_records_are_counted_by_top_level_logger() -> None:
+    before = scrape()
+    logging.getLogger("ai.responder").error("the model failed")
+    logging.getLogger("somelibrary.internals").critical("broken")
+    logging.getLogger("ai.responder").warning("not an error")
+    after = scrape()
+    name = "deskcomm_errors_logged_total"
+    assert delta(before, after, name, logger="ai") == 1
+    assert delta(before, after, name, logger="other") == 1  # never the raw logger name
+    assert not any(("logger", "somelibrary") in keys for keys in series(after, name))
+
+
+@pytest.mark.django_db
+def test_the_rows_of_each_jobs_last_run_are_exported() -> None:
+    with jobs.temporarily(Job("counts-seven", lambda: 7, every=dt.timedelta(minutes=1))):
+        job_run(name="counts-seven", trigger="test")
+        rows = series(scrape(), "deskcomm_jobs_last_run_rows")
+    assert rows[(("job", "counts-seven"),)] == 7
+
+
+def test_top_organizations_keeps_the_highest_and_combines_the_rest() -> None:
+    values = {"a": 5.0, "b": 9.0, "c": 1.0, "d": 2.0}
+    assert top_organizations(values, 2, sum) == {"b": 9.0, "a": 5.0, "other": 3.0}
+    assert top_organizations(values, 2, max) == {"b": 9.0, "a": 5.0, "other": 2.0}
+    assert top_organizations(values, 10, sum) == values

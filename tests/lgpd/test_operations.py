@@ -1,5 +1,5 @@
-"""The SLA check (D+5 warn, D+6 escalate), the audit-trail extraction, the CPF at rest, and
-delays read from settings at emit time."""
+"""The SLA check (warned past the due date, escalated near the legal deadline), the audit-trail
+extraction, the CPF at rest, and delays read from settings at emit time."""
 
 from __future__ import annotations
 
@@ -28,18 +28,18 @@ from tests.lgpd.conftest import CPF, World, request_for
 pytestmark = pytest.mark.django_db
 
 
-def test_sla_warns_at_d5_and_escalates_at_d6_once_each(
+def test_sla_warns_past_the_due_date_and_escalates_near_the_legal_deadline_once_each(
     world: World, clock: time_machine.Coordinates, caplog: pytest.LogCaptureFixture
 ) -> None:
     request = request_for(world, "access")
-    clock.shift(dt.timedelta(days=4, hours=23))
+    clock.shift(dt.timedelta(days=6, hours=23))  # D+5 and D+6 on schedule: nothing
     assert services.sla_check() == 0
-    clock.shift(dt.timedelta(hours=2))
+    clock.shift(dt.timedelta(hours=2))  # past the D+7 export
     assert services.sla_check() == 1
     assert services.sla_check() == 0  # once per level
     request.refresh_from_db()
     assert request.sla_warned_at is not None and request.sla_escalated_at is None
-    clock.shift(dt.timedelta(days=1))
+    clock.shift(dt.timedelta(days=6))  # D+13: two days before LGPD Art. 19's 15
     assert jobs.get("lgpd-sla-check").fn() == 1
     request.refresh_from_db()
     assert request.sla_escalated_at is not None
@@ -48,6 +48,19 @@ def test_sla_warns_at_d5_and_escalates_at_d6_once_each(
     assert "warning" in subjects[0] and "ESCALATION" in subjects[1]
     assert all(message.to == ["dpo@example.com"] for message in mail.outbox)
     assert "ALERT: LGPD data request overdue" in caplog.text
+
+
+def test_a_redaction_on_schedule_mails_nobody_and_a_late_one_is_warned_once(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    request_for(world, "redact")
+    clock.shift(dt.timedelta(days=14, hours=23))
+    assert services.sla_check() == 0 and mail.outbox == []
+    clock.shift(dt.timedelta(hours=2))
+    assert services.sla_check() == 1
+    clock.shift(dt.timedelta(days=10))
+    assert services.sla_check() == 0  # warned, never escalated by age
+    assert ["warning" in m.subject for m in mail.outbox] == [True]
 
 
 def test_completed_requests_raise_no_sla_alert(

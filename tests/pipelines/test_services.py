@@ -10,7 +10,7 @@ import eventbus
 from core.models import AuditLog, Organization
 from eventbus.models import EventLog
 from eventbus.registry import make_consumer, registry
-from pipelines import engine, services
+from pipelines import engine, selectors, services
 from pipelines.context import event_context
 from pipelines.definition import DefinitionError
 from pipelines.handlers import run_event_pipeline
@@ -129,3 +129,17 @@ def test_updates_are_validated_and_audited(org: Organization) -> None:
         .order_by("id")  # written in this order; without it, whatever order the heap returns
         .values_list("action", flat=True)
     ) == ["pipeline.create", "pipeline.update"]
+
+
+def test_the_tenants_pipelines_flag_pauses_every_trigger_and_resumes_them(
+    org: Organization,
+) -> None:
+    pipeline = services.pipeline_create(
+        organization=org, name="pre", trigger="order.pre", definition=EMIT_JOB, actor="t"
+    )
+    assert selectors.enabled_pipeline(org.pk, "order.pre") == pipeline
+    Organization.objects.filter(pk=org.pk).update(feature_flags={"pipelines": False})
+    assert selectors.enabled_pipeline(org.pk, "order.pre") is None
+    assert Pipeline.objects.get(pk=pipeline.pk).enabled  # paused by the flag, not disabled
+    Organization.objects.filter(pk=org.pk).update(feature_flags={"pipelines": True})
+    assert selectors.enabled_pipeline(org.pk, "order.pre") == pipeline

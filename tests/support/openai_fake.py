@@ -42,6 +42,7 @@ class OpenAIFake(ThreadingHTTPServer):
         self.reply_text: str | None = None
         self.prompt_tokens = 42
         self.completion_tokens = 7
+        self.cached_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens when > 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
 
@@ -105,6 +106,13 @@ class _Handler(BaseHTTPRequestHandler):
             (m["content"] for m in reversed(body.get("messages", [])) if m["role"] == "user"), ""
         )
         text = self.server.reply_text if self.server.reply_text is not None else f"Eco: {last_user}"
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.server.prompt_tokens,
+            "completion_tokens": self.server.completion_tokens,
+            "total_tokens": self.server.prompt_tokens + self.server.completion_tokens,
+        }
+        if self.server.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.server.cached_tokens}
         return {
             "id": f"chatcmpl-{hashlib.sha1(text.encode()).hexdigest()[:12]}",
             "object": "chat.completion",
@@ -118,11 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "logprobs": None,
                 }
             ],
-            "usage": {
-                "prompt_tokens": self.server.prompt_tokens,
-                "completion_tokens": self.server.completion_tokens,
-                "total_tokens": self.server.prompt_tokens + self.server.completion_tokens,
-            },
+            "usage": usage,
         }
 
     def _send(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:

@@ -216,3 +216,13 @@ def test_retrieval_stays_inside_the_organization_and_the_contact(
         contact_id=ContactFactory(organization=org).pk,
     )
     assert {r.source_kind for r in stranger} == {"product"}
+
+
+def test_the_tenants_rag_flag_switches_retrieval_off_and_on(org: Organization) -> None:
+    item = product(org, "Garrafa térmica", "Garrafa térmica de inox.")
+    source_index(organization_id=org.pk, kind="product", source_id=str(item.pk))
+    Organization.objects.filter(pk=org.pk).update(feature_flags={"rag": False})
+    assert retrieve(organization_id=org.pk, query="garrafa térmica inox", k=10) == []
+    Organization.objects.filter(pk=org.pk).update(feature_flags={})
+    found = retrieve(organization_id=org.pk, query="garrafa térmica inox", k=10)
+    assert {r.source_id for r in found} == {str(item.pk)}

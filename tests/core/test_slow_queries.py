@@ -1,0 +1,62 @@
+"""The slow-queries view over pg_stat_statements (top 20): the command and the exporter, on the
+embedded server (which preloads the library)."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import psycopg
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import DatabaseError, connection, transaction
+
+from core.slow_queries import SlowStatementsCollector, top
+from dev.pg_roles import PG_SUPERUSER
+
+pytestmark = pytest.mark.django_db
+
+
+def as_superuser(statement: str) -> None:
+    """CREATE / DROP EXTENSION pg_stat_statements needs the superuser (not a trusted extension)."""
+    db = connection.settings_dict
+    target = f"host={db['HOST']} port={db['PORT']} dbname={db['NAME']} user={PG_SUPERUSER}"
+    with psycopg.connect(target, autocommit=True) as superuser:
+        superuser.execute(statement)
+
+
+def installed() -> bool:
+    """The extension in this worker's database; False if the server does not preload it."""
+    as_superuser("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_stat_statements LIMIT 1")
+    except DatabaseError:
+        return False
+    return True
+
+
+def test_the_slowest_statements_are_listed_and_exported() -> None:
+    if not installed():
+        pytest.skip("the server does not preload pg_stat_statements")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(0.2) AS slow_query_marker")
+    statements = top()
+    assert statements is not None and 1 <= len(statements) <= 20
+    slow = next(
+        s for s in statements if "slow-query-marker" not in s.query and "pg_sleep" in s.query
+    )
+    assert slow.mean_ms >= 200
+    out = StringIO()
+    call_command("slow_queries", stdout=out)
+    assert "slow_query_marker" in out.getvalue() and out.getvalue().startswith("mean_ms\t")
+    mean, calls = SlowStatementsCollector().collect()
+    exported = {s.labels["queryid"]: s.value for s in mean.samples}
+    assert exported[str(slow.queryid)] == pytest.approx(slow.mean_ms / 1000)
+    assert len(calls.samples) == len(statements)
+
+
+def test_without_the_extension_the_command_says_how_to_enable_it() -> None:
+    as_superuser("DROP EXTENSION IF EXISTS pg_stat_statements")
+    with pytest.raises(CommandError, match="shared_preload_libraries"):
+        call_command("slow_queries")
+    assert SlowStatementsCollector().collect().__next__().samples == []
