@@ -634,6 +634,13 @@ PIPELINES = given(
         "HTTP_TIMEOUT": env.float("PIPELINES_HTTP_TIMEOUT", default=unset),
         # Development only: let http-request reach loopback/private addresses.
         "ALLOW_PRIVATE_TARGETS": env.bool("PIPELINES_ALLOW_PRIVATE_TARGETS", default=unset),
+        # Bounds on tenant templates and expressions, per validation and per run (README).
+        "TEMPLATE_TIME_BUDGET_MS": env.int("PIPELINES_TEMPLATE_TIME_BUDGET_MS", default=unset),
+        "TEMPLATE_MAX_OUTPUT": env.int("PIPELINES_TEMPLATE_MAX_OUTPUT", default=unset),
+        "TEMPLATE_MAX_ITERATIONS": env.int("PIPELINES_TEMPLATE_MAX_ITERATIONS", default=unset),
+        "TEMPLATE_MAX_INT_BITS": env.int("PIPELINES_TEMPLATE_MAX_INT_BITS", default=unset),
+        "TEMPLATE_CACHE_ENTRIES": env.int("PIPELINES_TEMPLATE_CACHE_ENTRIES", default=unset),
+        "TEMPLATE_CACHE_CHARS": env.int("PIPELINES_TEMPLATE_CACHE_CHARS", default=unset),
     }
 )
 

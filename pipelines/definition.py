@@ -234,7 +234,8 @@ def parse(definition: object) -> Graph:
         raise DefinitionError([*problems, Problem(None, "edges must be a list")])
     if len(raw_nodes) > MAX_NODES:
         raise DefinitionError([Problem(None, f"at most {MAX_NODES} nodes")])
-    nodes = _nodes(raw_nodes, problems)
+    with templating.budget_scope(probe=True):  # one template budget for the whole definition
+        nodes = _nodes(raw_nodes, problems)
     edges = _edges(raw_edges, nodes, problems)
     starts = [n.id for n in nodes.values() if n.type == "start"]
     if len(starts) != 1:

@@ -42,6 +42,10 @@ EVENT_WORKER = "pipeline-event-worker"
 ORDER_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('pipelines.order'), hashtext(%s))"
 
 
+class InvalidTrigger(ValueError):
+    """The trigger is not order.pre, order.post or a consumed event.<type>."""
+
+
 class PipelineConflict(ValueError):
     """Another pipeline of the organization is enabled on the same trigger."""
 
@@ -60,12 +64,16 @@ class PreFailed(Exception):
 
 
 def check_trigger(trigger: object) -> str:
-    """`validate_trigger`, plus: an event.<type> trigger needs pipeline-event-worker subscribed."""
-    found = validate_trigger(trigger)
+    """`validate_trigger`, plus: an event.<type> trigger needs pipeline-event-worker subscribed.
+    Raises InvalidTrigger."""
+    try:
+        found = validate_trigger(trigger)
+    except ValueError as exc:
+        raise InvalidTrigger(str(exc)) from None
     if found.startswith(EVENT_PREFIX):
         event_type = found[len(EVENT_PREFIX) :]
         if EVENT_WORKER not in {c.name for c in eventbus.registry.for_event(event_type)}:
-            raise ValueError(
+            raise InvalidTrigger(
                 f"{EVENT_WORKER} does not consume {event_type}: add it to PIPELINES_EVENT_TYPES "
                 "(and restart the workers) so its pipelines run"
             )
