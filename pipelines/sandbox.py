@@ -74,6 +74,7 @@ class Budget:
     max_iterations: int
     max_int_bits: int
     probe: bool = False
+    spent: bool = False  # the CPU time is used up: a validation's later templates are skipped
     cpu_used: float = 0.0
     iterations: int = 0
     produced: int = 0

@@ -17,6 +17,7 @@ exception. Compiled sources are cached in a bounded LRU (entries and characters)
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -182,16 +183,27 @@ def _compile(what: str, source: str, build: Callable[[str], Any]) -> Any:
 
 def _probe(what: str, source: str, run: Callable[[], Any]) -> None:
     """Dry-run `source` without a context: only a limit or deep nesting is its fault here (an
-    undefined name, a type the context would change, is for run time)."""
-    from pipelines.sandbox import LimitExceeded
+    undefined name, a type the context would change, is for run time). Each template has its
+    own counts of iterations and characters; the CPU time is the whole validation's, and once it
+    is spent the definition's later templates are not dry-run (the definition is refused)."""
+    from pipelines.sandbox import CURRENT, LimitExceeded
 
-    try:
-        with _evaluation(probe=True):
-            run()
-    except (LimitExceeded, RecursionError, MemoryError) as exc:
-        raise _failure(what, source, exc) from None
-    except Exception:  # noqa: S110  (any other error depends on the context)
-        pass
+    with budget_scope(probe=True) as shared:
+        if shared.spent:
+            return
+        own = dataclasses.replace(shared, iterations=0, produced=0)
+        token = CURRENT.set(own)
+        try:
+            with _evaluation(probe=True):
+                run()
+        except (LimitExceeded, RecursionError, MemoryError) as exc:
+            raise _failure(what, source, exc) from None
+        except Exception:  # noqa: S110  (any other error depends on the context)
+            pass
+        finally:
+            CURRENT.reset(token)
+            shared.cpu_used = own.cpu_used
+            shared.spent = own.cpu_used * 1000 > own.time_budget_ms
 
 
 def check_template(source: str) -> None:
