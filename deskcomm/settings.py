@@ -568,6 +568,8 @@ ENCRYPTION_KEYS = {
     "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
     "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
     "waha_byo": env.list("WAHA_ENCRYPTION_KEY", default=[]),  # WAHA API keys, HMAC secrets
+    # Pipelines' secret http-request header values (pipelines.secrets).
+    "pipeline_secrets": env.list("PIPELINE_SECRETS_KEY", default=[]),
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.

@@ -95,7 +95,7 @@ def _compiles(value: Any, where: str, errors: list[str]) -> None:
 
 
 def _http_config(config: Mapping[str, Any], errors: list[str]) -> None:
-    _known_keys(config, {"method", "url", "headers", "body"}, errors)
+    _known_keys(config, {"method", "url", "headers", "body", "secretHeaders"}, errors)
     method = config.get("method", "POST")
     if method not in HTTP_METHODS:
         errors.append(f"config.method must be one of {list(HTTP_METHODS)}, got {method!r}")
@@ -112,6 +112,11 @@ def _http_config(config: Mapping[str, Any], errors: list[str]) -> None:
         _compiles(dict(headers), "config.headers", errors)
         if any(k.lower() == "idempotency-key" for k in headers):
             errors.append("config.headers: Idempotency-Key is set by the engine")
+        declared = config.get("secretHeaders", [])
+        if not isinstance(declared, list) or not all(
+            isinstance(d, str) and d in headers for d in declared
+        ):
+            errors.append("config.secretHeaders must be a list of names of config.headers")
     if "body" in config:
         _compiles(config["body"], "config.body", errors)
 
