@@ -706,6 +706,8 @@ WHATSAPP = given(
         "BASE_URL": env.str("WAHA_BASE_URL", default=unset),
         "API_KEY": env.str("WAHA_API_KEY", default=unset),
         "WEBHOOK_SECRET": env.str("WAHA_WEBHOOK_SECRET", default=unset),
+        # A webhook whose `timestamp` is further than this from now (stale or future) is refused.
+        "WEBHOOK_WINDOW_SECONDS": env.float("WAHA_WEBHOOK_WINDOW_SECONDS", default=unset),
         "CONNECT_TIMEOUT": env.float("WAHA_CONNECT_TIMEOUT", default=unset),
         "TIMEOUT": env.float("WAHA_TIMEOUT", default=unset),
         # WAHA on a private network (docker compose): allow private/loopback addresses.
