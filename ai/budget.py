@@ -1,10 +1,13 @@
 """Per-organization daily AI budgets (cents): check before a call, charge after it.
 
 `budget_reserve` checks and charges in one statement (a conditional UPDATE: the row lock makes
-concurrent reservations queue, and one that would pass the budget changes nothing), for calls
-whose cost is known beforehand (embeddings: RAG indexing and query embeddings). After the call,
-`budget_charge(..., reserved_cents=...)` settles the difference with the actual cost, or
-`budget_release` gives the reservation back when the call failed.
+concurrent reservations queue, and one made once today's spend reached the budget changes
+nothing): every AI call reserves its estimated cost before it is made (responder, sentiment, RAG
+indexing and query embeddings), so concurrent workers see each other's calls and cannot all
+pass the check together. After the call, `budget_charge(..., reserved_cents=...)` settles the
+difference with the actual cost, or `budget_release` gives the reservation back when no call was
+made. The rule is unchanged: a call is allowed while today's spend is under the budget (the last
+one may end above it).
 
 `ai.budget_warning` fires once a day when the spend crosses AI_BUDGET_WARNING_PCT of the budget,
 `ai.budget_throttled` once a day when it reaches the budget (then every AI call of the
@@ -69,7 +72,7 @@ def budget_allows(organization_id: OrgId) -> bool:
 RESERVE_SQL = """
 UPDATE ai_account
    SET spent_cents = spent_cents + %(cost)s, updated_at = now()
- WHERE organization_id = %(org)s AND spent_cents + %(cost)s <= daily_budget_cents
+ WHERE organization_id = %(org)s AND spent_cents < daily_budget_cents
 RETURNING spent_cents
 """
 RELEASE_SQL = """
@@ -79,17 +82,16 @@ UPDATE ai_account SET spent_cents = GREATEST(spent_cents - %(cost)s, 0), updated
 
 
 def budget_reserve(organization_id: OrgId, cost_cents: float) -> bool:
-    """Charge `cost_cents` now if today's spend plus it stays within the budget; False (and
-    nothing charged) otherwise. One statement: concurrent callers can never overspend."""
+    """Charge `cost_cents` now if today's spend is under the budget; False (nothing charged,
+    `ai.budget_throttled` once a day) otherwise. One statement: a concurrent caller sees this
+    reservation, so callers cannot all pass the check on the same spend."""
     account_for(organization_id)
     params: dict[str, Decimal | str] = {"cost": _cents(cost_cents), "org": str(organization_id)}
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(RESERVE_SQL, params)
         if cursor.fetchone() is not None:
             return True
-        locked = AiAccount.objects.select_for_update().get(organization_id=organization_id)
-        if locked.spent_cents >= locked.daily_budget_cents:
-            _throttle_once(locked)
+        _throttle_once(AiAccount.objects.select_for_update().get(organization_id=organization_id))
     return False
 
 
@@ -228,3 +230,11 @@ def embedding_estimate(texts: list[str]) -> tuple[int, float]:
 
     tokens = sum(len(text) // 4 + 1 for text in texts)
     return tokens, cost_cents(tokens, embedding=True)
+
+
+def chat_estimate(text: str) -> float:
+    """The cents a chat call about `text` is reserved for (its input, about four characters a
+    token); the charge after the call uses the provider's counts."""
+    from ai.gateway import cost_cents
+
+    return cost_cents(len(text) // 4 + 1, 0)

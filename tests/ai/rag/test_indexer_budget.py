@@ -40,13 +40,13 @@ def item(org: Organization) -> Product:
 def test_indexing_over_the_budget_is_deferred_then_done_when_the_budget_allows(
     org: Organization,
 ) -> None:
-    account = budget(org, 100, spent=99)
+    account = budget(org, 100, spent=100)
     product = item(org)
     result = source_index(organization_id=org.pk, kind="product", source_id=str(product.pk))
     assert result.deferred and result.written == 0
     assert not Chunk.objects.filter(organization=org).exists()
     account.refresh_from_db()
-    assert (account.spent_cents, account.calls) == (99, 0)  # nothing embedded, nothing charged
+    assert (account.spent_cents, account.calls) == (100, 0)  # nothing embedded, nothing charged
     assert IndexPending.objects.filter(organization=org, source_id=str(product.pk)).count() == 1
 
     assert pending_index() == 0  # still no room: stays pending
