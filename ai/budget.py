@@ -1,5 +1,14 @@
 """Per-organization daily AI budgets (cents): check before a call, charge after it.
 
+`budget_reserve` checks and charges in one statement (a conditional UPDATE: the row lock makes
+concurrent reservations queue, and one made once today's spend reached the budget changes
+nothing): every AI call reserves its estimated cost before it is made (responder, sentiment, RAG
+indexing and query embeddings), so concurrent workers see each other's calls and cannot all
+pass the check together. After the call, `budget_charge(..., reserved_cents=...)` settles the
+difference with the actual cost, or `budget_release` gives the reservation back when no call was
+made. The rule is unchanged: a call is allowed while today's spend is under the budget (the last
+one may end above it).
+
 `ai.budget_warning` fires once a day when the spend crosses AI_BUDGET_WARNING_PCT of the budget,
 `ai.budget_throttled` once a day when it reaches the budget (then every AI call of the
 organization is skipped until `daily-budget-reset` runs at 00:00 in AI_BUDGET_TIME_ZONE and
@@ -74,6 +83,43 @@ def budget_allows(organization_id: OrgId) -> bool:
     return False
 
 
+# Check and charge in one statement: nothing changes when the cost does not fit the budget.
+RESERVE_SQL = """
+UPDATE ai_account
+   SET spent_cents = spent_cents + %(cost)s, updated_at = now()
+ WHERE organization_id = %(org)s AND spent_cents < daily_budget_cents
+RETURNING spent_cents
+"""
+RELEASE_SQL = """
+UPDATE ai_account SET spent_cents = GREATEST(spent_cents - %(cost)s, 0), updated_at = now()
+ WHERE organization_id = %(org)s
+"""
+
+
+def budget_reserve(organization_id: OrgId, cost_cents: float) -> bool:
+    """Charge `cost_cents` now if today's spend is under the budget; False (nothing charged,
+    `ai.budget_throttled` once a day) otherwise. One statement: a concurrent caller sees this
+    reservation, so callers cannot all pass the check on the same spend."""
+    account_for(organization_id)
+    params: dict[str, Decimal | str] = {"cost": _cents(cost_cents), "org": str(organization_id)}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(RESERVE_SQL, params)
+        if cursor.fetchone() is not None:
+            return True
+        _throttle_once(AiAccount.objects.select_for_update().get(organization_id=organization_id))
+    return False
+
+
+def budget_release(organization_id: OrgId, cost_cents: float) -> None:
+    """Give back a reservation whose call did not happen (or failed)."""
+    with connection.cursor() as cursor:
+        cursor.execute(RELEASE_SQL, {"cost": _cents(cost_cents), "org": str(organization_id)})
+
+
+def _cents(value: float) -> Decimal:
+    return Decimal(str(round(value, 4)))
+
+
 # One statement on the hot path: add the call and read back what the thresholds need.
 CHARGE_SQL = """
 UPDATE ai_account
@@ -86,11 +132,17 @@ RETURNING spent_cents, daily_budget_cents, warned_at IS NULL, throttled_at IS NU
 
 
 def budget_charge(
-    organization_id: OrgId, *, cost_cents: float, tokens_in: int, tokens_out: int
+    organization_id: OrgId,
+    *,
+    cost_cents: float,
+    tokens_in: int,
+    tokens_out: int,
+    reserved_cents: float = 0.0,
 ) -> None:
-    """Add one call's cost and tokens to today's spend; warn or throttle on the way up."""
+    """Add one call's cost and tokens to today's spend (less what `budget_reserve` charged for
+    it already); warn or throttle on the way up."""
     params: dict[str, Decimal | int | str] = {
-        "cost": Decimal(str(round(cost_cents, 4))),
+        "cost": _cents(cost_cents) - _cents(reserved_cents),
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
         "org": str(organization_id),
@@ -184,3 +236,20 @@ def _snapshot(account: AiAccount) -> None:
             "throttled": account.throttled_at is not None,
         },
     )
+
+
+def embedding_estimate(texts: list[str]) -> tuple[int, float]:
+    """(tokens, cents) an embedding call for `texts` is reserved for: about four characters a
+    token, rounded up per text; the charge after the call uses the provider's count."""
+    from ai.gateway import cost_cents
+
+    tokens = sum(len(text) // 4 + 1 for text in texts)
+    return tokens, cost_cents(tokens, embedding=True)
+
+
+def chat_estimate(text: str) -> float:
+    """The cents a chat call about `text` is reserved for (its input, about four characters a
+    token); the charge after the call uses the provider's counts."""
+    from ai.gateway import cost_cents
+
+    return cost_cents(len(text) // 4 + 1, 0)

@@ -9,8 +9,13 @@ from jobs.registry import job
 
 @job("daily-budget-reset", crontab="0 0 * * *", timezone="America/Sao_Paulo")
 def reset_budgets() -> int:
-    """Snapshot each organization's AI usage of the day into ai_usage_daily and reset its budget."""
-    return budgets_reset()
+    """Snapshot each organization's AI usage of the day into ai_usage_daily and reset its budget,
+    then index the sources deferred for want of budget (ai_index_pending)."""
+    from ai.rag.indexer import pending_index  # the gateway's HTTP stack: only when this runs
+
+    reset = budgets_reset()
+    pending_index()
+    return reset
 
 
 @job("prune-old-media", crontab="30 3 * * *")

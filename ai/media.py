@@ -1,8 +1,17 @@
-"""Message attachments past their organization's retention: removed from storage and records."""
+"""Message attachments past their organization's retention: removed from storage and records.
+
+Only files the product writes are deleted: those under the organization's own prefix of the
+default storage (`media_prefix`: `messages/<organization id>/`). `Message.media_urls` is data a
+channel (a tenant's own WAHA server) supplies, so a reference elsewhere (another organization's
+prefix, a backup or an export, `..`, an absolute path, another host) only leaves the record,
+with a warning in the log; its file is never touched.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import posixpath
 import uuid
 
 from django.conf import settings
@@ -16,6 +25,12 @@ from core.models import Organization
 from crm.models import Message
 
 BATCH = 500
+logger = logging.getLogger(__name__)
+
+
+def media_prefix(organization_id: uuid.UUID) -> str:
+    """Where the product stores an organization's message attachments in the default storage."""
+    return f"messages/{organization_id}/"
 
 
 def media_prune(now: dt.datetime | None = None) -> int:
@@ -42,20 +57,29 @@ def _prune_organization(organization_id: uuid.UUID, cutoff: dt.datetime) -> int:
     while batch := list(old.order_by("pk")[:BATCH]):
         for message in batch:
             for reference in message.media_urls:
-                _delete_stored(str(reference))
+                _delete_stored(organization_id, str(reference))
             message.media_urls = []
         Message.objects.bulk_update(batch, ["media_urls"])
         changed += len(batch)
     return changed
 
 
-def _delete_stored(reference: str) -> None:
-    """Delete a file of the default storage named by its storage name or its MEDIA_URL."""
+def _delete_stored(organization_id: uuid.UUID, reference: str) -> None:
+    """Delete a file of the default storage named by its storage name or its MEDIA_URL, if it is
+    under the organization's prefix."""
     name = reference
     media_url = str(settings.MEDIA_URL or "")
     if media_url and name.startswith(media_url):
         name = name[len(media_url) :]
     if "://" in name:  # a file on another host (e.g. the channel's): only the reference goes
         return
-    if default_storage.exists(name):
-        default_storage.delete(name)
+    normalized = posixpath.normpath(name.replace("\\", "/")) if name else ""
+    if "\x00" in name or not normalized.startswith(media_prefix(organization_id)):
+        logger.warning(
+            "media-prune: %r is outside the organization's storage prefix; file not deleted",
+            reference[:200],
+            extra={"organization_id": str(organization_id)},
+        )
+        return
+    if default_storage.exists(normalized):
+        default_storage.delete(normalized)

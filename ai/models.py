@@ -158,3 +158,26 @@ class Chunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_kind}:{self.source_id}#{self.ordinal}"
+
+
+class IndexPending(models.Model):
+    """A source whose (re-)indexing was deferred because the organization's AI budget had no room
+    for its embeddings: `daily-budget-reset` indexes it once the new day's budget allows."""
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()  # ids only
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    source_kind = models.CharField(max_length=16, choices=Chunk.Source.choices)
+    source_id = models.CharField(max_length=64)
+    deferred_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ai_index_pending"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "source_kind", "source_id"], name="ai_index_pending_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_kind}:{self.source_id}"

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 import eventbus
 from ai import metrics
-from ai.budget import budget_allows, budget_charge
+from ai.budget import budget_charge, budget_release, budget_reserve, chat_estimate
 from ai.conf import ai_settings
 from ai.gateway import ChatMessage, ChatResult, GatewayError, gateway_for
 from ai.handoff import NEGATIVE_SENTIMENTS, asks_for_human, handoff_trigger, model_wants_handoff
@@ -56,14 +56,23 @@ def _respond(event: eventbus.Event, inbound: Inbound) -> str:
     skipped = _before_the_model(event, inbound)
     if skipped is not None:
         return skipped
-    result = _call_model(event, inbound)
+    reserved = chat_estimate(inbound.text)
+    if not budget_reserve(event.organization_id, reserved):  # check and charge in one statement
+        return "throttled"
+    try:
+        result = _call_model(event, inbound)
+    except BaseException:
+        budget_release(event.organization_id, reserved)
+        raise
     if result is None:
+        budget_release(event.organization_id, reserved)
         return "handoff"
     budget_charge(
         event.organization_id,
         cost_cents=result.cost_cents,
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,
+        reserved_cents=reserved,
     )
     if model_wants_handoff(result.text):
         handoff_trigger(conversation=conversation, reason="model_requested")
@@ -72,7 +81,8 @@ def _respond(event: eventbus.Event, inbound: Inbound) -> str:
 
 
 def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
-    """Why no model call is made (bot off, replied, handoff, throttled), or None to go on."""
+    """Why no model call is made (bot off, replied, handoff), or None to go on (the budget is
+    checked, and the call reserved, by `budget_reserve` next)."""
     conversation = inbound.conversation
     switched_off = _switched_off(event, inbound)
     if switched_off:
@@ -85,8 +95,6 @@ def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
     if inbound.message is not None and inbound.message.sentiment in NEGATIVE_SENTIMENTS:
         handoff_trigger(conversation=conversation, reason="negative_sentiment")
         return "handoff"
-    if not budget_allows(event.organization_id):
-        return "throttled"
     return None
 
 

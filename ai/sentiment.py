@@ -16,7 +16,7 @@ from django.db import transaction
 
 import eventbus
 from ai import metrics
-from ai.budget import budget_allows, budget_charge
+from ai.budget import budget_charge, budget_release, budget_reserve, chat_estimate
 from ai.conf import ai_settings
 from ai.gateway import ChatMessage, GatewayError, gateway_for
 from ai.handoff import NEGATIVE_SENTIMENTS, handoff_trigger
@@ -38,9 +38,10 @@ def classify_message(event: eventbus.Event) -> str:
         return "not_inbound"
     if inbound.message.sentiment is not None:
         return "already_classified"
-    if not inbound.text.strip() or not budget_allows(event.organization_id):
+    reserved = chat_estimate(inbound.text)
+    if not inbound.text.strip() or not budget_reserve(event.organization_id, reserved):
         return "skipped"
-    label, score = _classify(event, inbound.text)
+    label, score = _classify(event, inbound.text, reserved)
     with transaction.atomic():
         stored = Message.objects.filter(pk=inbound.message.pk, sentiment__isnull=True).update(
             sentiment=label, sentiment_score=score
@@ -63,21 +64,23 @@ def classify_message(event: eventbus.Event) -> str:
     return label if stored else "already_classified"
 
 
-def _classify(event: eventbus.Event, text: str) -> tuple[str, float]:
+def _classify(event: eventbus.Event, text: str, reserved: float) -> tuple[str, float]:
     model = ai_settings.SENTIMENT_MODEL or ai_settings.CHAT_MODEL
     prompt = [ChatMessage("system", INSTRUCTIONS), ChatMessage("user", text)]
     try:
         with closing(gateway_for(event.organization_id)) as gateway:
             result = gateway.chat(prompt, model=model)
-    except GatewayError as exc:
-        if exc.transient:
-            raise
-        raise eventbus.PermanentError(f"sentiment call refused: {exc}") from exc
+    except BaseException as exc:
+        budget_release(event.organization_id, reserved)  # no call made, or none to pay for
+        if isinstance(exc, GatewayError) and not exc.transient:
+            raise eventbus.PermanentError(f"sentiment call refused: {exc}") from exc
+        raise
     budget_charge(
         event.organization_id,
         cost_cents=result.cost_cents,
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,
+        reserved_cents=reserved,
     )
     metrics.count_outcome("sentiment_classified")
     return parse_sentiment(result.text)

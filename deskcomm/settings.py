@@ -570,6 +570,8 @@ ENCRYPTION_KEYS = {
     "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
     "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
     "waha_byo": env.list("WAHA_ENCRYPTION_KEY", default=[]),  # WAHA API keys, HMAC secrets
+    # Pipelines' secret http-request header values (pipelines.secrets).
+    "pipeline_secrets": env.list("PIPELINE_SECRETS_KEY", default=[]),
 }
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
@@ -638,6 +640,13 @@ PIPELINES = given(
         "HTTP_TIMEOUT": env.float("PIPELINES_HTTP_TIMEOUT", default=unset),
         # Development only: let http-request reach loopback/private addresses.
         "ALLOW_PRIVATE_TARGETS": env.bool("PIPELINES_ALLOW_PRIVATE_TARGETS", default=unset),
+        # Bounds on tenant templates and expressions, per validation and per run (README).
+        "TEMPLATE_TIME_BUDGET_MS": env.int("PIPELINES_TEMPLATE_TIME_BUDGET_MS", default=unset),
+        "TEMPLATE_MAX_OUTPUT": env.int("PIPELINES_TEMPLATE_MAX_OUTPUT", default=unset),
+        "TEMPLATE_MAX_ITERATIONS": env.int("PIPELINES_TEMPLATE_MAX_ITERATIONS", default=unset),
+        "TEMPLATE_MAX_INT_BITS": env.int("PIPELINES_TEMPLATE_MAX_INT_BITS", default=unset),
+        "TEMPLATE_CACHE_ENTRIES": env.int("PIPELINES_TEMPLATE_CACHE_ENTRIES", default=unset),
+        "TEMPLATE_CACHE_CHARS": env.int("PIPELINES_TEMPLATE_CACHE_CHARS", default=unset),
     }
 )
 
@@ -708,6 +717,8 @@ WHATSAPP = given(
         "BASE_URL": env.str("WAHA_BASE_URL", default=unset),
         "API_KEY": env.str("WAHA_API_KEY", default=unset),
         "WEBHOOK_SECRET": env.str("WAHA_WEBHOOK_SECRET", default=unset),
+        # A webhook whose `timestamp` is further than this from now (stale or future) is refused.
+        "WEBHOOK_WINDOW_SECONDS": env.float("WAHA_WEBHOOK_WINDOW_SECONDS", default=unset),
         "CONNECT_TIMEOUT": env.float("WAHA_CONNECT_TIMEOUT", default=unset),
         "TIMEOUT": env.float("WAHA_TIMEOUT", default=unset),
         # WAHA on a private network (docker compose): allow private/loopback addresses.

@@ -10,4 +10,8 @@ class PipelinesConfig(AppConfig):
     verbose_name = "Pipelines"
 
     def ready(self) -> None:
+        from core.crypto import register_encrypted_field
         from pipelines import scopes  # noqa: F401  (declares pipelines:* and orders:write)
+        from pipelines.secrets import CONTEXT
+
+        register_encrypted_field(CONTEXT, "pipelines.Pipeline", "secret_headers_encrypted")

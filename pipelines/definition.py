@@ -95,7 +95,7 @@ def _compiles(value: Any, where: str, errors: list[str]) -> None:
 
 
 def _http_config(config: Mapping[str, Any], errors: list[str]) -> None:
-    _known_keys(config, {"method", "url", "headers", "body"}, errors)
+    _known_keys(config, {"method", "url", "headers", "body", "secretHeaders"}, errors)
     method = config.get("method", "POST")
     if method not in HTTP_METHODS:
         errors.append(f"config.method must be one of {list(HTTP_METHODS)}, got {method!r}")
@@ -112,6 +112,11 @@ def _http_config(config: Mapping[str, Any], errors: list[str]) -> None:
         _compiles(dict(headers), "config.headers", errors)
         if any(k.lower() == "idempotency-key" for k in headers):
             errors.append("config.headers: Idempotency-Key is set by the engine")
+        declared = config.get("secretHeaders", [])
+        if not isinstance(declared, list) or not all(
+            isinstance(d, str) and d in headers for d in declared
+        ):
+            errors.append("config.secretHeaders must be a list of names of config.headers")
     if "body" in config:
         _compiles(config["body"], "config.body", errors)
 
@@ -234,7 +239,8 @@ def parse(definition: object) -> Graph:
         raise DefinitionError([*problems, Problem(None, "edges must be a list")])
     if len(raw_nodes) > MAX_NODES:
         raise DefinitionError([Problem(None, f"at most {MAX_NODES} nodes")])
-    nodes = _nodes(raw_nodes, problems)
+    with templating.budget_scope(probe=True):  # one template budget for the whole definition
+        nodes = _nodes(raw_nodes, problems)
     edges = _edges(raw_edges, nodes, problems)
     starts = [n.id for n in nodes.values() if n.type == "start"]
     if len(starts) != 1:

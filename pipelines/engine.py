@@ -35,7 +35,7 @@ from crm.models import Order
 from eventbus import catalog
 from eventbus.errors import EmitRateLimited
 from eventbus.provenance import Provenance
-from pipelines import metrics, templating
+from pipelines import metrics, secrets, templating
 from pipelines.conf import ALLOW_PRIVATE_SETTING, pipeline_settings
 from pipelines.definition import DefinitionError, Graph, Node, parse
 from pipelines.models import AllowedHost, Execution, Pipeline, Step
@@ -49,7 +49,6 @@ RUNNING, SUCCEEDED, FAILED = "RUNNING", "SUCCEEDED", "FAILED"
 TRANSACTIONAL_NODES = ("set-status", "emit-event")
 # The Order columns set-status writes, and their lengths (crm.models.Order).
 STATUS_LIMITS = {"status_tag": 64, "status_name": 200, "phase": 64}
-SENSITIVE_HEADER_WORDS = ("auth", "token", "key", "secret", "cookie", "signature")
 
 
 class NodeFailure(Exception):
@@ -114,8 +113,8 @@ def run(
     outcome = Outcome(execution, [])
     state = _Run(pipeline, execution, {**context, "steps": {}}, collect, event_id, outcome)
     try:
-        graph = parse(pipeline.definition)
-    except DefinitionError as exc:
+        graph = parse(secrets.restore(pipeline.definition, pipeline.secret_headers()))
+    except (DefinitionError, secrets.MaskedWithoutSecret) as exc:
         return _finish(state, FAILED, "", f"the definition does not validate: {exc}")
     return _walk(state, graph, previous)
 
@@ -259,7 +258,13 @@ def _http_request(state: _Run, node: Node, inputs: dict[str, Any]) -> dict[str, 
         for k, v in templating.render(config.get("headers", {}), state.context).items()
     }
     body = templating.render(config["body"], state.context) if "body" in config else None
-    inputs.update(method=method, url=url_text, headers=redacted(headers), body=body)
+    declared = config.get("secretHeaders", [])
+    inputs.update(
+        method=method,
+        url=secrets.redact_url(url_text),
+        headers=secrets.redacted_headers(headers, declared),
+        body=body,
+    )
     try:
         url = parse_url(url_text.strip())
     except UnsendableURL as exc:
@@ -402,13 +407,6 @@ def _finish(state: _Run, status: str, node_id: str, error: str) -> Outcome:
             },
         )
     return state.outcome
-
-
-def redacted(headers: Mapping[str, str]) -> dict[str, str]:
-    return {
-        k: ("***" if any(w in k.lower() for w in SENSITIVE_HEADER_WORDS) else v)
-        for k, v in headers.items()
-    }
 
 
 def excerpt(value: Any) -> str:

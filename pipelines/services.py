@@ -25,13 +25,14 @@ from crm.models import Order
 from crm.services import order_confirm
 from eventbus.models import EventLog
 from eventbus.provenance import Provenance
-from pipelines import engine, selectors
+from pipelines import engine, secrets, selectors
 from pipelines.context import amount, event_context, order_context
 from pipelines.definition import (
     EVENT_PREFIX,
     TRIGGER_ORDER_POST,
     TRIGGER_ORDER_PRE,
     DefinitionError,
+    Problem,
     parse,
     validate_trigger,
 )
@@ -40,6 +41,10 @@ from pipelines.models import Execution, Pipeline
 EVENT_WORKER = "pipeline-event-worker"
 # Serialises order_create per (organization, number) until the transaction ends.
 ORDER_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('pipelines.order'), hashtext(%s))"
+
+
+class InvalidTrigger(ValueError):
+    """The trigger is not order.pre, order.post or a consumed event.<type>."""
 
 
 class PipelineConflict(ValueError):
@@ -60,12 +65,16 @@ class PreFailed(Exception):
 
 
 def check_trigger(trigger: object) -> str:
-    """`validate_trigger`, plus: an event.<type> trigger needs pipeline-event-worker subscribed."""
-    found = validate_trigger(trigger)
+    """`validate_trigger`, plus: an event.<type> trigger needs pipeline-event-worker subscribed.
+    Raises InvalidTrigger."""
+    try:
+        found = validate_trigger(trigger)
+    except ValueError as exc:
+        raise InvalidTrigger(str(exc)) from None
     if found.startswith(EVENT_PREFIX):
         event_type = found[len(EVENT_PREFIX) :]
         if EVENT_WORKER not in {c.name for c in eventbus.registry.for_event(event_type)}:
-            raise ValueError(
+            raise InvalidTrigger(
                 f"{EVENT_WORKER} does not consume {event_type}: add it to PIPELINES_EVENT_TYPES "
                 "(and restart the workers) so its pipelines run"
             )
@@ -83,14 +92,8 @@ def pipeline_create(
 ) -> Pipeline:
     org_id = organization.pk if isinstance(organization, Organization) else organization
     trigger = check_trigger(trigger)
-    parse(definition)
-    pipeline = Pipeline(
-        organization_id=org_id,
-        name=name,
-        trigger=trigger,
-        definition=dict(definition),
-        enabled=enabled,
-    )
+    pipeline = Pipeline(organization_id=org_id, name=name, trigger=trigger, enabled=enabled)
+    _set_definition(pipeline, definition)
     _save(pipeline, force_insert=True)
     _audit(pipeline, actor, "pipeline.create")
     return pipeline
@@ -104,12 +107,28 @@ def pipeline_update(pipeline: Pipeline, *, actor: str, **changes: Any) -> Pipeli
     if "trigger" in changes:
         changes["trigger"] = check_trigger(changes["trigger"])
     if "definition" in changes:
-        parse(changes["definition"])
+        _set_definition(pipeline, changes.pop("definition"))
+        changes_names = [*changes, "definition"]
+    else:
+        changes_names = list(changes)
     for name, value in changes.items():
         setattr(pipeline, name, value)
     _save(pipeline)
-    _audit(pipeline, actor, "pipeline.update", details={"changed": sorted(changes)})
+    _audit(pipeline, actor, "pipeline.update", details={"changed": sorted(changes_names)})
     return pipeline
+
+
+def _set_definition(pipeline: Pipeline, definition: Mapping[str, Any]) -> None:
+    """Validate `definition` (its masked secret headers keep their stored values) and set it on
+    `pipeline` with its secret header values moved to the encrypted column (pipelines.secrets)."""
+    stored = pipeline.secret_headers() if pipeline.secret_headers_encrypted else {}
+    try:
+        full = secrets.restore(definition, stored)
+    except secrets.MaskedWithoutSecret as exc:
+        raise DefinitionError([Problem(exc.node, str(exc))]) from None
+    parse(full)
+    pipeline.definition, found = secrets.split(full)
+    pipeline.secret_headers_encrypted = secrets.seal(found)
 
 
 def _save(pipeline: Pipeline, **kwargs: Any) -> None:

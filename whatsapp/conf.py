@@ -19,6 +19,9 @@ class WhatsappSettings(AppSettings, namespace="WHATSAPP"):
     BASE_URL: str = ""  # WAHA_BASE_URL, e.g. http://waha:3000
     API_KEY: str = ""  # WAHA_API_KEY (WAHA's X-Api-Key)
     WEBHOOK_SECRET: str = ""  # WAHA_WEBHOOK_SECRET (the HMAC key WAHA signs webhooks with)
+    # A webhook's `timestamp` may be this far from now, either way; its `id` is remembered for
+    # twice as long, so a replay inside the window is a duplicate (whatsapp.views).
+    WEBHOOK_WINDOW_SECONDS: float = 300.0
     CONNECT_TIMEOUT: float = 3.0
     TIMEOUT: float = 15.0
     # A self-hosted WAHA usually sits on a private network (docker compose): allow it there.

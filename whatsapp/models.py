@@ -97,3 +97,25 @@ class WahaSession(models.Model):
         from core import crypto
 
         return crypto.encrypt(API_KEY_CONTEXT, value) if value else ""
+
+
+class WebhookReceipt(models.Model):
+    """A WAHA webhook's event id, once accepted: a replay of the same id is a duplicate. Kept for
+    twice the timestamp window (older replays are refused by their timestamp)."""
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(WahaSession, on_delete=models.CASCADE, related_name="+")
+    event_id = models.CharField(max_length=200)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "whatsapp_webhook_receipt"
+        constraints = [
+            models.UniqueConstraint(fields=["session", "event_id"], name="waha_receipt_once")
+        ]
+        indexes = [models.Index(fields=["session", "received_at"], name="waha_receipt_age")]
+
+    def __str__(self) -> str:
+        return self.event_id

@@ -3,6 +3,11 @@
 `source_index` is idempotent: chunks whose deterministic id already exists are neither embedded
 nor written again (unchanged content writes nothing), chunks of the old text are deleted, and a
 source without text (deleted, unpublished) loses all its chunks.
+
+The embeddings are paid from the organization's AI budget: reserved before the call
+(`budget_reserve`, check and charge in one statement) and settled after it. A source whose
+embeddings do not fit today's budget is not embedded: it is recorded in `ai_index_pending` and
+`pending_index` (run by `daily-budget-reset` after the reset) indexes it when the budget allows.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from contextlib import closing
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 
-from ai.budget import budget_charge
+from ai.budget import budget_charge, budget_release, budget_reserve, embedding_estimate
 from ai.gateway import EmbeddingResult, Gateway, gateway_for
-from ai.models import Chunk
+from ai.models import Chunk, IndexPending
 from ai.rag.chunking import chunk_id, chunk_version, split_text
 from ai.rag.sources import source_text
 
@@ -24,6 +30,7 @@ from ai.rag.sources import source_text
 class IndexResult:
     written: int
     deleted: int
+    deferred: bool = False
 
 
 def source_index(
@@ -51,7 +58,22 @@ def source_index(
     existing = set(mine.values_list("pk", flat=True))
     new_ids = [pk for pk in wanted if pk not in existing]
     stale = existing - set(wanted)
-    embedded = _embed(organization_id, [wanted[pk][1] for pk in new_ids], gateway)
+    texts = [wanted[pk][1] for pk in new_ids]
+    _, reserved = embedding_estimate(texts) if texts else (0, 0.0)
+    if texts and not budget_reserve(organization_id, reserved):
+        _defer(organization_id, kind, source_id)
+        return IndexResult(0, 0, deferred=True)
+    try:
+        embedded = _embed(organization_id, texts, gateway)
+    except BaseException:
+        if texts:
+            budget_release(organization_id, reserved)
+        raise
+    pending = IndexPending.objects.filter(
+        organization_id=organization_id, source_kind=kind, source_id=source_id
+    )
+    if pending.exists():  # a read: re-indexing unchanged content still writes nothing
+        pending.delete()
     with transaction.atomic():  # one commit per source: the writes and the charge together
         deleted, _ = mine.filter(pk__in=stale).delete() if stale else (0, {})
         Chunk.objects.bulk_create(
@@ -77,8 +99,39 @@ def source_index(
                 cost_cents=embedded.cost_cents,
                 tokens_in=embedded.tokens,
                 tokens_out=0,
+                reserved_cents=reserved,
             )
     return IndexResult(len(new_ids), deleted)
+
+
+def _defer(organization_id: uuid.UUID, kind: str, source_id: str) -> None:
+    IndexPending.objects.get_or_create(
+        organization_id=organization_id,
+        source_kind=kind,
+        source_id=source_id,
+        defaults={"deferred_at": timezone.now()},
+    )
+
+
+def pending_index(gateway: Gateway | None = None) -> int:
+    """Index the deferred sources, oldest first, while each organization's budget allows (a
+    source refused again stays pending); returns the sources indexed."""
+    done = 0
+    refused: set[uuid.UUID] = set()
+    for row in IndexPending.objects.order_by("deferred_at", "pk"):
+        if row.organization_id in refused:
+            continue
+        result = source_index(
+            organization_id=row.organization_id,
+            kind=row.source_kind,
+            source_id=row.source_id,
+            gateway=gateway,
+        )
+        if result.deferred:
+            refused.add(row.organization_id)
+        else:
+            done += 1
+    return done
 
 
 def _embed(

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from pgvector.django import CosineDistance
 
+from ai.budget import budget_charge, budget_release, budget_reserve, embedding_estimate
 from ai.conf import ai_settings
 from ai.gateway import Gateway, gateway_for
 from ai.models import Chunk
@@ -47,11 +48,26 @@ def retrieve(
         return []
     if not Chunk.objects.filter(organization_id=organization_id).exists():
         return []  # nothing indexed yet: no embedding call to pay for
-    if gateway is None:
-        with closing(gateway_for(organization_id)) as own:
-            vector = own.embed([query]).vectors[0]
-    else:
-        vector = gateway.embed([query]).vectors[0]
+    _, reserved = embedding_estimate([query])
+    if not budget_reserve(organization_id, reserved):
+        return []  # over the AI budget: no query embedding, no retrieved context
+    try:
+        if gateway is None:
+            with closing(gateway_for(organization_id)) as own:
+                embedded = own.embed([query])
+        else:
+            embedded = gateway.embed([query])
+    except BaseException:
+        budget_release(organization_id, reserved)
+        raise
+    budget_charge(
+        organization_id,
+        cost_cents=embedded.cost_cents,
+        tokens_in=embedded.tokens,
+        tokens_out=0,
+        reserved_cents=reserved,
+    )
+    vector = embedded.vectors[0]
     return nearest(organization_id=organization_id, vector=vector, k=k, contact_id=contact_id)
 
 

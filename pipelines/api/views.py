@@ -156,7 +156,7 @@ def definition_errors() -> Iterator[None]:
         raise serializers.ValidationError(fields) from None
     except services.PipelineConflict as exc:
         raise InvalidState(str(exc)) from None
-    except ValueError as exc:
+    except services.InvalidTrigger as exc:
         raise serializers.ValidationError({"trigger": [str(exc)]}) from None
 
 

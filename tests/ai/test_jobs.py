@@ -16,6 +16,7 @@ from django.core.files.storage import default_storage
 from django_celery_beat.models import PeriodicTask
 
 from ai.budget import budget_allows, budget_charge, local_today
+from ai.media import media_prefix
 from ai.models import AiAccount, AiUsageDaily
 from core.models import Organization
 from crm.models import Message
@@ -74,8 +75,8 @@ def test_old_attachments_are_removed_from_storage_and_records(
 ) -> None:
     use_local_storage(settings, "default", tmp_path)
     settings.MEDIA_URL = "/media/"
-    old_file = default_storage.save("messages/old.jpg", ContentFile(b"old"))
-    new_file = default_storage.save("messages/new.jpg", ContentFile(b"new"))
+    old_file = default_storage.save(f"{media_prefix(org.pk)}old.jpg", ContentFile(b"old"))
+    new_file = default_storage.save(f"{media_prefix(org.pk)}new.jpg", ContentFile(b"new"))
     old = MessageFactory(
         organization=org, media_urls=[f"/media/{old_file}", "https://cdn.example/x.jpg"]
     )
@@ -89,6 +90,37 @@ def test_old_attachments_are_removed_from_storage_and_records(
     new.refresh_from_db()
     assert old.media_urls == [] and new.media_urls == [new_file]
     assert not default_storage.exists(old_file) and default_storage.exists(new_file)
+
+
+def test_media_prune_deletes_nothing_outside_the_organization_s_prefix(
+    org: Organization, org_b: Organization, settings: Any, tmp_path: Path, caplog: Any
+) -> None:
+    """media_urls come from the channel (a tenant's own WAHA): a reference to another
+    organization's file, a backup, or a path that climbs out is dropped from the record only."""
+    use_local_storage(settings, "default", tmp_path)
+    settings.MEDIA_URL = "/media/"
+    theirs = default_storage.save(f"{media_prefix(org_b.pk)}b.jpg", ContentFile(b"b"))
+    backup = default_storage.save("backups/db.dump", ContentFile(b"dump"))
+    mine = default_storage.save(f"{media_prefix(org.pk)}a.jpg", ContentFile(b"a"))
+    hostile = [
+        theirs,
+        f"/media/{backup}",
+        f"{media_prefix(org.pk)}../{org_b.pk}/b.jpg",
+        f"/{media_prefix(org.pk)}a.jpg",
+        "../outside.txt",
+    ]
+    message = MessageFactory(organization=org, media_urls=[*hostile, mine])
+    Message.objects.filter(pk=message.pk).update(
+        created_at=dt.datetime.now(dt.UTC) - dt.timedelta(days=400)
+    )
+    with caplog.at_level("WARNING", logger="ai.media"):
+        assert job_run(name="prune-old-media", trigger="manual").rows_processed == 1
+    message.refresh_from_db()
+    assert message.media_urls == []
+    assert default_storage.exists(theirs) and default_storage.exists(backup)
+    assert not default_storage.exists(mine)
+    warned = [r for r in caplog.records if "outside the organization" in r.getMessage()]
+    assert len(warned) == len(hostile)
 
 
 def test_an_organization_s_own_retention_wins(org: Organization, org_b: Organization) -> None:

@@ -21,6 +21,7 @@ from core import crypto
 from core.models import AuditLog, Organization
 from crm.models import Contact
 from nuvemshop.models import Store
+from pipelines.models import Pipeline
 from webhooks import selectors
 from webhooks.models import Subscription
 from whatsapp.models import WahaSession
@@ -94,7 +95,7 @@ def test_unreadable_values_are_reported(org: Organization) -> None:
 
 @pytest.mark.django_db
 def test_unknown_context_is_a_clear_error() -> None:
-    known = "known: ai_provider, cpf, oauth, waha_byo, webh"
+    known = "known: ai_provider, cpf, oauth, pipeline_secrets, waha_byo, webh"
     with pytest.raises(CommandError, match=f"unknown encryption context 'no_such'; {known}"):
         rotate("--context", "no_such")
 
@@ -133,6 +134,9 @@ ROW_FACTORIES: dict[str, Callable[[Organization], models.Model]] = {
     ),
     "nuvemshop.Store": lambda org: Store.objects.create(organization=org, ns_store_id=1),
     "whatsapp.WahaSession": lambda org: WahaSession.objects.create(organization=org, name="rot"),
+    "pipelines.Pipeline": lambda org: Pipeline.objects.create(
+        organization=org, name="rot", trigger="order.post"
+    ),
 }
 
 

@@ -24,6 +24,7 @@ PRODUCTION = {
     "AI_PROVIDER_KEYS_KEY": Fernet.generate_key().decode(),
     "ENCRYPTION_KEY_OAUTH": Fernet.generate_key().decode(),
     "WAHA_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+    "PIPELINE_SECRETS_KEY": Fernet.generate_key().decode(),
     "METRICS_TOKEN": "metrics-token-for-tests",
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",

@@ -17,7 +17,7 @@ from eventbus.models import EventLog
 from pipelines import engine, graph, services
 from pipelines.context import order_context
 from pipelines.models import Execution, Pipeline
-from tests.support.pipelines import seed_example
+from tests.support.pipelines import DOS_TEMPLATES, seed_example
 from tests.support.receiver import Receiver, Reply
 
 pytestmark = pytest.mark.django_db
@@ -55,6 +55,17 @@ def test_an_invalid_definition_is_shown_with_its_errors_by_node(
     page = response.content.decode()
     assert "node &#x27;notify&#x27;: config.url must start with http:// or https://" in page
     assert "is part of a cycle" in page
+    assert not Pipeline.objects.exists()
+
+
+@pytest.mark.parametrize("source", DOS_TEMPLATES.values(), ids=DOS_TEMPLATES.keys())
+def test_a_dos_template_is_a_form_error_on_its_node_not_a_500(
+    admin_client: Client, org: Organization, source: str
+) -> None:
+    bad = seed_example(f"https://erp.example.com/{source}")
+    response = admin_client.post(ADD, form(org, bad))
+    assert response.status_code == 200
+    assert "node &#x27;notify&#x27;: config.url: template" in response.content.decode()
     assert not Pipeline.objects.exists()
 
 

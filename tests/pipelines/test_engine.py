@@ -127,6 +127,21 @@ def test_a_template_naming_a_missing_field_is_a_step_error(
     assert erp.requests == []
 
 
+def test_a_template_over_a_limit_with_the_event_s_data_fails_its_step_with_the_reason(
+    org: Organization, erp: Receiver
+) -> None:
+    definition = seed_example(erp.url("/orders"))
+    definition["nodes"][1]["config"]["body"] = {
+        "spam": "{{ 'x' * (order.total_cents * order.total_cents) }}"
+    }
+    outcome = run(make(org, definition), confirmed(org, total_cents=100_000))
+    assert outcome.failed and outcome.execution.failed_node == "notify"
+    step = outcome.execution.steps.get(node_id="notify")
+    assert step.status == "FAILED"
+    assert "goes over a limit: repetition to" in step.error
+    assert erp.requests == []
+
+
 def test_the_failure_branch_and_on_error_continue(org: Organization, erp: Receiver) -> None:
     erp.replies["/orders"] = Reply(status=500)
     with_branch = seed_example(erp.url("/orders"))

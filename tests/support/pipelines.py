@@ -51,3 +51,18 @@ def emit_definition(event_type: str, **config: Any) -> dict[str, Any]:
         ],
         "edges": [{"from": "start", "to": "again"}],
     }
+
+
+# Templates a hostile tenant could write to stall a web process (issue 39), each refused by the
+# bounded sandbox: the API tests and bench/template_limits.py send them.
+DOS_TEMPLATES = {
+    "power": "{{ 7**3000000 }}",
+    "string-repetition": "{{ 'a'*10**8 }}",
+    "nested-ranges": "{% for i in range(5000) %}{% for j in range(5000) %}x"
+    "{% endfor %}{% endfor %}",
+    "triple-nesting": "{% for i in range(100) %}{% for j in range(100) %}{% for k in range(100) %}"
+    "{{ k }}{% endfor %}{% endfor %}{% endfor %}",
+    "deep-nesting": "{{" + "(" * 3000 + "1" + ")" * 3000 + "}}",
+    "huge-literal": "{{ " + "9" * 5000 + " }}",
+    "doubling": "{% set x = 'a'*1000 %}" + "{% set x = x ~ x %}" * 40,
+}

@@ -232,13 +232,19 @@ def inbound_message(
 
 
 def signed_webhook(
-    session: str, event: str, payload: dict[str, Any], *, secret: str
+    session: str,
+    event: str,
+    payload: dict[str, Any],
+    *,
+    secret: str,
+    event_id: str | None = None,
+    timestamp_ms: int | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """A webhook body as WAHA posts it, and its headers (HMAC-SHA512 of the raw body)."""
     body = json.dumps(
         {
-            "id": f"evt_{secrets.token_hex(12)}",
-            "timestamp": int(time.time() * 1000),
+            "id": event_id or f"evt_{secrets.token_hex(12)}",
+            "timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
             "event": event,
             "session": session,
             "metadata": {},

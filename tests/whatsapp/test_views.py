@@ -4,8 +4,10 @@ with webhooks signed as WAHA signs them; STOP blocks the contact and the next se
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -125,12 +127,63 @@ def test_a_bad_or_missing_signature_is_401_and_writes_nothing(
     assert counts() == before == (0, 0, 0, 0)
 
 
-def test_an_unknown_session_is_404(live_server: object, session: WahaSession) -> None:
+def test_an_unknown_session_gets_the_same_answer_as_a_bad_signature(
+    live_server: object, session: WahaSession
+) -> None:
+    base = live_server.url  # type: ignore[attr-defined]
     body, headers = signed_webhook(
         "other", "message", inbound_message(CHAT, "Oi"), secret=HMAC_SECRET
     )
-    assert post(live_server.url, "other", body, headers)[0] == 404  # type: ignore[attr-defined]
+    unknown = post(base, "other", body, headers)
+    body, headers = signed_webhook("loja", "message", inbound_message(CHAT, "Oi"), secret="bad")
+    assert unknown == post(base, "loja", body, headers)
+    assert unknown[0] == 401
     assert counts() == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("age_seconds", [-3600, -301, 301, 86400], ids=str)
+def test_a_webhook_outside_the_timestamp_window_is_refused(
+    client: Client, session: WahaSession, age_seconds: int
+) -> None:
+    """A captured webhook replayed later (or one dated ahead) is refused: 400, nothing written."""
+    now_ms = int(time.time() * 1000)
+    body, headers = signed_webhook(
+        "loja",
+        "session.status",
+        {"status": "FAILED"},
+        secret=HMAC_SECRET,
+        timestamp_ms=now_ms - age_seconds * 1000,
+    )
+    response = client.post("/api/webhooks/waha/loja", body, content_type="application/json",
+                           headers=headers)  # fmt: skip
+    assert response.status_code == 400 and "timestamp" in response.json()["error"]
+    session.refresh_from_db()
+    assert session.status != "FAILED"
+
+
+def test_the_window_is_a_setting_and_a_replayed_event_id_is_a_duplicate(
+    client: Client, session: WahaSession, settings: Any
+) -> None:
+    settings.WHATSAPP = {**getattr(settings, "WHATSAPP", {}), "WEBHOOK_WINDOW_SECONDS": 60}
+    now_ms = int(time.time() * 1000)
+
+    def send(body: bytes, headers: dict[str, str]) -> Any:
+        return client.post("/api/webhooks/waha/loja", body, content_type="application/json",
+                           headers=headers)  # fmt: skip
+
+    old = signed_webhook("loja", "message", inbound_message(CHAT, "a"), secret=HMAC_SECRET,
+                         timestamp_ms=now_ms - 90_000)  # fmt: skip
+    assert send(*old).status_code == 400
+    fresh = signed_webhook("loja", "message", inbound_message(CHAT, "b"), secret=HMAC_SECRET,
+                           event_id="evt_same", timestamp_ms=now_ms - 30_000)  # fmt: skip
+    assert send(*fresh).json() == {"result": "stored"}
+    before = counts()
+    assert send(*fresh).json() == {"result": "duplicate"}
+    # Another payload under an id already accepted is a duplicate too (a replay, re-signed).
+    other = signed_webhook("loja", "message", inbound_message(CHAT, "c"), secret=HMAC_SECRET,
+                           event_id="evt_same")  # fmt: skip
+    assert send(*other).json() == {"result": "duplicate"}
+    assert counts() == before
 
 
 @pytest.mark.parametrize("said", ["SAIR", "  Parár! ", "descadastrar", "Stop."])
