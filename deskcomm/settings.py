@@ -157,6 +157,14 @@ DATABASE_TIMEOUTS = {
 }
 db_options = DATABASES["default"].setdefault("OPTIONS", {})
 db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
+# TLS to a remote server (libpq sslmode: require, verify-ca, verify-full...); every alias below
+# copies the default's options. A `?sslmode=` in a URL wins for that URL.
+DATABASE_SSLMODE = env.str("DATABASE_SSLMODE", default="")
+if DATABASE_SSLMODE:
+    db_options.setdefault("sslmode", DATABASE_SSLMODE)
+# Production refuses a superuser or BYPASSRLS connection (deskcomm.E009: row-level security does
+# not apply to it). A managed database that gives no other role may turn this on, knowingly.
+DATABASE_ALLOW_SUPERUSER = env.bool("DATABASE_ALLOW_SUPERUSER", default=False)
 # A web process whose role is not the platform's reads across tenants (the staff admin, /metrics,
 # cron, the receivers' lookups) through this alias, as the worker role (core.rls).
 _platform = env.db_url_config(DATABASE_WORKER_URL or DATABASE_URL)
@@ -482,7 +490,10 @@ JOBS = {
     },
 }
 # POST /api/v1/cron/<job> requires it (Bearer or x-cron-secret); unset, the endpoints refuse all.
-INTERNAL_CRON_SECRET = env.str("INTERNAL_CRON_SECRET", default="")
+# CRON_SECRET (seed 001's name, what an external scheduler is set up with) is an alias.
+INTERNAL_CRON_SECRET = env.str("INTERNAL_CRON_SECRET", default="") or env.str(
+    "CRON_SECRET", default=""
+)
 
 # --- Scheduler: django-celery-beat tables, fired into dramatiq (Celery never sends a message) ---
 CELERY_BROKER_URL = "memory://"
