@@ -553,6 +553,10 @@ STORAGES = {
         file_overwrite=True,
     ),
 }
+# WAHA's sessions folder as mounted here (compose: /data/waha-sessions, read-only): the weekly
+# waha-sessions-backup job archives it into the backups storage and the restore check verifies
+# the newest archive. Empty: no WAHA next to this install, nothing to back up.
+WAHA_SESSIONS_ROOT = env.str("WAHA_SESSIONS_ROOT", default="")
 # Audit log retention (seed 000 §6.9, seed 001 §1.1): rows older than this many days are
 # archived to the `archive` storage and deleted; the archives are kept this many years.
 AUDIT_LOG_HOT_DAYS = env.int("AUDIT_LOG_HOT_DAYS", default=90)

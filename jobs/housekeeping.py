@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from django.conf import settings
+
 from core import audit_archive, backup, services
 from jobs.registry import job
 
 
 class RestoreCheckFailed(Exception):
     """The newest backup is missing or does not restore with its manifest's row counts."""
+
+
+class BackupFailed(Exception):
+    """What a backup job must copy is not there."""
 
 
 @job("idempotency-keys-purge", crontab="45 4 * * *")
@@ -33,7 +41,38 @@ def run_restore_check() -> int:
     if not verdict.ok:
         tables = ", ".join(sorted(verdict.mismatches))
         raise RestoreCheckFailed(f"{dump} restores with different row counts in: {tables}")
-    return sum(verdict.restored.values())
+    restored = sum(verdict.restored.values())
+    return restored + _check_waha_sessions()
+
+
+# WAHA's sessions folder (the paired WhatsApp numbers: losing it means pairing every number again).
+WAHA_SESSIONS_PREFIX = "waha-sessions-"
+
+
+@job("waha-sessions-backup", crontab="30 2 * * 0")
+def backup_waha_sessions() -> int:
+    """Archive WAHA_SESSIONS_ROOT into the backups storage (weekly, seed 001); 0 when unset."""
+    root = settings.WAHA_SESSIONS_ROOT
+    if not root:
+        return 0
+    if not Path(root).is_dir():
+        raise BackupFailed(f"WAHA_SESSIONS_ROOT {root!r} is not a folder")
+    backup.folder_backup_create(Path(root), prefix=WAHA_SESSIONS_PREFIX)
+    return 1
+
+
+def _check_waha_sessions() -> int:
+    """The restore check's part for WAHA's sessions: the newest archive extracts to exactly
+    its manifest's files (when WAHA_SESSIONS_ROOT is set)."""
+    if not settings.WAHA_SESSIONS_ROOT:
+        return 0
+    archive = backup.latest_folder_backup(WAHA_SESSIONS_PREFIX)
+    if archive is None:
+        raise RestoreCheckFailed("no WAHA sessions backup found in the backups storage")
+    problems = backup.folder_restore_check(archive)
+    if problems:
+        raise RestoreCheckFailed(f"{archive} does not restore: {', '.join(problems)}")
+    return 1
 
 
 @job("audit-log-archive", crontab="0 4 * * *")

@@ -167,3 +167,57 @@ def test_the_oldest_new_enough_tools_are_chosen() -> None:
         (d for d in pg_tools._candidates() if (pg_tools._major(d) or 0) >= 15),
         key=lambda d: pg_tools._major(d) or 0,
     )
+
+
+@pytest.fixture
+def waha_sessions(tmp_path: Path, settings: Any) -> Path:
+    """A WAHA sessions folder (what compose mounts at /data/waha-sessions), with a subfolder."""
+    root = tmp_path / "waha-sessions"
+    (root / "default").mkdir(parents=True)
+    (root / "default" / "creds.json").write_text('{"me": "5511999990000"}')
+    (root / "default" / "keys.bin").write_bytes(bytes(range(256)) * 4)
+    settings.WAHA_SESSIONS_ROOT = str(root)
+    return root
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waha_sessions_are_backed_up_weekly_and_verified_by_the_restore_check(
+    org: Organization, backup_dir: Path, waha_sessions: Path
+) -> None:
+    """Seed 001: the sessions folder in the backups; the restore check extracts the newest
+    archive and compares every file with its manifest."""
+    from jobs.registry import jobs
+
+    assert jobs.get("waha-sessions-backup").crontab == "30 2 * * 0"  # weekly
+    assert job_run(name="waha-sessions-backup", trigger="test").status == "completed"
+    (archive,) = backup_dir.glob("waha-sessions-*.tar.gz")
+    assert backup.folder_restore_check(archive.name) == []
+    # A later session change does not alter what the archive holds.
+    (waha_sessions / "default" / "creds.json").write_text("{}")
+    run("backup")
+    assert job_run(name="restore-check", trigger="test").status == "completed"
+    # The restore check fails on an archive that does not hold what its manifest says.
+    (manifest,) = backup_dir.glob("waha-sessions-*.json")
+    manifest.write_text(
+        manifest.read_text().replace('"default/keys.bin": "', '"default/keys.bin": "0')
+    )
+    assert backup.folder_restore_check(archive.name) == ["different: default/keys.bin"]
+    failed = job_run(name="restore-check", trigger="test")
+    assert failed.status == "failed" and "default/keys.bin" in failed.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restore_check_with_waha_but_no_sessions_backup_fails(
+    org: Organization, backup_dir: Path, waha_sessions: Path
+) -> None:
+    run("backup")
+    failed = job_run(name="restore-check", trigger="test")
+    assert failed.status == "failed" and "no WAHA sessions backup" in failed.error
+
+
+@pytest.mark.django_db
+def test_without_waha_the_sessions_job_backs_up_nothing(backup_dir: Path, settings: Any) -> None:
+    settings.WAHA_SESSIONS_ROOT = ""
+    result = job_run(name="waha-sessions-backup", trigger="test")
+    assert result.status == "completed" and result.rows_processed == 0
+    assert list(backup_dir.iterdir()) == []

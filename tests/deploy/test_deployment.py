@@ -150,3 +150,22 @@ def test_the_production_compose_requires_every_role_password() -> None:
         uses = re.findall(rf"\$\{{{variable}(:[?-])", text)
         assert uses and set(uses) == {":?"}, variable
         assert variable in env_example(), variable
+
+
+# --- Item 6: seed 001's WAHA items ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_waha_has_a_healthcheck_limits_and_its_sessions_in_the_backups(name: str) -> None:
+    services = compose(name)["services"]
+    waha = services["waha"]
+    probe = waha["healthcheck"]["test"]
+    assert probe[0] == "CMD" and "http://127.0.0.1:3000/ping" in " ".join(probe)
+    limits = waha["deploy"]["resources"]["limits"]
+    assert limits["cpus"] and limits["memory"]
+    sessions = volume_mounts(waha)["/app/.sessions"]
+    # The backup job (jobs process) reads the same volume where WAHA_SESSIONS_ROOT says.
+    jobs = services["jobs"]
+    root = jobs["environment"]["WAHA_SESSIONS_ROOT"]
+    assert volume_mounts(jobs)[root] == sessions
+    assert any(v.endswith(f"{root}:ro") for v in jobs["volumes"])  # never written by Deskcomm
