@@ -260,6 +260,34 @@ def check_file_roots(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
     return errors
 
 
+# Mail backends that deliver nothing to anyone (consolemail:// is the default EMAIL_URL).
+_UNDELIVERED_MAIL = ("console", "locmem", "dummy", "filebased")
+
+
+@register(PROJECT_TAG)
+def check_alert_destination(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E010: production with nowhere for an alert to go (no ADMINS with a delivering
+    mail backend, no ALERT_WEBHOOK_URL): a failed backup or a growing DLQ would reach only the
+    logs. An error, not a warning: nobody reads a warning on a server nobody watches."""
+    from core import crypto
+
+    if crypto.dev_keys_allowed() or settings.ALERT_WEBHOOK_URL:
+        return []
+    backend = str(getattr(settings, "EMAIL_BACKEND", ""))
+    mails = bool(settings.ADMINS) and not any(f".{kind}." in backend for kind in _UNDELIVERED_MAIL)
+    if mails:
+        return []
+    return [
+        Error(
+            "no alert destination: ADMINS is empty or EMAIL_URL does not send mail "
+            f"({backend}), and ALERT_WEBHOOK_URL is not set; alerts would reach nobody.",
+            hint="Set ADMINS and EMAIL_URL=smtp+tls://user:password@host:587, and/or "
+            "ALERT_WEBHOOK_URL (a Slack-compatible incoming webhook).",
+            id="deskcomm.E010",
+        )
+    ]
+
+
 # Shorter than this (or with few distinct characters) a SECRET_KEY is guessable; Django's own
 # deploy check uses the same bounds but only warns.
 _MIN_SECRET_KEY_LENGTH = 50

@@ -319,6 +319,11 @@ SERVER_EMAIL = env.str("SERVER_EMAIL", default="deskcomm@localhost")
 DEFAULT_FROM_EMAIL = SERVER_EMAIL
 EMAIL_SUBJECT_PREFIX = "[Deskcomm] "
 
+# Every operational alert (core.alerts: failed jobs, DLQ growth, LGPD SLA, backups) is mailed to
+# ADMINS and posted to this Slack-compatible incoming webhook when set (a secret: environment
+# only). Production needs at least one real destination (deskcomm.E010).
+ALERT_WEBHOOK_URL = env.str("ALERT_WEBHOOK_URL", default="")
+
 # Outbound HTTP to URLs users or operators configure (core.http.guarded_client): private and
 # loopback targets are refused unless this is on (development only; a deploy check warns).
 OUTBOUND_HTTP_ALLOW_PRIVATE = env.bool("OUTBOUND_HTTP_ALLOW_PRIVATE", default=False)
@@ -355,6 +360,8 @@ LOGGING = {
         },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # httpx logs every request's full URL at INFO: alert and webhook URLs carry their secret.
+    "loggers": {"httpx": {"level": "WARNING"}},
 }
 
 # The event bus knobs, read at call time through `eventbus.conf.bus_settings`.

@@ -28,6 +28,9 @@ PRODUCTION = {
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",
     "LOG_FORMAT": "json",
+    # Somewhere for alerts to go (deskcomm.E010).
+    "ADMINS": "ops@example.com",
+    "EMAIL_URL": "smtp+tls://alerts:pw@mail.example.com:587",  # pragma: allowlist secret
     # The shared data volume (deskcomm.E008 refuses relative and container-local roots).
     "MEDIA_ROOT": "/data/media",
     "BACKUP_ROOT": "/data/backups",
@@ -73,6 +76,8 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"WEBHOOK_SECRETS_KEY": "", "SECRET_KEY": ""}, "deskcomm.E006"),
         ({"CPF_ENCRYPTION_KEY": ""}, "deskcomm.E002"),
         ({"MEDIA_ROOT": "var/media"}, "deskcomm.E008"),
+        ({"ADMINS": ""}, "deskcomm.E010"),
+        ({"EMAIL_URL": "consolemail://"}, "deskcomm.E010"),
         ({"LGPD_EXPORT_ROOT": str(REPO / "var" / "lgpd-exports")}, "deskcomm.E008"),
     ],
 )
