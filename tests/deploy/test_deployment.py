@@ -27,14 +27,18 @@ def compose(name: str) -> dict[str, Any]:
     return data
 
 
-def env_example() -> dict[str, str]:
-    """`.env.example` as the settings read a `.env` (django-environ's parser), into a dict."""
+def parse_env(path: Path) -> dict[str, str]:
+    """A .env file as the settings read it (django-environ's parser), into a dict."""
 
     class Parsed(environ.Env):
         ENVIRON: dict[str, str] = {}
 
-    Parsed.read_env(str(REPO / ".env.example"), overwrite=True)
+    Parsed.read_env(str(path), overwrite=True)
     return dict(Parsed.ENVIRON)
+
+
+def env_example() -> dict[str, str]:
+    return parse_env(REPO / ".env.example")
 
 
 def dockerfile_env() -> dict[str, str]:
