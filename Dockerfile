@@ -24,13 +24,15 @@ ENV PATH=/opt/venv/bin:$PATH \
     MEDIA_ROOT=/data/media \
     BACKUP_ROOT=/data/backups \
     ARCHIVE_ROOT=/data/archive \
-    LGPD_EXPORT_ROOT=/data/lgpd-exports
+    LGPD_EXPORT_ROOT=/data/lgpd-exports \
+    READ_ONLY_BUFFER_ROOT=/data/read-only-buffer
 # Every file the product keeps lives under /data, one volume shared by every process (the compose
 # files mount it; deskcomm.E008 refuses a root elsewhere in production). STATIC_ROOT is part of
 # the image (collected below), not data.
 RUN groupadd --system --gid 10001 deskcomm \
  && useradd --system --uid 10001 --gid deskcomm --home-dir /app --shell /usr/sbin/nologin deskcomm \
- && mkdir -p /data/media /data/backups /data/archive /data/lgpd-exports /tmp/prometheus \
+ && mkdir -p /data/media /data/backups /data/archive /data/lgpd-exports /data/read-only-buffer \
+    /tmp/prometheus \
  && chown -R deskcomm:deskcomm /data /tmp/prometheus
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app

@@ -209,7 +209,10 @@ FILE_ROOT_STORAGES = {
 def file_roots() -> dict[str, Path]:
     """Each filesystem root the product writes data to, by the setting that names it (a storage
     on an S3 bucket has none)."""
-    roots = {"MEDIA_ROOT": Path(str(settings.MEDIA_ROOT))}
+    roots = {
+        "MEDIA_ROOT": Path(str(settings.MEDIA_ROOT)),
+        "READ_ONLY_BUFFER_ROOT": Path(str(settings.READ_ONLY_BUFFER_ROOT)),
+    }
     for name, alias in FILE_ROOT_STORAGES.items():
         options = settings.STORAGES.get(alias, {}).get("OPTIONS", {})
         if settings.STORAGES.get(alias, {}).get("BACKEND", "").endswith("FileSystemStorage"):

@@ -69,6 +69,8 @@ MIDDLEWARE = [
     # Before anything reads a body: chunked bodies get a length, so the size limit holds.
     "core.middleware.ChunkedBodyMiddleware",
     "core.metrics.HttpMetricsMiddleware",
+    # Read-only mode (a database outage): receivers buffer to disk, API writes answer 503.
+    "core.read_only.ReadOnlyModeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -560,6 +562,14 @@ STORAGES = {
         file_overwrite=True,
     ),
 }
+# Read-only mode for a database outage (seed 001 §13.2; core.read_only), switched by hand: the
+# WAHA and Nuvemshop receivers write raw requests under READ_ONLY_BUFFER_ROOT and answer 200,
+# other API writes (sends) answer 503; the read-only-buffer-replay job replays them once it is off.
+READ_ONLY_MODE = env.bool("READ_ONLY_MODE", default=False)
+READ_ONLY_BUFFER_ROOT = env.path(
+    "READ_ONLY_BUFFER_ROOT", default=BASE_DIR / "var" / "read-only-buffer"
+)
+READ_ONLY_BUFFERED_VIEWS = ("waha-webhook", "nuvemshop-webhook")
 # WAHA's sessions folder as mounted here (compose: /data/waha-sessions, read-only): the weekly
 # waha-sessions-backup job archives it into the backups storage and the restore check verifies
 # the newest archive. Empty: no WAHA next to this install, nothing to back up.

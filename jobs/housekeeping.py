@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 from django.conf import settings
 
-from core import audit_archive, backup, services
+from core import audit_archive, backup, read_only, services
 from jobs.registry import job
 
 
@@ -79,3 +80,9 @@ def _check_waha_sessions() -> int:
 def archive_audit_log() -> int:
     """Archive audit rows past AUDIT_LOG_HOT_DAYS (gzip NDJSON + manifest), then delete them."""
     return audit_archive.archive_due().rows
+
+
+@job("read-only-buffer-replay", every=dt.timedelta(minutes=1))
+def replay_read_only_buffer() -> int:
+    """Replay the requests buffered in read-only mode, oldest first, once it is off."""
+    return read_only.replay_buffer().delivered

@@ -151,6 +151,7 @@ def test_container_local_file_roots_are_production_errors_naming_the_setting(
     settings.DEBUG = False  # type: ignore[attr-defined]
     settings.SECRET_KEY = PRODUCTION_KEY  # type: ignore[attr-defined]
     settings.MEDIA_ROOT = "/data/media"  # type: ignore[attr-defined]
+    settings.READ_ONLY_BUFFER_ROOT = "/data/read-only-buffer"  # type: ignore[attr-defined]
     settings.STORAGES = {  # type: ignore[attr-defined]
         **storages,
         "archive": filesystem("/data/archive"),

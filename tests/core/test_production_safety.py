@@ -36,6 +36,7 @@ PRODUCTION = {
     "BACKUP_ROOT": "/data/backups",
     "ARCHIVE_ROOT": "/data/archive",
     "LGPD_EXPORT_ROOT": "/data/lgpd-exports",
+    "READ_ONLY_BUFFER_ROOT": "/data/read-only-buffer",
 }
 
 

@@ -19,7 +19,13 @@ COMPOSE_FILES = ["docker-compose.yml", "docker-compose.prod.yml"]
 APP_SERVICES = {"migrate", "web", "worker", "webhooks", "jobs", "scheduler"}
 DATA = PurePosixPath("/data")
 # Every file root the product writes to (core.checks.file_roots names them).
-FILE_ROOTS = {"MEDIA_ROOT", "BACKUP_ROOT", "ARCHIVE_ROOT", "LGPD_EXPORT_ROOT"}
+FILE_ROOTS = {
+    "MEDIA_ROOT",
+    "BACKUP_ROOT",
+    "ARCHIVE_ROOT",
+    "LGPD_EXPORT_ROOT",
+    "READ_ONLY_BUFFER_ROOT",
+}
 
 
 def compose(name: str) -> dict[str, Any]:
