@@ -22,6 +22,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 CHAT = "5511977776666@c.us"
 
 
+@pytest.fixture
+def buffer(session: WahaSession, settings: Any, tmp_path: Path) -> Path:  # noqa: F811
+    """The buffer folder (READ_ONLY_BUFFER_ROOT), beside WAHA session "loja" of `org`."""
+    settings.READ_ONLY_BUFFER_ROOT = tmp_path
+    return tmp_path
+
+
 def webhook(client: Client, text: str, *, secret: str = HMAC_SECRET) -> Any:
     body, headers = signed_webhook("loja", "message", inbound_message(CHAT, text), secret=secret)
     return client.post(
@@ -30,12 +37,9 @@ def webhook(client: Client, text: str, *, secret: str = HMAC_SECRET) -> Any:
 
 
 def test_webhooks_are_buffered_without_the_database_and_replayed_in_order(
-    session: WahaSession,  # noqa: F811
-    settings: Any,
-    tmp_path: Path,
-    django_assert_num_queries: Any,
+    buffer: Path, settings: Any, django_assert_num_queries: Any
 ) -> None:
-    settings.READ_ONLY_BUFFER_ROOT = tmp_path
+    tmp_path = buffer
     settings.READ_ONLY_MODE = True
     client = Client()
     with django_assert_num_queries(0):
@@ -64,13 +68,10 @@ def test_webhooks_are_buffered_without_the_database_and_replayed_in_order(
 
 
 def test_the_replay_job_runs_every_minute_and_reads_without_the_mode(
-    session: WahaSession,  # noqa: F811
-    settings: Any,
-    tmp_path: Path,
+    buffer: Path, settings: Any
 ) -> None:
     from jobs.registry import jobs
 
-    settings.READ_ONLY_BUFFER_ROOT = tmp_path
     settings.READ_ONLY_MODE = True
     webhook(Client(), "guardada")
     settings.READ_ONLY_MODE = False
@@ -80,12 +81,7 @@ def test_the_replay_job_runs_every_minute_and_reads_without_the_mode(
     assert Message.objects.get().body == "guardada"
 
 
-def test_outside_read_only_mode_nothing_is_buffered(
-    session: WahaSession,  # noqa: F811
-    settings: Any,
-    tmp_path: Path,
-) -> None:
-    settings.READ_ONLY_BUFFER_ROOT = tmp_path
+def test_outside_read_only_mode_nothing_is_buffered(buffer: Path) -> None:
     answered = webhook(Client(), "direta")
     assert answered.status_code == 200 and answered.json() == {"result": "stored"}
-    assert list(tmp_path.iterdir()) == []
+    assert list(buffer.iterdir()) == []
