@@ -284,7 +284,7 @@ def check_alert_destination(app_configs: Any = None, **kwargs: Any) -> list[Chec
         Error(
             "no alert destination: ADMINS is empty or EMAIL_URL does not send mail "
             f"({backend}), and ALERT_WEBHOOK_URL is not set; alerts would reach nobody.",
-            hint="Set ADMINS and EMAIL_URL=smtp+tls://user:password@host:587, and/or "
+            hint="Set ADMINS and an smtp:// or smtp+tls:// EMAIL_URL (.env.example), and/or "
             "ALERT_WEBHOOK_URL (a Slack-compatible incoming webhook).",
             id="deskcomm.E010",
         )

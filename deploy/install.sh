@@ -61,7 +61,7 @@ write_env() {
     local domain admins email_url
     domain=$(ask DESKCOMM_DOMAIN "Public host name (DNS pointing here, ports 80/443 open):")
     admins=$(ask ADMINS "Operators' e-mail address(es) for alerts (comma-separated):")
-    email_url=$(ask EMAIL_URL "Outgoing mail (smtp+tls://user:password@host:587):")
+    email_url=$(ask EMAIL_URL "Outgoing mail, an smtp+tls:// URL with user, password, host:587:")
     cp .env.example .env
     chmod 600 .env
     set_env DEBUG false

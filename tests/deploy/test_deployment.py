@@ -179,3 +179,13 @@ def test_waha_has_a_healthcheck_limits_and_its_sessions_in_the_backups(name: str
     root = jobs["environment"]["WAHA_SESSIONS_ROOT"]
     assert volume_mounts(jobs)[root] == sessions
     assert any(v.endswith(f"{root}:ro") for v in jobs["volumes"])  # never written by Deskcomm
+
+
+def test_no_app_container_carries_the_superusers_or_the_owners_password() -> None:
+    """The production services read .env whole (env_file): the compose-only secrets are blanked
+    in their environment, which wins over env_file."""
+    services = compose("docker-compose.prod.yml")["services"]
+    for service in APP_SERVICES:
+        env = services[service]["environment"]
+        for secret in ("POSTGRES_PASSWORD", "DESKCOMM_OWNER_PASSWORD", "GRAFANA_ADMIN_PASSWORD"):
+            assert env[secret] == "", (service, secret)
