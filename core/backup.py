@@ -175,15 +175,39 @@ def folder_backup_create(root: Path, *, prefix: str) -> str:
     return saved
 
 
-def latest_folder_backup(prefix: str) -> str | None:
-    """The newest folder archive of `prefix` that has a manifest."""
+def folder_backups(prefix: str) -> list[str]:
+    """The folder archives of `prefix` that have a manifest, oldest first."""
     _, files = backup_storage().listdir("")
-    archives = sorted(
+    return sorted(
         f
         for f in files
         if f.startswith(prefix) and f.endswith(FOLDER_SUFFIX) and _folder_manifest_name(f) in files
     )
+
+
+def latest_folder_backup(prefix: str) -> str | None:
+    """The newest folder archive of `prefix` that has a manifest."""
+    archives = folder_backups(prefix)
     return archives[-1] if archives else None
+
+
+def folder_backup_prune(prefix: str, *, now: dt.datetime | None = None) -> list[str]:
+    """Delete archives of `prefix` older than BACKUP_RETENTION_DAYS; the newest always stays."""
+    now = now or dt.datetime.now(tz=dt.UTC)
+    cutoff = now - dt.timedelta(days=settings.BACKUP_RETENTION_DAYS)
+    storage = backup_storage()
+    expired = [
+        a
+        for a in folder_backups(prefix)[:-1]
+        if dt.datetime.strptime(
+            a.removeprefix(prefix).removesuffix(FOLDER_SUFFIX), STAMP_FORMAT
+        ).replace(tzinfo=dt.UTC)
+        < cutoff
+    ]
+    for archive in expired:
+        storage.delete(archive)
+        storage.delete(_folder_manifest_name(archive))
+    return expired
 
 
 def folder_restore_check(archive: str) -> list[str]:

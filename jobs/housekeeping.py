@@ -52,13 +52,15 @@ WAHA_SESSIONS_PREFIX = "waha-sessions-"
 
 @job("waha-sessions-backup", crontab="30 2 * * 0")
 def backup_waha_sessions() -> int:
-    """Archive WAHA_SESSIONS_ROOT into the backups storage (weekly, seed 001); 0 when unset."""
+    """Archive WAHA_SESSIONS_ROOT into the backups storage (weekly, seed 001), then delete
+    archives past BACKUP_RETENTION_DAYS (the newest stays); 0 when unset."""
     root = settings.WAHA_SESSIONS_ROOT
     if not root:
         return 0
     if not Path(root).is_dir():
         raise BackupFailed(f"WAHA_SESSIONS_ROOT {root!r} is not a folder")
     backup.folder_backup_create(Path(root), prefix=WAHA_SESSIONS_PREFIX)
+    backup.folder_backup_prune(WAHA_SESSIONS_PREFIX)  # the dumps' retention (BACKUP_RETENTION_DAYS)
     return 1
 
 

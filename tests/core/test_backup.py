@@ -221,3 +221,18 @@ def test_without_waha_the_sessions_job_backs_up_nothing(backup_dir: Path, settin
     result = job_run(name="waha-sessions-backup", trigger="test")
     assert result.status == "completed" and result.rows_processed == 0
     assert list(backup_dir.iterdir()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waha_sessions_archives_past_the_retention_are_deleted(
+    backup_dir: Path, waha_sessions: Path
+) -> None:
+    now = dt.datetime.now(tz=dt.UTC)
+    for days_ago in (45, 31, 10):  # 30 days' retention (BACKUP_RETENTION_DAYS)
+        with time_machine.travel(now - dt.timedelta(days=days_ago)):
+            backup.folder_backup_create(waha_sessions, prefix="waha-sessions-")
+    assert job_run(name="waha-sessions-backup", trigger="test").status == "completed"
+    kept = backup.folder_backups("waha-sessions-")
+    assert len(kept) == 2 and kept[-1] == backup.latest_folder_backup("waha-sessions-")
+    stored = [p for p in backup_dir.iterdir() if p.is_file()]
+    assert len(stored) == 4  # each kept archive with its manifest
