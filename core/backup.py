@@ -118,7 +118,12 @@ def backup_prune(*, now: dt.datetime | None = None) -> list[str]:
 
 def dump_time(dump: str) -> dt.datetime:
     """When a dump was taken, from its name."""
-    stamp = dump.removeprefix(PREFIX).removesuffix(".dump")
+    return stamp_time(dump, PREFIX, ".dump")
+
+
+def stamp_time(name: str, prefix: str, suffix: str) -> dt.datetime:
+    """The time in a stored name `<prefix><stamp><suffix>`."""
+    stamp = name.removeprefix(prefix).removesuffix(suffix)
     return dt.datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=dt.UTC)
 
 
@@ -197,12 +202,7 @@ def folder_backup_prune(prefix: str, *, now: dt.datetime | None = None) -> list[
     cutoff = now - dt.timedelta(days=settings.BACKUP_RETENTION_DAYS)
     storage = backup_storage()
     expired = [
-        a
-        for a in folder_backups(prefix)[:-1]
-        if dt.datetime.strptime(
-            a.removeprefix(prefix).removesuffix(FOLDER_SUFFIX), STAMP_FORMAT
-        ).replace(tzinfo=dt.UTC)
-        < cutoff
+        a for a in folder_backups(prefix)[:-1] if stamp_time(a, prefix, FOLDER_SUFFIX) < cutoff
     ]
     for archive in expired:
         storage.delete(archive)

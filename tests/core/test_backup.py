@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from io import StringIO
 from pathlib import Path
@@ -50,6 +50,15 @@ def backup_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     """The backups storage on an S3-compatible server on loopback (BACKUP_S3_BUCKET's shape)."""
     with s3_server(monkeypatch) as s3, use_backups_storage(s3.storage_config(prefix="backups")):
         yield s3
+
+
+def made_days_ago(make: Callable[[], object]) -> dt.datetime:
+    """`make()` 45, 31 and 10 days ago (around the 30 days of BACKUP_RETENTION_DAYS); now."""
+    now = dt.datetime.now(tz=dt.UTC)
+    for days_ago in (45, 31, 10):
+        with time_machine.travel(now - dt.timedelta(days=days_ago)):
+            make()
+    return now
 
 
 def run(command: str) -> str:
@@ -114,10 +123,7 @@ def test_backup_and_restore_check_through_an_s3_compatible_bucket(
 def test_the_backup_job_prunes_copies_past_the_retention(
     org: Organization, backup_bucket: S3Server
 ) -> None:
-    now = dt.datetime.now(tz=dt.UTC)
-    for days_ago in (45, 31, 10):  # 30 days' retention (BACKUP_RETENTION_DAYS)
-        with time_machine.travel(now - dt.timedelta(days=days_ago)):
-            backup.backup_create()
+    now = made_days_ago(backup.backup_create)
     assert len(backup.complete_dumps()) == 3
 
     result = job_run(name="backup", trigger="test")
@@ -227,10 +233,7 @@ def test_without_waha_the_sessions_job_backs_up_nothing(backup_dir: Path, settin
 def test_waha_sessions_archives_past_the_retention_are_deleted(
     backup_dir: Path, waha_sessions: Path
 ) -> None:
-    now = dt.datetime.now(tz=dt.UTC)
-    for days_ago in (45, 31, 10):  # 30 days' retention (BACKUP_RETENTION_DAYS)
-        with time_machine.travel(now - dt.timedelta(days=days_ago)):
-            backup.folder_backup_create(waha_sessions, prefix="waha-sessions-")
+    made_days_ago(lambda: backup.folder_backup_create(waha_sessions, prefix="waha-sessions-"))
     assert job_run(name="waha-sessions-backup", trigger="test").status == "completed"
     kept = backup.folder_backups("waha-sessions-")
     assert len(kept) == 2 and kept[-1] == backup.latest_folder_backup("waha-sessions-")
