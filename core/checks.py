@@ -87,16 +87,23 @@ def check_not_superuser(
 ) -> list[CheckMessage]:
     """A superuser (or BYPASSRLS role) skips row-level security: no tenant wall. deskcomm.E009 in
     production (unless DATABASE_ALLOW_SUPERUSER, for a managed database that offers no other
-    role), deskcomm.W003 in development."""
+    role), checked at every process's start; deskcomm.W003 in development."""
     from django.db import OperationalError, connections
 
     from core import crypto
 
     refused = not crypto.dev_keys_allowed() and not settings.DATABASE_ALLOW_SUPERUSER
+    if databases is None:
+        # A process's start (WSGI, a worker command) asks for no database: in production this
+        # check connects anyway, so a superuser connection never serves; elsewhere it waits for
+        # `check --database` (and `migrate`). A database that is down does not stop the start.
+        if not refused:
+            return []
+        databases = list(settings.DATABASES)
     messages: list[CheckMessage] = []
     # The read replica is a copy of the primary, roles included; its own checks (core.replica)
     # report it, as warnings: a replica that is down must not fail this check run.
-    for alias in [alias for alias in databases or [] if alias != REPLICA_ALIAS]:
+    for alias in [alias for alias in databases if alias != REPLICA_ALIAS]:
         try:
             with connections[alias].cursor() as cursor:
                 cursor.execute(

@@ -101,6 +101,30 @@ def test_a_worker_refuses_to_start_on_a_container_local_file_root() -> None:
     assert "inside the code directory" in result.stderr
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "start", [["manage.py", "drain_events", "--once"], ["-c", "import deskcomm.wsgi"]]
+)
+def test_a_process_refuses_to_start_connected_as_a_superuser(start: list[str]) -> None:
+    """deskcomm.E009 at start (a worker, the web): row-level security would not apply."""
+    from urllib.parse import urlsplit
+
+    from dev.pg_roles import PG_SUPERUSER
+    from tests.support.db import database_url
+
+    parts = urlsplit(database_url())
+    superuser = parts._replace(netloc=f"{PG_SUPERUSER}@{parts.hostname}:{parts.port}").geturl()
+    # Whatever role the command picks, it connects as the superuser.
+    urls = dict.fromkeys(("DATABASE_URL", "DATABASE_WORKER_URL", "DATABASE_WEB_URL"), superuser)
+    result = run(start, **{**PRODUCTION, **urls, "DATABASE_ROLE": ""})
+    assert result.returncode != 0
+    assert "deskcomm.E009" in result.stderr and "superuser" in result.stderr
+    allowed = run(
+        start, **{**PRODUCTION, **urls, "DATABASE_ROLE": "", "DATABASE_ALLOW_SUPERUSER": "true"}
+    )
+    assert "deskcomm.E009" not in allowed.stderr
+
+
 def test_wsgi_starts_with_production_settings() -> None:
     result = run(["-c", "import deskcomm.wsgi; print('started')"], **PRODUCTION)
     assert result.returncode == 0, result.stderr
