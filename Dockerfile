@@ -22,10 +22,17 @@ ENV PATH=/opt/venv/bin:$PATH \
     GIT_COMMIT=$GIT_COMMIT \
     STATIC_ROOT=/app/var/static \
     MEDIA_ROOT=/data/media \
-    BACKUP_ROOT=/data/backups
+    BACKUP_ROOT=/data/backups \
+    ARCHIVE_ROOT=/data/archive \
+    LGPD_EXPORT_ROOT=/data/lgpd-exports \
+    READ_ONLY_BUFFER_ROOT=/data/read-only-buffer
+# Every file the product keeps lives under /data, one volume shared by every process (the compose
+# files mount it; deskcomm.E008 refuses a root elsewhere in production). STATIC_ROOT is part of
+# the image (collected below), not data.
 RUN groupadd --system --gid 10001 deskcomm \
  && useradd --system --uid 10001 --gid deskcomm --home-dir /app --shell /usr/sbin/nologin deskcomm \
- && mkdir -p /data/media /data/backups /tmp/prometheus \
+ && mkdir -p /data/media /data/backups /data/archive /data/lgpd-exports /data/read-only-buffer \
+    /tmp/prometheus \
  && chown -R deskcomm:deskcomm /data /tmp/prometheus
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /app
@@ -33,5 +40,6 @@ COPY --chown=deskcomm:deskcomm . /app
 # Static files are collected at build time; collectstatic needs no database and no secrets.
 RUN DEBUG=true python manage.py collectstatic --noinput --verbosity 0
 USER deskcomm
+VOLUME /data
 EXPOSE 8000
 CMD ["gunicorn", "deskcomm.wsgi"]

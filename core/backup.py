@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import subprocess
+import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +118,12 @@ def backup_prune(*, now: dt.datetime | None = None) -> list[str]:
 
 def dump_time(dump: str) -> dt.datetime:
     """When a dump was taken, from its name."""
-    stamp = dump.removeprefix(PREFIX).removesuffix(".dump")
+    return stamp_time(dump, PREFIX, ".dump")
+
+
+def stamp_time(name: str, prefix: str, suffix: str) -> dt.datetime:
+    """The time in a stored name `<prefix><stamp><suffix>`."""
+    stamp = name.removeprefix(prefix).removesuffix(suffix)
     return dt.datetime.strptime(stamp, STAMP_FORMAT).replace(tzinfo=dt.UTC)
 
 
@@ -147,6 +153,84 @@ def restore_check_run(dump: str) -> RestoreVerdict:
         if restored.get(table) != count:
             verdict.mismatches[table] = (count, restored.get(table))
     return verdict
+
+
+# -- folders (WAHA's sessions) --------------------------------------------------------------
+
+FOLDER_SUFFIX = ".tar.gz"
+
+
+def folder_backup_create(root: Path, *, prefix: str) -> str:
+    """A gzip tar of the folder `root` (regular files only) in the backups storage, with a
+    manifest of each file's sha256; returns the archive's storage name."""
+    stamp = dt.datetime.now(tz=dt.UTC).strftime(STAMP_FORMAT)
+    name = f"{prefix}{stamp}{FOLDER_SUFFIX}"
+    files = sorted(path for path in root.rglob("*") if path.is_file() and not path.is_symlink())
+    digests = {str(path.relative_to(root)): _sha256(path) for path in files}
+    storage = backup_storage()
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = Path(scratch) / name
+        with tarfile.open(archive, "w:gz") as tar:
+            for path in files:
+                tar.add(path, arcname=str(path.relative_to(root)), recursive=False)
+        with archive.open("rb") as handle:
+            saved = storage.save(name, File(handle))
+    manifest = {"archive": saved, "created_at": stamp, "files": digests}
+    storage.save(_folder_manifest_name(saved), ContentFile(json.dumps(manifest, indent=2).encode()))
+    return saved
+
+
+def folder_backups(prefix: str) -> list[str]:
+    """The folder archives of `prefix` that have a manifest, oldest first."""
+    _, files = backup_storage().listdir("")
+    return sorted(
+        f
+        for f in files
+        if f.startswith(prefix) and f.endswith(FOLDER_SUFFIX) and _folder_manifest_name(f) in files
+    )
+
+
+def latest_folder_backup(prefix: str) -> str | None:
+    """The newest folder archive of `prefix` that has a manifest."""
+    archives = folder_backups(prefix)
+    return archives[-1] if archives else None
+
+
+def folder_backup_prune(prefix: str, *, now: dt.datetime | None = None) -> list[str]:
+    """Delete archives of `prefix` older than BACKUP_RETENTION_DAYS; the newest always stays."""
+    now = now or dt.datetime.now(tz=dt.UTC)
+    cutoff = now - dt.timedelta(days=settings.BACKUP_RETENTION_DAYS)
+    storage = backup_storage()
+    expired = [
+        a for a in folder_backups(prefix)[:-1] if stamp_time(a, prefix, FOLDER_SUFFIX) < cutoff
+    ]
+    for archive in expired:
+        storage.delete(archive)
+        storage.delete(_folder_manifest_name(archive))
+    return expired
+
+
+def folder_restore_check(archive: str) -> list[str]:
+    """Extract `archive` into a scratch folder and compare it with its manifest: the files
+    missing, different or unexpected (empty when it restores exactly)."""
+    storage = backup_storage()
+    with storage.open(_folder_manifest_name(archive)) as handle:
+        expected: dict[str, str] = json.load(handle)["files"]
+    with tempfile.TemporaryDirectory() as scratch, storage.open(archive) as source:
+        target = Path(scratch)
+        with tarfile.open(fileobj=source, mode="r:gz") as tar:
+            tar.extractall(target, filter="data")  # no absolute paths, links out, devices
+        found = {
+            str(path.relative_to(target)): _sha256(path)
+            for path in target.rglob("*")
+            if path.is_file()
+        }
+    problems = [f"missing: {f}" for f in sorted(expected.keys() - found.keys())]
+    problems += [f"unexpected: {f}" for f in sorted(found.keys() - expected.keys())]
+    problems += [
+        f"different: {f}" for f in sorted(expected.keys() & found.keys()) if expected[f] != found[f]
+    ]
+    return problems
 
 
 # -- helpers --------------------------------------------------------------------------------
@@ -207,6 +291,10 @@ def _drop(name: str) -> None:
 
 def _manifest_name(dump: str) -> str:
     return dump.removesuffix(".dump") + ".json"
+
+
+def _folder_manifest_name(archive: str) -> str:
+    return archive.removesuffix(FOLDER_SUFFIX) + ".json"
 
 
 def _sha256(path: Path) -> str:

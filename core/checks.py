@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -83,13 +85,25 @@ _KEY_HINT = (
 def check_not_superuser(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[CheckMessage]:
-    """deskcomm.W003: a superuser (or BYPASSRLS role) skips row-level security: no tenant wall."""
+    """A superuser (or BYPASSRLS role) skips row-level security: no tenant wall. deskcomm.E009 in
+    production (unless DATABASE_ALLOW_SUPERUSER, for a managed database that offers no other
+    role), checked at every process's start; deskcomm.W003 in development."""
     from django.db import OperationalError, connections
 
-    warnings: list[CheckMessage] = []
+    from core import crypto
+
+    refused = not crypto.dev_keys_allowed() and not settings.DATABASE_ALLOW_SUPERUSER
+    if databases is None:
+        # A process's start (WSGI, a worker command) asks for no database: in production this
+        # check connects anyway, so a superuser connection never serves; elsewhere it waits for
+        # `check --database` (and `migrate`). A database that is down does not stop the start.
+        if not refused:
+            return []
+        databases = list(settings.DATABASES)
+    messages: list[CheckMessage] = []
     # The read replica is a copy of the primary, roles included; its own checks (core.replica)
     # report it, as warnings: a replica that is down must not fail this check run.
-    for alias in [alias for alias in databases or [] if alias != REPLICA_ALIAS]:
+    for alias in [alias for alias in databases if alias != REPLICA_ALIAS]:
         try:
             with connections[alias].cursor() as cursor:
                 cursor.execute(
@@ -98,17 +112,22 @@ def check_not_superuser(
                 row = cursor.fetchone()
         except OperationalError:
             continue  # no connection: deskcomm.E103 (core.pooler_checks) says why
-        if row and row[0]:
-            warnings.append(
-                Warning(
-                    f"database {alias!r} connects as a superuser (or a BYPASSRLS role): "
-                    "row-level security, the second tenant wall, does not apply to it.",
-                    hint="Connect as a role without SUPERUSER/BYPASSRLS that owns the database "
-                    "(python3 -m dev creates one: 'deskcomm').",
-                    id="deskcomm.W003",
-                )
-            )
-    return warnings
+        if not (row and row[0]):
+            continue
+        msg = (
+            f"database {alias!r} connects as a superuser (or a BYPASSRLS role): "
+            "row-level security, the second tenant wall, does not apply to it."
+        )
+        hint = (
+            "Connect as a role without SUPERUSER/BYPASSRLS that owns the database "
+            "(python3 -m dev creates one: 'deskcomm'; compose: the db-roles service)."
+        )
+        if refused:
+            hint += " A managed database with no such role: DATABASE_ALLOW_SUPERUSER=true."
+            messages.append(Error(msg, hint=hint, id="deskcomm.E009"))
+        else:
+            messages.append(Warning(msg, hint=hint, id="deskcomm.W003"))
+    return messages
 
 
 # Whether the session's role may use the bypass; NULL while the group role does not exist yet
@@ -180,6 +199,101 @@ def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckM
             "ARCHIVE_S3_BUCKET is set but boto3 is not installed (django-storages needs it).",
             hint="pip install boto3, or unset ARCHIVE_S3_BUCKET to archive to ARCHIVE_ROOT.",
             id="deskcomm.E007",
+        )
+    ]
+
+
+# The file roots that must outlive a container (every one a setting or a storage alias's
+# location; README "Production", docs/deployment.md "Data volume"). STATIC_ROOT is not one: the
+# image collects it at build time, and PROMETHEUS_MULTIPROC_DIR is a per-start scratch directory.
+FILE_ROOT_STORAGES = {
+    "ARCHIVE_ROOT": "archive",
+    "BACKUP_ROOT": "backups",
+    "LGPD_EXPORT_ROOT": "lgpd_exports",
+}
+
+
+def file_roots() -> dict[str, Path]:
+    """Each filesystem root the product writes data to, by the setting that names it (a storage
+    on an S3 bucket has none)."""
+    roots = {
+        "MEDIA_ROOT": Path(str(settings.MEDIA_ROOT)),
+        "READ_ONLY_BUFFER_ROOT": Path(str(settings.READ_ONLY_BUFFER_ROOT)),
+    }
+    for name, alias in FILE_ROOT_STORAGES.items():
+        options = settings.STORAGES.get(alias, {}).get("OPTIONS", {})
+        if settings.STORAGES.get(alias, {}).get("BACKEND", "").endswith("FileSystemStorage"):
+            roots[name] = Path(str(options["location"]))
+    waha = getattr(settings, "WAHA_SESSIONS_ROOT", "")
+    if waha:
+        roots["WAHA_SESSIONS_ROOT"] = Path(str(waha))
+    return roots
+
+
+def _container_local(root: Path) -> str:
+    """Why `root` would not outlive its container, or ''."""
+    if not root.is_absolute():
+        return "a relative path (resolved inside the process's working directory)"
+    # The code directory (the image's /app) and the temporary directory live in the container.
+    for place, what in (
+        (Path(settings.BASE_DIR).resolve(), "the code directory"),
+        (Path(tempfile.gettempdir()).resolve(), "the temporary directory"),
+    ):
+        if root == place or place in root.parents:
+            return f"inside {what} ({place})"
+    return ""
+
+
+@register(PROJECT_TAG)
+def check_file_roots(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E008: in production, a file root that is relative or container-local: archived
+    events, backups and LGPD exports written there are lost with the container, and what one
+    container writes the others cannot serve."""
+    from core import crypto
+
+    if crypto.dev_keys_allowed():
+        return []
+    errors: list[CheckMessage] = []
+    for name, root in file_roots().items():
+        problem = _container_local(root)
+        if problem:
+            errors.append(
+                Error(
+                    f"{name} is {str(root)!r}, {problem}: its files are lost with the container "
+                    "and the other processes cannot read them.",
+                    hint=f"Set {name} under the shared data volume (e.g. /data/...; the image and "
+                    "docker-compose*.yml mount it at /data for every process) or use the "
+                    "S3-compatible bucket (docs/deployment.md).",
+                    id="deskcomm.E008",
+                )
+            )
+    return errors
+
+
+# Mail backends that deliver nothing to anyone (consolemail:// is the default EMAIL_URL).
+_UNDELIVERED_MAIL = ("console", "locmem", "dummy", "filebased")
+
+
+@register(PROJECT_TAG)
+def check_alert_destination(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E010: production with nowhere for an alert to go (no ADMINS with a delivering
+    mail backend, no ALERT_WEBHOOK_URL): a failed backup or a growing DLQ would reach only the
+    logs. An error, not a warning: nobody reads a warning on a server nobody watches."""
+    from core import crypto
+
+    if crypto.dev_keys_allowed() or settings.ALERT_WEBHOOK_URL:
+        return []
+    backend = str(getattr(settings, "EMAIL_BACKEND", ""))
+    mails = bool(settings.ADMINS) and not any(f".{kind}." in backend for kind in _UNDELIVERED_MAIL)
+    if mails:
+        return []
+    return [
+        Error(
+            "no alert destination: ADMINS is empty or EMAIL_URL does not send mail "
+            f"({backend}), and ALERT_WEBHOOK_URL is not set; alerts would reach nobody.",
+            hint="Set ADMINS and an smtp:// or smtp+tls:// EMAIL_URL (.env.example), and/or "
+            "ALERT_WEBHOOK_URL (a Slack-compatible incoming webhook).",
+            id="deskcomm.E010",
         )
     ]
 

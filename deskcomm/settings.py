@@ -69,6 +69,8 @@ MIDDLEWARE = [
     # Before anything reads a body: chunked bodies get a length, so the size limit holds.
     "core.middleware.ChunkedBodyMiddleware",
     "core.metrics.HttpMetricsMiddleware",
+    # Read-only mode (a database outage): receivers buffer to disk, API writes answer 503.
+    "core.read_only.ReadOnlyModeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -157,6 +159,14 @@ DATABASE_TIMEOUTS = {
 }
 db_options = DATABASES["default"].setdefault("OPTIONS", {})
 db_options["options"] = with_timeouts(db_options.get("options", ""), DATABASE_TIMEOUTS["web"])
+# TLS to a remote server (libpq sslmode: require, verify-ca, verify-full...); every alias below
+# copies the default's options. A `?sslmode=` in a URL wins for that URL.
+DATABASE_SSLMODE = env.str("DATABASE_SSLMODE", default="")
+if DATABASE_SSLMODE:
+    db_options.setdefault("sslmode", DATABASE_SSLMODE)
+# Production refuses a superuser or BYPASSRLS connection (deskcomm.E009: row-level security does
+# not apply to it). A managed database that gives no other role may turn this on, knowingly.
+DATABASE_ALLOW_SUPERUSER = env.bool("DATABASE_ALLOW_SUPERUSER", default=False)
 # A web process whose role is not the platform's reads across tenants (the staff admin, /metrics,
 # cron, the receivers' lookups) through this alias, as the worker role (core.rls).
 _platform = env.db_url_config(DATABASE_WORKER_URL or DATABASE_URL)
@@ -311,6 +321,11 @@ SERVER_EMAIL = env.str("SERVER_EMAIL", default="deskcomm@localhost")
 DEFAULT_FROM_EMAIL = SERVER_EMAIL
 EMAIL_SUBJECT_PREFIX = "[Deskcomm] "
 
+# Every operational alert (core.alerts: failed jobs, DLQ growth, LGPD SLA, backups) is mailed to
+# ADMINS and posted to this Slack-compatible incoming webhook when set (a secret: environment
+# only). Production needs at least one real destination (deskcomm.E010).
+ALERT_WEBHOOK_URL = env.str("ALERT_WEBHOOK_URL", default="")
+
 # Outbound HTTP to URLs users or operators configure (core.http.guarded_client): private and
 # loopback targets are refused unless this is on (development only; a deploy check warns).
 OUTBOUND_HTTP_ALLOW_PRIVATE = env.bool("OUTBOUND_HTTP_ALLOW_PRIVATE", default=False)
@@ -349,6 +364,8 @@ LOGGING = {
         "error_counter": {"class": "core.logs.errors.ErrorCounter", "level": "ERROR"},
     },
     "root": {"handlers": ["console", "error_counter"], "level": LOG_LEVEL},
+    # httpx logs every request's full URL at INFO: alert and webhook URLs carry their secret.
+    "loggers": {"httpx": {"level": "WARNING"}},
 }
 
 # The event bus knobs, read at call time through `eventbus.conf.bus_settings`.
@@ -484,7 +501,10 @@ JOBS = {
     },
 }
 # POST /api/v1/cron/<job> requires it (Bearer or x-cron-secret); unset, the endpoints refuse all.
-INTERNAL_CRON_SECRET = env.str("INTERNAL_CRON_SECRET", default="")
+# CRON_SECRET (seed 001's name, what an external scheduler is set up with) is an alias.
+INTERNAL_CRON_SECRET = env.str("INTERNAL_CRON_SECRET", default="") or env.str(
+    "CRON_SECRET", default=""
+)
 
 # --- Scheduler: django-celery-beat tables, fired into dramatiq (Celery never sends a message) ---
 CELERY_BROKER_URL = "memory://"
@@ -544,6 +564,18 @@ STORAGES = {
         file_overwrite=True,
     ),
 }
+# Read-only mode for a database outage (seed 001 §13.2; core.read_only), switched by hand: the
+# WAHA and Nuvemshop receivers write raw requests under READ_ONLY_BUFFER_ROOT and answer 200,
+# other API writes (sends) answer 503; the read-only-buffer-replay job replays them once it is off.
+READ_ONLY_MODE = env.bool("READ_ONLY_MODE", default=False)
+READ_ONLY_BUFFER_ROOT = env.path(
+    "READ_ONLY_BUFFER_ROOT", default=BASE_DIR / "var" / "read-only-buffer"
+)
+READ_ONLY_BUFFERED_VIEWS = ("waha-webhook", "nuvemshop-webhook")
+# WAHA's sessions folder as mounted here (compose: /data/waha-sessions, read-only): the weekly
+# waha-sessions-backup job archives it into the backups storage and the restore check verifies
+# the newest archive. Empty: no WAHA next to this install, nothing to back up.
+WAHA_SESSIONS_ROOT = env.str("WAHA_SESSIONS_ROOT", default="")
 # Audit log retention (seed 000 §6.9, seed 001 §1.1): rows older than this many days are
 # archived to the `archive` storage and deleted; the archives are kept this many years.
 AUDIT_LOG_HOT_DAYS = env.int("AUDIT_LOG_HOT_DAYS", default=90)

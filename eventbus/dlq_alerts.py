@@ -13,21 +13,16 @@ Run it from cron (`manage.py check_dlq_alerts`) or on every death by adding
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.core.mail import mail_admins
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from core.alerts import alert
+from core.alerts import alert, post_webhook
 from eventbus.claim import DeadDelivery
 from eventbus.conf import bus_settings
-
-logger = logging.getLogger(__name__)
-
-WEBHOOK_TIMEOUT = 5.0
 
 # GROWTH. Deaths per consumer in the window that are still dead: a range of delivery_dlq_idx
 # (dead rows only, by finished_at), plus each consumer's whole DLQ size for the message.
@@ -126,26 +121,8 @@ def alert_text(due: Sequence[DlqGrowth], interval: float) -> str:
 def _send(due: Sequence[DlqGrowth], interval: float) -> None:
     text = alert_text(due, interval)
     subject = f"DLQ growing: {', '.join(g.consumer for g in due)}"
-    alert(subject, text=text, consumer=",".join(g.consumer for g in due))  # log + ALERT_HOOKS
-    try:
-        mail_admins(subject, text)
-    except Exception:
-        logger.exception("DLQ alert: mail to ADMINS failed")
+    # The log line, ADMINS' mail, ALERT_WEBHOOK_URL and the ALERT_HOOKS (core.alerts).
+    alert(subject, text=text, consumer=",".join(g.consumer for g in due))
     url = bus_settings.DLQ_ALERT_WEBHOOK_URL
-    if url:
-        _post_webhook(url, text)
-
-
-def _post_webhook(url: str, text: str) -> None:
-    import httpx  # with core.http ~11 MB: only a process that posts an alert needs them
-
-    from core.http import guarded_client
-
-    try:
-        with guarded_client(timeout=WEBHOOK_TIMEOUT) as client:
-            response = client.post(url, json={"text": text})
-    except httpx.HTTPError as exc:
-        logger.error("DLQ alert: webhook failed: %s", exc)  # never log the URL: it is a secret
-        return
-    if not response.is_success:
-        logger.error("DLQ alert: webhook answered HTTP %d", response.status_code)
+    if url and url != getattr(settings, "ALERT_WEBHOOK_URL", ""):
+        post_webhook(url, text, label="DLQ alert")

@@ -114,7 +114,7 @@ def test_each_service_connects_as_its_own_database_role(name: str) -> None:
         env = services[service]["environment"]
         return {key: role_of(value) for key, value in env.items() if key.startswith("DATABASE_")}
 
-    owner = services["postgres"]["environment"]["POSTGRES_USER"]
+    owner = services["db-roles"]["environment"]["DESKCOMM_OWNER_ROLE"]
     assert urls("migrate")["DATABASE_URL"] == owner
     assert urls("web") == {
         "DATABASE_WEB_URL": "deskcomm_web",
@@ -125,7 +125,7 @@ def test_each_service_connects_as_its_own_database_role(name: str) -> None:
     roles = services["db-roles"]
     assert roles["environment"]["DESKCOMM_WORKER_ROLE"] == "deskcomm_worker"
     assert roles["environment"]["DESKCOMM_WEB_ROLE"] == "deskcomm_web"
-    assert roles["environment"]["PGUSER"] == owner
+    assert roles["environment"]["PGUSER"] == services["postgres"]["environment"]["POSTGRES_USER"]
     source, target, _ = roles["volumes"][0].split(":")
     assert (REPO / source).resolve() == REPO / "deploy" / "postgres" / "roles.sql"
     assert roles["command"][-1] == target
@@ -215,6 +215,27 @@ def test_the_roles_script_makes_the_roles_on_a_fresh_server_and_again_on_an_old_
         with psycopg.connect(f"{url} dbname=deskcomm") as db:
             member = "SELECT pg_has_role('shop_owner', 'deskcomm_platform', 'MEMBER')"
             assert db.execute(member).fetchone() == (True,)
+        # A compose install's owner (DESKCOMM_OWNER_PASSWORD set): its own login role, made
+        # when missing, never a superuser, the database's owner; run twice as on every start.
+        compose_owner = {
+            **env,
+            "DESKCOMM_OWNER_ROLE": "app_owner",
+            "DESKCOMM_OWNER_PASSWORD": "owner-secret",  # pragma: allowlist secret
+        }
+        for _ in range(2):
+            done = subprocess.run(
+                psql, env=compose_owner, capture_output=True, text=True, check=False
+            )
+            assert done.returncode == 0, done.stderr
+        with psycopg.connect(f"{url} dbname=deskcomm") as db:
+            owner_row = db.execute(
+                "SELECT rolcanlogin, rolsuper, rolbypassrls, rolpassword IS NOT NULL,"
+                " pg_has_role(rolname, 'deskcomm_platform', 'MEMBER'),"
+                " (SELECT pg_get_userbyid(datdba) FROM pg_database"
+                "   WHERE datname = current_database())"
+                " FROM pg_authid WHERE rolname = 'app_owner'"
+            ).fetchone()
+            assert owner_row == (True, False, False, True, True, "app_owner")
         missing = {**env, "DESKCOMM_WEB_PASSWORD": ""}
         refused = subprocess.run(psql, env=missing, capture_output=True, text=True, check=False)
         assert refused.returncode != 0 and "DESKCOMM_WEB_PASSWORD" in refused.stderr

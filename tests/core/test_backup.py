@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from io import StringIO
 from pathlib import Path
@@ -50,6 +50,15 @@ def backup_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     """The backups storage on an S3-compatible server on loopback (BACKUP_S3_BUCKET's shape)."""
     with s3_server(monkeypatch) as s3, use_backups_storage(s3.storage_config(prefix="backups")):
         yield s3
+
+
+def made_days_ago(make: Callable[[], object]) -> dt.datetime:
+    """`make()` 45, 31 and 10 days ago (around the 30 days of BACKUP_RETENTION_DAYS); now."""
+    now = dt.datetime.now(tz=dt.UTC)
+    for days_ago in (45, 31, 10):
+        with time_machine.travel(now - dt.timedelta(days=days_ago)):
+            make()
+    return now
 
 
 def run(command: str) -> str:
@@ -114,10 +123,7 @@ def test_backup_and_restore_check_through_an_s3_compatible_bucket(
 def test_the_backup_job_prunes_copies_past_the_retention(
     org: Organization, backup_bucket: S3Server
 ) -> None:
-    now = dt.datetime.now(tz=dt.UTC)
-    for days_ago in (45, 31, 10):  # 30 days' retention (BACKUP_RETENTION_DAYS)
-        with time_machine.travel(now - dt.timedelta(days=days_ago)):
-            backup.backup_create()
+    now = made_days_ago(backup.backup_create)
     assert len(backup.complete_dumps()) == 3
 
     result = job_run(name="backup", trigger="test")
@@ -167,3 +173,69 @@ def test_the_oldest_new_enough_tools_are_chosen() -> None:
         (d for d in pg_tools._candidates() if (pg_tools._major(d) or 0) >= 15),
         key=lambda d: pg_tools._major(d) or 0,
     )
+
+
+@pytest.fixture
+def waha_sessions(tmp_path: Path, settings: Any) -> Path:
+    """A WAHA sessions folder (what compose mounts at /data/waha-sessions), with a subfolder."""
+    root = tmp_path / "waha-sessions"
+    (root / "default").mkdir(parents=True)
+    (root / "default" / "creds.json").write_text('{"me": "5511999990000"}')
+    (root / "default" / "keys.bin").write_bytes(bytes(range(256)) * 4)
+    settings.WAHA_SESSIONS_ROOT = str(root)
+    return root
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waha_sessions_are_backed_up_weekly_and_verified_by_the_restore_check(
+    org: Organization, backup_dir: Path, waha_sessions: Path
+) -> None:
+    """Seed 001: the sessions folder in the backups; the restore check extracts the newest
+    archive and compares every file with its manifest."""
+    from jobs.registry import jobs
+
+    assert jobs.get("waha-sessions-backup").crontab == "30 2 * * 0"  # weekly
+    assert job_run(name="waha-sessions-backup", trigger="test").status == "completed"
+    (archive,) = backup_dir.glob("waha-sessions-*.tar.gz")
+    assert backup.folder_restore_check(archive.name) == []
+    # A later session change does not alter what the archive holds.
+    (waha_sessions / "default" / "creds.json").write_text("{}")
+    run("backup")
+    assert job_run(name="restore-check", trigger="test").status == "completed"
+    # The restore check fails on an archive that does not hold what its manifest says.
+    (manifest,) = backup_dir.glob("waha-sessions-*.json")
+    manifest.write_text(
+        manifest.read_text().replace('"default/keys.bin": "', '"default/keys.bin": "0')
+    )
+    assert backup.folder_restore_check(archive.name) == ["different: default/keys.bin"]
+    failed = job_run(name="restore-check", trigger="test")
+    assert failed.status == "failed" and "default/keys.bin" in failed.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restore_check_with_waha_but_no_sessions_backup_fails(
+    org: Organization, backup_dir: Path, waha_sessions: Path
+) -> None:
+    run("backup")
+    failed = job_run(name="restore-check", trigger="test")
+    assert failed.status == "failed" and "no WAHA sessions backup" in failed.error
+
+
+@pytest.mark.django_db
+def test_without_waha_the_sessions_job_backs_up_nothing(backup_dir: Path, settings: Any) -> None:
+    settings.WAHA_SESSIONS_ROOT = ""
+    result = job_run(name="waha-sessions-backup", trigger="test")
+    assert result.status == "completed" and result.rows_processed == 0
+    assert list(backup_dir.iterdir()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waha_sessions_archives_past_the_retention_are_deleted(
+    backup_dir: Path, waha_sessions: Path
+) -> None:
+    made_days_ago(lambda: backup.folder_backup_create(waha_sessions, prefix="waha-sessions-"))
+    assert job_run(name="waha-sessions-backup", trigger="test").status == "completed"
+    kept = backup.folder_backups("waha-sessions-")
+    assert len(kept) == 2 and kept[-1] == backup.latest_folder_backup("waha-sessions-")
+    stored = [p for p in backup_dir.iterdir() if p.is_file()]
+    assert len(stored) == 4  # each kept archive with its manifest

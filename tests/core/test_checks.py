@@ -128,3 +128,81 @@ def test_the_web_roles_split_setup_passes_and_a_single_role_web_is_warned(
         assert check_database_roles(databases=["default", PLATFORM_ALIAS]) == []
     with as_web_process():
         assert [m.id for m in check_database_roles(databases=["default"])] == ["deskcomm.W040"]
+
+
+PRODUCTION_KEY = "a-production-secret-key-" * 3  # long enough, not the development one
+
+
+def test_container_local_file_roots_are_production_errors_naming_the_setting(
+    settings: object,
+) -> None:
+    """deskcomm.E008: relative, inside the code directory or the temporary directory."""
+    import tempfile
+
+    from core.checks import check_file_roots
+
+    def filesystem(root: str) -> dict[str, object]:
+        return {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": root, "base_url": None},
+        }
+
+    storages = settings.STORAGES  # type: ignore[attr-defined]
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    settings.SECRET_KEY = PRODUCTION_KEY  # type: ignore[attr-defined]
+    settings.MEDIA_ROOT = "/data/media"  # type: ignore[attr-defined]
+    settings.READ_ONLY_BUFFER_ROOT = "/data/read-only-buffer"  # type: ignore[attr-defined]
+    settings.STORAGES = {  # type: ignore[attr-defined]
+        **storages,
+        "archive": filesystem("/data/archive"),
+        "backups": filesystem("/srv/deskcomm/backups"),
+        "lgpd_exports": {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {}},
+    }
+    assert check_file_roots() == []
+    settings.MEDIA_ROOT = "var/media"  # type: ignore[attr-defined]
+    settings.STORAGES = {  # type: ignore[attr-defined]
+        **settings.STORAGES,  # type: ignore[attr-defined]
+        "archive": filesystem(str(settings.BASE_DIR / "var" / "archive")),  # type: ignore[attr-defined]
+        "backups": filesystem(f"{tempfile.gettempdir()}/backups"),
+    }
+    errors = check_file_roots()
+    assert {e.id for e in errors} == {"deskcomm.E008"}
+    assert [e.msg.split(" is ")[0] for e in errors] == ["MEDIA_ROOT", "ARCHIVE_ROOT", "BACKUP_ROOT"]
+    assert "relative" in errors[0].msg and "code directory" in errors[1].msg
+    assert "temporary directory" in errors[2].msg
+    settings.DEBUG = True  # type: ignore[attr-defined]
+    assert check_file_roots() == []
+
+
+@pytest.mark.django_db
+def test_a_superuser_connection_is_an_error_in_production_unless_allowed(
+    settings: object, django_db_blocker: object
+) -> None:
+    """deskcomm.E009 (production) / W003 (development, or DATABASE_ALLOW_SUPERUSER for a
+    managed database): row-level security does not apply to a superuser."""
+    from django.db import connections
+
+    from core.checks import check_not_superuser
+    from dev.pg_roles import PG_SUPERUSER
+
+    alias = "as_superuser"
+    connections.settings[alias] = {
+        **connections["default"].settings_dict,
+        "USER": PG_SUPERUSER,
+        "PASSWORD": "",
+    }
+    try:
+        with django_db_blocker.unblock():  # type: ignore[attr-defined]
+            assert check_not_superuser(databases=["default"]) == []  # the owner: not a superuser
+            settings.DEBUG = True  # type: ignore[attr-defined]
+            assert [m.id for m in check_not_superuser(databases=[alias])] == ["deskcomm.W003"]
+            settings.DEBUG = False  # type: ignore[attr-defined]
+            settings.SECRET_KEY = PRODUCTION_KEY  # type: ignore[attr-defined]
+            (error,) = check_not_superuser(databases=[alias])
+            assert error.id == "deskcomm.E009" and error.is_serious()
+            assert "DATABASE_ALLOW_SUPERUSER" in (error.hint or "")
+            settings.DATABASE_ALLOW_SUPERUSER = True  # type: ignore[attr-defined]
+            assert [m.id for m in check_not_superuser(databases=[alias])] == ["deskcomm.W003"]
+    finally:
+        connections[alias].close()
+        del connections.settings[alias]

@@ -29,6 +29,15 @@ PRODUCTION = {
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",
     "LOG_FORMAT": "json",
+    # Somewhere for alerts to go (deskcomm.E010).
+    "ADMINS": "ops@example.com",
+    "EMAIL_URL": "smtp+tls://alerts:pw@mail.example.com:587",  # pragma: allowlist secret
+    # The shared data volume (deskcomm.E008 refuses relative and container-local roots).
+    "MEDIA_ROOT": "/data/media",
+    "BACKUP_ROOT": "/data/backups",
+    "ARCHIVE_ROOT": "/data/archive",
+    "LGPD_EXPORT_ROOT": "/data/lgpd-exports",
+    "READ_ONLY_BUFFER_ROOT": "/data/read-only-buffer",
 }
 
 
@@ -68,12 +77,53 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"WEBHOOK_SECRETS_KEY": ""}, "deskcomm.E002"),
         ({"WEBHOOK_SECRETS_KEY": "", "SECRET_KEY": ""}, "deskcomm.E006"),
         ({"CPF_ENCRYPTION_KEY": ""}, "deskcomm.E002"),
+        ({"MEDIA_ROOT": "var/media"}, "deskcomm.E008"),
+        ({"ADMINS": ""}, "deskcomm.E010"),
+        ({"EMAIL_URL": "consolemail://"}, "deskcomm.E010"),
+        ({"LGPD_EXPORT_ROOT": str(REPO / "var" / "lgpd-exports")}, "deskcomm.E008"),
     ],
 )
 def test_wsgi_refuses_to_start_on_unsafe_settings(override: dict[str, str], check_id: str) -> None:
     result = run(["-c", "import deskcomm.wsgi"], **{**PRODUCTION, **override})
     assert result.returncode != 0
     assert check_id in result.stderr and "Refusing to start" in result.stderr
+
+
+@pytest.mark.django_db
+def test_a_worker_refuses_to_start_on_a_container_local_file_root() -> None:
+    """drain_events runs the checks at start: the archive it would write under a relative root
+    is lost with its container, so it exits naming the setting (the web: the WSGI test above)."""
+    result = run(
+        ["manage.py", "drain_events", "--once"], **{**PRODUCTION, "ARCHIVE_ROOT": "var/archive"}
+    )
+    assert result.returncode != 0
+    # (django-environ resolves a relative path against the working directory: the code's here)
+    assert "deskcomm.E008" in result.stderr and "ARCHIVE_ROOT is " in result.stderr
+    assert "inside the code directory" in result.stderr
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "start", [["manage.py", "drain_events", "--once"], ["-c", "import deskcomm.wsgi"]]
+)
+def test_a_process_refuses_to_start_connected_as_a_superuser(start: list[str]) -> None:
+    """deskcomm.E009 at start (a worker, the web): row-level security would not apply."""
+    from urllib.parse import urlsplit
+
+    from dev.pg_roles import PG_SUPERUSER
+    from tests.support.db import database_url
+
+    parts = urlsplit(database_url())
+    superuser = parts._replace(netloc=f"{PG_SUPERUSER}@{parts.hostname}:{parts.port}").geturl()
+    # Whatever role the command picks, it connects as the superuser.
+    urls = dict.fromkeys(("DATABASE_URL", "DATABASE_WORKER_URL", "DATABASE_WEB_URL"), superuser)
+    result = run(start, **{**PRODUCTION, **urls, "DATABASE_ROLE": ""})
+    assert result.returncode != 0
+    assert "deskcomm.E009" in result.stderr and "superuser" in result.stderr
+    allowed = run(
+        start, **{**PRODUCTION, **urls, "DATABASE_ROLE": "", "DATABASE_ALLOW_SUPERUSER": "true"}
+    )
+    assert "deskcomm.E009" not in allowed.stderr
 
 
 def test_wsgi_starts_with_production_settings() -> None:

@@ -58,6 +58,9 @@ def test_every_documented_setting_is_read_somewhere_and_listed_once() -> None:
         )
         + (REPO / "gunicorn.conf.py").read_text()
     )
+    # The compose files' own variables (the last section): read there, as ${NAME...}.
+    compose = "".join(path.read_text() for path in REPO.glob("docker-compose*.yml"))
+    code += "".join(f'"{name}"' for name in re.findall(r"\$\{(\w+)", compose))
     unread = {n for n in names if f'"{n}"' not in code and f"'{n}'" not in code}
     assert unread == set(), "documented in .env.example but read nowhere"
 
@@ -168,3 +171,42 @@ def test_each_process_connects_as_its_role_and_a_web_one_has_the_platform_aliase
     # A single DATABASE_URL: every process is the owner, and no platform alias is needed.
     single = _databases({"DATABASE_URL": urls["DATABASE_URL"], "DATABASE_ROLE": "web"})
     assert {alias: config["USER"] for alias, config in single.items()} == {"default": "owner"}
+
+
+def test_database_sslmode_reaches_every_connection_and_a_urls_own_wins() -> None:
+    """Seed 001: DATABASE_SSLMODE for a remote server, on every alias (libpq's sslmode)."""
+    urls = {
+        "DATABASE_URL": "postgres://owner@db:5432/deskcomm",
+        "DATABASE_WORKER_URL": "postgres://worker:w@db:5432/deskcomm?sslmode=verify-full",
+        "DATABASE_WEB_URL": "postgres://web:x@db:5432/deskcomm",
+        "DATABASE_REPLICA_URL": "postgres://web:x@standby:5432/deskcomm",
+        "DATABASE_ROLE": "web",
+    }
+    web = _databases({**urls, "DATABASE_SSLMODE": "require"})
+    modes = {alias: config["OPTIONS"].get("sslmode") for alias, config in web.items()}  # type: ignore[attr-defined]
+    assert modes == {
+        "default": "require",
+        "platform": "verify-full",
+        "replica": "require",
+        "platform_replica": "verify-full",
+    }
+    unset = _databases(urls)
+    assert "sslmode" not in unset["default"]["OPTIONS"]  # type: ignore[operator]
+
+
+def test_cron_secret_is_an_alias_of_the_internal_cron_secret() -> None:
+    import os
+    import subprocess
+    import sys
+
+    def secret(**env: str) -> str:
+        names = ("INTERNAL_CRON_SECRET", "CRON_SECRET")
+        base = {name: value for name, value in os.environ.items() if name not in names}
+        return subprocess.run(
+            [sys.executable, "-c", "import deskcomm.settings as s; print(s.INTERNAL_CRON_SECRET)"],
+            cwd=REPO, env={**base, **env}, capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    assert secret(CRON_SECRET="from-the-seed") == "from-the-seed"  # pragma: allowlist secret
+    assert secret(CRON_SECRET="b", INTERNAL_CRON_SECRET="a") == "a"  # pragma: allowlist secret
+    assert secret() == ""

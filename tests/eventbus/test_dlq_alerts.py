@@ -145,3 +145,19 @@ def test_command_reports_what_it_sent(alerting: Any, org: Organization, capsys: 
         make_dead(org, 4)
         call_command("check_dlq_alerts")
     assert "alerted: flaky-worker (4 died in the interval, 4 in the DLQ)" in capsys.readouterr().out
+
+
+def test_the_dlq_webhook_equal_to_the_alert_webhook_gets_one_post(
+    alerting: Any, org: Organization, hook_server: LoopbackServer
+) -> None:
+    """core.alerts posts every alert to ALERT_WEBHOOK_URL; the DLQ's own URL only adds a second
+    destination when it is another one."""
+    alerting.OUTBOUND_HTTP_ALLOW_PRIVATE = True
+    alerting.ALERT_WEBHOOK_URL = hook_server.url("/slack")
+    alerting.EVENTBUS = {**alerting.EVENTBUS, "DLQ_ALERT_WEBHOOK_URL": hook_server.url("/slack")}
+    with at(0):
+        make_dead(org, 3)
+        dlq_alerts_check()
+    (request,) = hook_server.received
+    assert "flaky-worker: 3 died" in json.loads(request.body)["text"]
+    assert len(mail.outbox) == 1

@@ -50,7 +50,7 @@ def django_db_setup(
     with django_db_blocker.unblock():
         if worker is None:
             config = setup_databases(verbosity=verbosity, interactive=False, **setup)
-        else:
+        elif aliases:  # a run whose tests use no database (tests/deploy alone) makes no template
             _migrated_template(verbosity, setup)
             _use_copy(worker)
         _no_commit_flush()
@@ -58,7 +58,7 @@ def django_db_setup(
     with django_db_blocker.unblock():
         if worker is None:
             teardown_databases(config, verbosity=verbosity)
-        else:
+        elif aliases:
             _drop_copy()
 
 
