@@ -79,7 +79,7 @@ write_env() {
     set_env INTERNAL_CRON_SECRET "$(secret 32)"
     local key
     for key in WEBHOOK_SECRETS_KEY CPF_ENCRYPTION_KEY ENCRYPTION_KEY_OAUTH WAHA_ENCRYPTION_KEY \
-        AI_PROVIDER_KEYS_KEY; do
+        AI_PROVIDER_KEYS_KEY PIPELINE_SECRETS_KEY; do
         set_env "$key" "$(fernet_key)"
     done
     for key in POSTGRES_PASSWORD DESKCOMM_OWNER_PASSWORD DESKCOMM_WORKER_PASSWORD \
