@@ -57,7 +57,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench`, `deskcomm`... importable
 
-from bench.scratch import ScratchDatabase, production_secrets  # noqa: E402  (needs the sys.path line above)
+from bench.scratch import ScratchDatabase, production_settings  # noqa: E402  (needs the sys.path line above)
 
 BENCH_EVENT = "bench.single"  # bench/bench_consumers.py: one consumer, so one delivery each
 START_TIMEOUT = 60.0
@@ -370,7 +370,7 @@ def server_env(scratch: ScratchDatabase, args: argparse.Namespace) -> dict[str, 
         "GUNICORN_LOG_LEVEL": "warning",
         "DB_CONN_MAX_AGE": "600",
         "ALLOWED_HOSTS": "localhost,127.0.0.1",
-        **production_secrets(),  # DEBUG stays off: the deploy checks want real keys
+        **production_settings(),  # DEBUG stays off: the deploy checks want real keys
     }
     if args.workers:
         extra["WEB_CONCURRENCY"] = str(args.workers)

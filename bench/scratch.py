@@ -31,10 +31,26 @@ ENCRYPTION_KEY_VARIABLES = (
 )
 
 
-def production_secrets() -> dict[str, str]:
-    """A SECRET_KEY and a Fernet key per context, fresh for this run, for those the environment
-    (or `.env`) does not set: a server run with DEBUG off refuses to start without them (the
-    deploy checks), and a benchmark measures the production settings."""
+# The file roots a production process checks (deskcomm.E008: not relative, not in the code or
+# the temporary directory): a benchmark's go under one folder outside both.
+FILE_ROOT_VARIABLES = (
+    "MEDIA_ROOT",
+    "ARCHIVE_ROOT",
+    "BACKUP_ROOT",
+    "LGPD_EXPORT_ROOT",
+    "READ_ONLY_BUFFER_ROOT",
+)
+BENCH_DATA_ROOT = Path("/var/tmp/deskcomm-bench")
+# deskcomm.E010 wants an alert destination in production; a benchmark's alerts go nowhere on
+# purpose (`.invalid` never resolves, so a post fails at once and is logged).
+BENCH_ALERT_WEBHOOK_URL = "https://alerts.invalid/deskcomm-bench"
+
+
+def production_settings() -> dict[str, str]:
+    """What a process with DEBUG off needs to start (the deploy checks refuse development
+    defaults), for what the environment (or `.env`) does not set: a SECRET_KEY and a Fernet key
+    per context, fresh for this run, file roots outside the checkout and an alert destination.
+    A benchmark measures the production settings."""
     import secrets
 
     from cryptography.fernet import Fernet
@@ -42,6 +58,8 @@ def production_secrets() -> dict[str, str]:
     environ.Env.read_env(REPO_ROOT / ".env", overwrite=False)
     generated = {name: Fernet.generate_key().decode() for name in ENCRYPTION_KEY_VARIABLES}
     generated["SECRET_KEY"] = secrets.token_urlsafe(64)
+    generated.update({name: str(BENCH_DATA_ROOT / name.lower()) for name in FILE_ROOT_VARIABLES})
+    generated["ALERT_WEBHOOK_URL"] = BENCH_ALERT_WEBHOOK_URL
     return {name: value for name, value in generated.items() if not os.environ.get(name)}
 
 

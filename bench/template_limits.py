@@ -36,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from bench.api_load import create_key, free_port, start_gunicorn, stop  # noqa: E402
-from bench.scratch import ScratchDatabase, production_secrets  # noqa: E402
+from bench.scratch import ScratchDatabase, production_settings  # noqa: E402
 from tests.support.pipelines import DOS_TEMPLATES as SHAPES  # noqa: E402
 
 
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         GUNICORN_LOG_LEVEL="warning",
         ALLOWED_HOSTS="localhost,127.0.0.1",
         API_THROTTLE_RATE="1000000000/minute",
-        **production_secrets(),
+        **production_settings(),
     )
     say(f"re-creating and migrating scratch database {scratch.name}")
     scratch.recreate(env)

@@ -43,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.api_load import free_port, start_gunicorn, stop
-from bench.scratch import REPO_ROOT, ScratchDatabase, production_secrets
+from bench.scratch import REPO_ROOT, ScratchDatabase, production_settings
 
 SECRET = "bench-hmac-secret"  # pragma: allowlist secret
 SESSION = "bench"
@@ -203,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tests.support.waha import fake_waha
 
     scratch = ScratchDatabase.beside("wabench")
-    os.environ.update(production_secrets())  # the deploy checks refuse development defaults
+    os.environ.update(production_settings())  # the deploy checks refuse development defaults
     env = scratch.env(
         LOG_LEVEL="WARNING",
         GUNICORN_LOG_LEVEL="warning",
