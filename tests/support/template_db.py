@@ -133,8 +133,14 @@ def drop_template(directory: Path, settings_dict: dict[str, Any]) -> None:
 
 
 def _drop(server: psycopg.Connection[Any], name: str) -> None:
-    # FORCE: a subprocess a failed test left behind must not keep the database alive.
-    server.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    """Drop `name`, ending the sessions a failed test's subprocess left in it. Not `WITH
+    (FORCE)`: it must terminate an autovacuum worker too, which a non-superuser may not, so it
+    failed a worker's teardown ("permission denied to terminate process") whenever autovacuum
+    was visiting the copy; `core.db.drop_database` ends the client sessions and lets the DROP
+    wait for autovacuum."""
+    from core.db import drop_database
+
+    drop_database(server, name)
 
 
 def _server(settings_dict: dict[str, Any]) -> psycopg.Connection[Any]:
