@@ -19,6 +19,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# prometheus-client turns its multiprocess mode on when this variable exists at all, even empty
+# (as in .env.example), and then writes its sample files into the working directory: empty
+# means unset here, as for every other setting. (Before any metric exists: apps load later.)
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
 
 # The apps' knob dicts (API, EVENTBUS, WEBHOOKS, LGPD) hold only what the environment sets: each
 # knob's type and default are declared once, in the app's conf class (core.conf.AppSettings).

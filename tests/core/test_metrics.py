@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import time_machine
@@ -20,6 +23,7 @@ from core.models import Organization
 from eventbus.metrics import EventTypeLabels, count_settled
 from eventbus.worker import Worker, WorkerOptions
 from jobs.registry import Job, job_enqueue, job_run, jobs
+from tests.support.processes import subprocess_env
 
 TOKEN = "scrape-token-for-tests"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -246,3 +250,25 @@ def test_top_organizations_keeps_the_highest_and_combines_the_rest() -> None:
     assert top_organizations(values, 2, sum) == {"b": 9.0, "a": 5.0, "other": 3.0}
     assert top_organizations(values, 2, max) == {"b": 9.0, "a": 5.0, "other": 2.0}
     assert top_organizations(values, 10, sum) == values
+
+
+def test_an_empty_multiprocess_directory_writes_no_sample_files(tmp_path: Path) -> None:
+    """`PROMETHEUS_MULTIPROC_DIR=` (empty, as .env.example and an install's .env have it) is
+    unset: prometheus-client would otherwise write counter_<pid>.db files into the working
+    directory of every process (they ended up committed once)."""
+    code = (
+        "import django; django.setup(); import core.metrics, eventbus.metrics; "
+        "from prometheus_client import values; print(values.ValueClass.__name__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=subprocess_env(PROMETHEUS_MULTIPROC_DIR=""),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "MutexValue"
+    assert list(tmp_path.iterdir()) == []
