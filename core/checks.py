@@ -10,7 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register, run_checks
 from django.core.checks.registry import registry
+from django.core.exceptions import ValidationError
 from django.core.management.base import SystemCheckError
+from django.core.validators import validate_email
 
 from core import db_roles
 from core.db_roles import PLATFORM_ALIASES, PLATFORM_GROUP
@@ -296,6 +298,32 @@ def check_alert_destination(app_configs: Any = None, **kwargs: Any) -> list[Chec
             id="deskcomm.E010",
         )
     ]
+
+
+@register(PROJECT_TAG)
+def check_dpo_address(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E011: production without a valid LGPD_DPO_EMAIL. The LGPD mails (a request past
+    its due date, dead export or redaction work: lgpd.alerts.email_dpo) go to that one address
+    and to no one else, ADMINS included: empty, they reach only a log line, and the legal
+    deadlines (LGPD Art. 19) pass silently. An error, as E010, for the same reason."""
+    from core import crypto
+
+    if crypto.dev_keys_allowed():
+        return []
+    address = str(getattr(settings, "LGPD", {}).get("DPO_EMAIL") or "").strip()
+    try:
+        validate_email(address)
+    except ValidationError:
+        problem = "is empty" if not address else f"is not an e-mail address ({address!r})"
+        return [
+            Error(
+                f"LGPD_DPO_EMAIL {problem}: the LGPD SLA and dead-work mails would reach nobody.",
+                hint="Set LGPD_DPO_EMAIL to the data protection officer's address (one address; "
+                "deploy/install.sh defaults it to the first ADMINS address).",
+                id="deskcomm.E011",
+            )
+        ]
+    return []
 
 
 # Shorter than this (or with few distinct characters) a SECRET_KEY is guessable; Django's own

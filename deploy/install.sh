@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # First install of Deskcomm with docker-compose.prod.yml (docs/deployment.md).
-#   deploy/install.sh                 # asks for the domain, the operators' e-mail and SMTP
+#   deploy/install.sh                 # asks for the domain, the operators' e-mail, SMTP and
+#                                     # the DPO's e-mail (default: the first operator's)
 #   DESKCOMM_DOMAIN=crm.example.com ADMINS=ops@example.com EMAIL_URL=smtp+tls://... \
-#     deploy/install.sh --yes         # the same, unattended
+#     [LGPD_DPO_EMAIL=dpo@example.com] deploy/install.sh --yes   # the same, unattended
 #   deploy/install.sh --env-only      # only write .env (no Docker needed)
 # Checks the prerequisites, writes .env from .env.example with generated secrets, keys and
 # passwords (an existing .env is kept: never overwritten), pulls the images, starts the stack
@@ -56,12 +57,29 @@ ask() {  # variable, question: the environment's value, else the answer
     printf '%s' "$answer"
 }
 
+# The DPO's address (LGPD SLA mails; production refuses to start without it, deskcomm.E011):
+# the environment's, else the answer, else the first operator's address.
+ask_dpo() {
+    local admins=$1 first answer
+    first=${admins%%,*}
+    first=${first//[[:space:]]/}
+    if [[ -n ${LGPD_DPO_EMAIL:-} ]]; then
+        printf '%s' "$LGPD_DPO_EMAIL"
+        return
+    fi
+    if ! $assume_yes; then
+        read -r -p "Data protection officer's e-mail for the LGPD deadlines [$first]: " answer
+    fi
+    printf '%s' "${answer:-$first}"
+}
+
 write_env() {
     [[ -f .env.example ]] || die ".env.example not found (run from a Deskcomm checkout)"
-    local domain admins email_url
+    local domain admins email_url dpo
     domain=$(ask DESKCOMM_DOMAIN "Public host name (DNS pointing here, ports 80/443 open):")
     admins=$(ask ADMINS "Operators' e-mail address(es) for alerts (comma-separated):")
     email_url=$(ask EMAIL_URL "Outgoing mail, an smtp+tls:// URL with user, password, host:587:")
+    dpo=$(ask_dpo "$admins")
     cp .env.example .env
     chmod 600 .env
     set_env DEBUG false
@@ -73,6 +91,7 @@ write_env() {
     set_env DESKCOMM_DOMAIN "$domain"
     set_env ADMINS "$admins"
     set_env EMAIL_URL "$email_url"
+    set_env LGPD_DPO_EMAIL "$dpo"
     set_env SERVER_EMAIL "deskcomm@$domain"
     set_env LOG_FORMAT json
     set_env METRICS_TOKEN "$(secret 32)"

@@ -206,3 +206,30 @@ def test_a_superuser_connection_is_an_error_in_production_unless_allowed(
     finally:
         connections[alias].close()
         del connections.settings[alias]
+
+
+@pytest.mark.parametrize(
+    ("dpo", "problem"),
+    [("", "is empty"), ("   ", "is empty"), ("dpo-at-example.com", "is not an e-mail address")],
+)
+def test_production_without_a_dpo_address_is_an_error(
+    settings: object, dpo: str, problem: str
+) -> None:
+    """deskcomm.E011: the LGPD mails go to LGPD_DPO_EMAIL alone (not ADMINS): empty, the SLA
+    warnings and dead LGPD work reach only the logs."""
+    from core.checks import check_dpo_address
+
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    settings.SECRET_KEY = PRODUCTION_KEY  # type: ignore[attr-defined]
+    settings.ADMINS = [("ops@example.com", "ops@example.com")]  # type: ignore[attr-defined]
+    settings.LGPD = {"DPO_EMAIL": dpo}  # type: ignore[attr-defined]
+    (error,) = check_dpo_address()
+    assert error.id == "deskcomm.E011" and error.is_serious()
+    assert f"LGPD_DPO_EMAIL {problem}" in error.msg
+    settings.LGPD = {}  # type: ignore[attr-defined]  # unset: lgpd.conf's default, ""
+    assert [m.id for m in check_dpo_address()] == ["deskcomm.E011"]
+    settings.LGPD = {"DPO_EMAIL": "dpo@example.com"}  # type: ignore[attr-defined]
+    assert check_dpo_address() == []
+    settings.LGPD = {"DPO_EMAIL": ""}  # type: ignore[attr-defined]
+    settings.DEBUG = True  # type: ignore[attr-defined]
+    assert check_dpo_address() == []  # development: no DPO needed

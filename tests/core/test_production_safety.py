@@ -32,6 +32,8 @@ PRODUCTION = {
     # Somewhere for alerts to go (deskcomm.E010).
     "ADMINS": "ops@example.com",
     "EMAIL_URL": "smtp+tls://alerts:pw@mail.example.com:587",  # pragma: allowlist secret
+    # Where the LGPD SLA mails go (deskcomm.E011).
+    "LGPD_DPO_EMAIL": "dpo@example.com",
     # The shared data volume (deskcomm.E008 refuses relative and container-local roots).
     "MEDIA_ROOT": "/data/media",
     "BACKUP_ROOT": "/data/backups",
@@ -80,6 +82,7 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"MEDIA_ROOT": "var/media"}, "deskcomm.E008"),
         ({"ADMINS": ""}, "deskcomm.E010"),
         ({"EMAIL_URL": "consolemail://"}, "deskcomm.E010"),
+        ({"LGPD_DPO_EMAIL": ""}, "deskcomm.E011"),
         ({"LGPD_EXPORT_ROOT": str(REPO / "var" / "lgpd-exports")}, "deskcomm.E008"),
     ],
 )

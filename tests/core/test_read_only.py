@@ -1,6 +1,6 @@
-"""Read-only mode (seed 001 §13.2; core.read_only): with the database out, the WAHA receiver
-writes raw requests to disk without a query and answers 200, API writes answer 503; once the
-mode is off, the buffer is replayed through the receiver in arrival order."""
+"""Read-only mode (seed 001 §13.2; core.read_only): with the database out, the WAHA and
+Nuvemshop receivers write raw requests to disk without a query and answer 200, API writes answer
+503; once the mode is off, the buffer is replayed through the receivers in arrival order."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from django.test import Client
 from core.read_only import replay_buffer
 from crm.models import Message
 from jobs.registry import job_run
+from nuvemshop.models import Store, WebhookReceipt
+from tests.nuvemshop.conftest import fake, shop, store  # noqa: F401
+from tests.support.nuvemshop import APP_SECRET, FakeNuvemshop
 from tests.support.waha import inbound_message, signed_webhook
 from tests.whatsapp.conftest import HMAC_SECRET, session, waha, waha_settings  # noqa: F401
 from whatsapp.models import WahaSession
@@ -85,3 +88,42 @@ def test_outside_read_only_mode_nothing_is_buffered(buffer: Path) -> None:
     answered = webhook(Client(), "direta")
     assert answered.status_code == 200 and answered.json() == {"result": "stored"}
     assert list(buffer.iterdir()) == []
+
+
+def nuvemshop_webhook(client: Client, order: int, *, secret: str = APP_SECRET) -> Any:
+    payload = {"store_id": 789, "event": "order/paid", "id": order}
+    body, signature = FakeNuvemshop.signed(payload, secret)
+    return client.post(
+        "/api/webhooks/nuvemshop/order/paid", data=body, content_type="application/json",
+        headers={"x-linkedstore-hmac-sha256": signature},
+    )  # fmt: skip
+
+
+def test_nuvemshop_webhooks_are_buffered_without_the_database_and_replayed_in_order(
+    store: Store,  # noqa: F811
+    settings: Any,
+    tmp_path: Path,
+    django_assert_num_queries: Any,
+) -> None:
+    settings.READ_ONLY_BUFFER_ROOT = tmp_path
+    settings.READ_ONLY_MODE = True
+    client = Client()
+    with django_assert_num_queries(0):
+        for order in (555, 556, 555):  # the shop retrying the first one: idempotent at replay
+            answered = nuvemshop_webhook(client, order)
+            assert (answered.status_code, answered.json()) == (200, {"status": "buffered"})
+        forged = nuvemshop_webhook(client, 557, secret="not-the-app-secret")
+        assert forged.status_code == 200  # its signature is checked at replay
+    buffered = sorted(tmp_path.glob("*.json"))
+    assert len(buffered) == 4 and not WebhookReceipt.objects.exists()
+    assert "X-Linkedstore-Hmac-Sha256" in buffered[0].read_text()  # the signature kept for replay
+    assert replay_buffer().left == 4 and not WebhookReceipt.objects.exists()
+
+    settings.READ_ONLY_MODE = False
+    replayed = replay_buffer()
+    assert (replayed.delivered, replayed.rejected, replayed.left) == (3, 1, 0)
+    receipts = WebhookReceipt.objects.order_by("received_at")
+    assert list(receipts.values_list("ns_resource_id", flat=True)) == [555, 556]
+    assert {receipt.store_id for receipt in receipts} == {store.pk}
+    assert list(tmp_path.glob("*.json")) == []
+    assert len(list((tmp_path / "rejected").glob("*.json"))) == 1  # the forged one, kept

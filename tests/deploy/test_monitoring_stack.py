@@ -1,11 +1,13 @@
 """The `monitoring` compose profile (issue 42, item 3): Prometheus loads the shipped rules and
 scrapes every process with the metrics token, Alertmanager routes to e-mail and a
 Slack-compatible webhook from the environment (checked with amtool, as the rules are with
-promtool), Grafana has the dashboard provisioned."""
+promtool), Grafana has the dashboard provisioned; the blackbox exporter and node_exporter feed
+the rules that read them (issue 46: A13, A18, the health SLO)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,9 +18,11 @@ import yaml
 
 from tests.deploy.test_deployment import REPO, compose, volume_mounts
 
-PROMETHEUS_CONFIG = REPO / "deploy" / "prometheus" / "prometheus.yml"
+PROMETHEUS = REPO / "deploy" / "prometheus"
+PROMETHEUS_CONFIG = PROMETHEUS / "prometheus.yml"
 ALERTMANAGER = REPO / "deploy" / "alertmanager"
-MONITORING = ("prometheus", "alertmanager", "grafana")
+MONITORING = ("prometheus", "alertmanager", "grafana", "blackbox", "node-exporter")
+DESKCOMM_JOBS = ("deskcomm-web", "deskcomm-workers")
 MAIL_ONLY = {
     "ALERT_EMAIL_TO": "ops@example.com",
     "ALERT_EMAIL_FROM": "alertmanager@example.com",
@@ -26,11 +30,12 @@ MAIL_ONLY = {
 }
 
 
-def tool(name: str, package: str) -> str:
+def tool(name: str, package: str, *aliases: str) -> str:
     """A Debian tool (.ci/run installs it); under CI=true a missing one is a failure."""
-    found = shutil.which(name)
-    if found:
-        return found
+    for candidate in (name, *aliases):
+        found = shutil.which(candidate)
+        if found:
+            return found
     reason = f"{name} not found (apt-get install {package})"
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true: {reason}")
@@ -40,6 +45,19 @@ def tool(name: str, package: str) -> str:
 def services() -> dict[str, Any]:
     found: dict[str, Any] = compose("docker-compose.prod.yml")["services"]
     return found
+
+
+def scrape_jobs() -> dict[str, dict[str, Any]]:
+    config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+    return {job["job_name"]: job for job in config["scrape_configs"]}
+
+
+def scraped_address(job: dict[str, Any]) -> set[str]:
+    """host:port Prometheus connects to: the targets, or a relabelled __address__ (blackbox)."""
+    for rule in job.get("relabel_configs", []):
+        if rule.get("target_label") == "__address__":
+            return {rule["replacement"]}
+    return {t for config in job["static_configs"] for t in config["targets"]}
 
 
 def render(tmp_path: Path, **env: str) -> Path:
@@ -72,14 +90,14 @@ def test_prometheus_loads_the_rules_and_scrapes_every_process_with_the_token(
     (rules,) = config["rule_files"]
     assert (REPO / mounts[rules]).resolve() == REPO / "deploy" / "prometheus" / "deskcomm-rules.yml"
     assert (REPO / mounts["/etc/prometheus/prometheus.yml"]).resolve() == PROMETHEUS_CONFIG
-    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    jobs = scrape_jobs()
     web = jobs["deskcomm-web"]
     token_file = web["authorization"]["credentials_file"]
     # The entrypoint writes METRICS_TOKEN (from .env, required) to that file, then starts.
     command = " ".join(prometheus["command"])
     assert f'"$$METRICS_TOKEN" > {token_file}' in command and "exec /bin/prometheus" in command
     assert prometheus["environment"]["METRICS_TOKEN"].startswith("${METRICS_TOKEN:?")
-    targets = [t for job in jobs.values() for c in job["static_configs"] for t in c["targets"]]
+    targets = [t for name in DESKCOMM_JOBS for t in scraped_address(jobs[name])]
     app = services()
     for target in targets:
         host, port = target.split(":")
@@ -154,3 +172,91 @@ def test_grafana_provisions_the_prometheus_source_and_the_dashboard() -> None:
     assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"].startswith(
         "${GRAFANA_ADMIN_PASSWORD:?"
     )
+
+
+# --- The exporters the rules read (issue 46: A13 HealthCheckFailing, A18 DiskAlmostFull) ----------
+
+# Metric name prefix -> the compose service exporting it (deskcomm_*: the app's own processes).
+EXPORTERS = {"probe_": "blackbox", "node_": "node-exporter"}
+SELECTOR = re.compile(r"\b([a-z_]+)\{([^}]*)\}")
+JOB_MATCHER = re.compile(r'\bjob\s*=~?\s*"([^"]*)"')
+
+
+def rule_selectors() -> list[tuple[str, str | None]]:
+    """(metric, the `job` it selects or None) for every selector of every alert/recording rule."""
+    groups = yaml.safe_load((PROMETHEUS / "deskcomm-rules.yml").read_text())["groups"]
+    found = []
+    for expr in (rule["expr"] for group in groups for rule in group["rules"]):
+        for metric, matchers in SELECTOR.findall(expr):
+            job = JOB_MATCHER.search(matchers)
+            found.append((metric, job[1] if job else None))
+        for metric in re.findall(r"\b(?:probe|node)_[a-z_]+\b(?!\{)", expr):
+            found.append((metric, None))
+    return found
+
+
+def test_the_exporters_are_in_the_profile_with_their_config() -> None:
+    found = services()
+    blackbox = found["blackbox"]
+    mounts = volume_mounts(blackbox)
+    (flag,) = [a for a in blackbox["command"] if a.startswith("--config.file=")]
+    assert (REPO / mounts[flag.split("=", 1)[1]]).resolve() == PROMETHEUS / "blackbox.yml"
+    node = found["node-exporter"]
+    mounts = volume_mounts(node)
+    (rootfs,) = [a.split("=", 1)[1] for a in node["command"] if a.startswith("--path.rootfs=")]
+    assert mounts[rootfs] == "/"
+    # The data volume every app process writes, read-only, so its filesystem is reported.
+    data = volume_mounts(found["web"])["/data"]
+    assert mounts["/data"] == data
+    for volume in node["volumes"]:
+        assert volume.split(":")[2].split(",")[0] == "ro", volume  # never written
+    for name in ("blackbox", "node-exporter"):
+        assert "ports" not in found[name], name  # internal network only
+
+
+def test_every_metric_the_rules_read_from_an_exporter_has_a_scrape_job_providing_it() -> None:
+    jobs = scrape_jobs()
+    compose_services = services()
+    selectors = rule_selectors()
+    used = {metric for metric, _ in selectors}
+    assert {"probe_success", "node_filesystem_avail_bytes", "node_filesystem_size_bytes"} <= used
+    for metric, job in selectors:
+        prefix = next((p for p in EXPORTERS if metric.startswith(p)), None)
+        if prefix is None:
+            assert metric.startswith("deskcomm_"), metric  # nothing else is scraped
+            # The jobs' gauges carry job="backup"...: kept only with honor_labels.
+            if job is not None:
+                assert jobs["deskcomm-web"].get("honor_labels") is True, (metric, job)
+            continue
+        service = EXPORTERS[prefix]
+        assert compose_services[service]["profiles"] == ["monitoring"], service
+        providers = {
+            name for name, config in jobs.items()
+            if {a.split(":")[0] for a in scraped_address(config)} == {service}
+        }  # fmt: skip
+        assert providers, (metric, service)
+        if job is not None:
+            assert job in providers, (metric, job, providers)
+
+
+def test_the_health_probe_reaches_web_on_the_internal_network() -> None:
+    health = scrape_jobs()["deskcomm-health"]
+    assert health["metrics_path"] == "/probe"
+    (module,) = health["params"]["module"]
+    modules = yaml.safe_load((PROMETHEUS / "blackbox.yml").read_text())["modules"]
+    assert modules[module]["prober"] == "http"
+    assert modules[module]["http"]["valid_status_codes"] == [200]
+    targets = [t for config in health["static_configs"] for t in config["targets"]]
+    assert targets == ["http://web:8000/api/v1/health"]
+    # Django refuses an unknown Host: web's ALLOWED_HOSTS adds the service name to .env's.
+    allowed = services()["web"]["environment"]["ALLOWED_HOSTS"]
+    assert allowed.startswith("${ALLOWED_HOSTS:?") and allowed.split("},", 1)[1] == "web"
+
+
+def test_the_blackbox_config_passes_the_exporters_own_check() -> None:
+    binary = tool("blackbox_exporter", "prometheus-blackbox-exporter",
+                  "prometheus-blackbox-exporter")  # fmt: skip
+    config = PROMETHEUS / "blackbox.yml"
+    done = subprocess.run([binary, "--config.check", f"--config.file={config}"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -70,6 +70,7 @@ def test_install_writes_a_production_env_that_passes_the_deploy_checks(tmp_path:
     assert written["DEBUG"] == "false" and written["HTTPS"] == "true"
     assert written["ALLOWED_HOSTS"] == "crm.example.com"
     assert written["PUBLIC_BASE_URL"] == "https://crm.example.com"
+    assert written["LGPD_DPO_EMAIL"] == "ops@example.com"  # unanswered: the operator's (E011)
     for key in KEYS:
         Fernet(written[key].encode())  # a valid key
     secrets = [written[name] for name in (*PASSWORDS, "SECRET_KEY", "METRICS_TOKEN")]
@@ -94,6 +95,26 @@ def test_install_writes_a_production_env_that_passes_the_deploy_checks(tmp_path:
         run, env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, check=False
     )
     assert refused.returncode != 0 and "DESKCOMM_DOMAIN is required" in refused.stderr
+
+
+def test_install_takes_the_dpo_address_or_the_first_operators(tmp_path: Path) -> None:
+    answers = {
+        "PATH": os.environ["PATH"],
+        "DESKCOMM_DOMAIN": "crm.example.com",
+        "ADMINS": "ops@example.com, oncall@example.com",
+        "EMAIL_URL": "smtp+tls://alerts:pw@mail.example.com:587",  # pragma: allowlist secret
+    }
+    for name, extra, dpo in (
+        ("default", {}, "ops@example.com"),
+        ("given", {"LGPD_DPO_EMAIL": "dpo@example.com"}, "dpo@example.com"),
+    ):
+        root = checkout(tmp_path / name)
+        done = subprocess.run(
+            [str(root / "deploy" / "install.sh"), "--yes", "--env-only"],
+            env={**answers, **extra}, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert parse_env(root / ".env")["LGPD_DPO_EMAIL"] == dpo, name
 
 
 STAND_IN_DOCKER = """#!/usr/bin/env bash
