@@ -41,16 +41,18 @@ FILE_ROOT_VARIABLES = (
     "READ_ONLY_BUFFER_ROOT",
 )
 BENCH_DATA_ROOT = Path("/var/tmp/deskcomm-bench")
-# deskcomm.E010 wants an alert destination in production; a benchmark's alerts go nowhere on
-# purpose (`.invalid` never resolves, so a post fails at once and is logged).
+# deskcomm.E010 wants an alert destination and E011 a DPO address in production; a benchmark's
+# alerts and mails go nowhere on purpose (`.invalid` never resolves: a post fails at once and is
+# logged).
 BENCH_ALERT_WEBHOOK_URL = "https://alerts.invalid/deskcomm-bench"
+BENCH_DPO_EMAIL = "dpo@bench.invalid"
 
 
 def production_settings() -> dict[str, str]:
     """What a process with DEBUG off needs to start (the deploy checks refuse development
     defaults), for what the environment (or `.env`) does not set: a SECRET_KEY and a Fernet key
-    per context, fresh for this run, file roots outside the checkout and an alert destination.
-    A benchmark measures the production settings."""
+    per context, fresh for this run, file roots outside the checkout, an alert destination and
+    a DPO address. A benchmark measures the production settings."""
     import secrets
 
     from cryptography.fernet import Fernet
@@ -60,6 +62,7 @@ def production_settings() -> dict[str, str]:
     generated["SECRET_KEY"] = secrets.token_urlsafe(64)
     generated.update({name: str(BENCH_DATA_ROOT / name.lower()) for name in FILE_ROOT_VARIABLES})
     generated["ALERT_WEBHOOK_URL"] = BENCH_ALERT_WEBHOOK_URL
+    generated["LGPD_DPO_EMAIL"] = BENCH_DPO_EMAIL
     return {name: value for name, value in generated.items() if not os.environ.get(name)}
 
 
