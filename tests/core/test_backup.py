@@ -19,9 +19,11 @@ from django.test.utils import override_settings
 
 import eventbus
 from core import backup, pg_tools
+from core.backup import restorable_listing
 from core.models import Organization
 from jobs.models import JobRun
 from jobs.registry import job_run
+from tests.support.db import as_superuser
 from tests.support.s3 import S3Server, s3_server
 
 pytestmark = pytest.mark.slow
@@ -93,6 +95,39 @@ def test_backup_then_restore_check_passes(org: Organization, backup_dir: Path) -
     assert "eventbus_delivery: dump 15, restored 15 ok" in output
     assert f"deskcomm_organization: dump {organizations}, restored {organizations} ok" in output
     assert not scratch_exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_monitoring_extension_in_the_database_does_not_fail_the_check(
+    org: Organization, backup_dir: Path
+) -> None:
+    """pg_stat_statements, added by a superuser for the slow-queries view, is in the dump; the
+    check restores as the application role, which may not create it, and leaves it out."""
+    as_superuser("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    try:
+        eventbus.emit("test.effect", organization=org, entity_kind="t", payload={"n": 1})
+        run("backup")
+        output = run("restore_check")
+        assert "RESTORE CHECK PASSED" in output
+        assert "event_log: dump 1, restored 1 ok" in output
+    finally:
+        as_superuser("DROP EXTENSION IF EXISTS pg_stat_statements")
+    assert not scratch_exists()
+
+
+def test_the_restorable_listing_leaves_out_only_the_monitoring_extensions() -> None:
+    toc = (
+        ";\n; Archive created at 2026-12-06\n"
+        "3; 3079 16385 EXTENSION - pg_stat_statements \n"
+        "4420; 0 0 COMMENT - EXTENSION pg_stat_statements \n"
+        "2; 3079 16390 EXTENSION - vector \n"
+        "230; 1259 16500 TABLE public deskcomm_contact deskcomm\n"
+    )
+    assert restorable_listing(toc) == (
+        ";\n; Archive created at 2026-12-06\n"
+        "2; 3079 16390 EXTENSION - vector \n"
+        "230; 1259 16500 TABLE public deskcomm_contact deskcomm\n"
+    )
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 from io import StringIO
 
-import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
 from core.slow_queries import SlowStatementsCollector, top
-from dev.pg_roles import PG_SUPERUSER
+from tests.support.db import as_superuser
 
 pytestmark = pytest.mark.django_db
-
-
-def as_superuser(statement: str) -> None:
-    """CREATE / DROP EXTENSION pg_stat_statements needs the superuser (not a trusted extension)."""
-    db = connection.settings_dict
-    target = f"host={db['HOST']} port={db['PORT']} dbname={db['NAME']} user={PG_SUPERUSER}"
-    with psycopg.connect(target, autocommit=True) as superuser:
-        superuser.execute(statement)
 
 
 def installed() -> bool:

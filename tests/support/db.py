@@ -100,3 +100,14 @@ def role_bypasses_rls() -> bool:
         cursor.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user")
         row = cursor.fetchone()
     return bool(row and row[0])
+
+
+def as_superuser(statement: str) -> None:
+    """`statement` in this worker's test database as the server's superuser (CREATE / DROP
+    EXTENSION pg_stat_statements: not a trusted extension)."""
+    from dev.pg_roles import PG_SUPERUSER
+
+    db = connection.settings_dict
+    target = f"host={db['HOST']} port={db['PORT']} dbname={db['NAME']} user={PG_SUPERUSER}"
+    with psycopg.connect(target, autocommit=True) as superuser:
+        superuser.execute(statement)
