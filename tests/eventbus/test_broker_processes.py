@@ -24,7 +24,14 @@ from tests.support.processes import Managed, start_jobs
 from tests.support.proxy import TcpProxy, free_port, reachable
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# One xdist worker for the whole module: the real Redis (db 15) and RabbitMQ (the default vhost)
+# are one server each for every worker, so two workers' relays and jobs processes would take
+# each other's messages ("stale message" in the other's database) and purge each other's queues.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.xdist_group("brokers"),
+]
 
 REDIS_PORT, RABBITMQ_PORT = 6379, 5672
 
