@@ -21,6 +21,7 @@ import datetime as dt
 import uuid
 import zoneinfo
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -28,6 +29,9 @@ from django.utils import timezone
 import eventbus
 from ai.conf import ai_settings
 from ai.models import AiAccount, AiUsageDaily
+
+if TYPE_CHECKING:
+    from ai.gateway import EmbeddingResult
 
 OrgId = uuid.UUID | str
 
@@ -162,6 +166,19 @@ def budget_charge(
                 _warn_once(account)  # also when one call jumps past 100%: not skipped
             if account.spent_cents >= budget:
                 _throttle_once(account)
+
+
+def charge_embedding(
+    organization_id: OrgId, embedded: EmbeddingResult, *, reserved_cents: float
+) -> None:
+    """`budget_charge` for an embedding call (input tokens only), less what was reserved."""
+    budget_charge(
+        organization_id,
+        cost_cents=embedded.cost_cents,
+        tokens_in=embedded.tokens,
+        tokens_out=0,
+        reserved_cents=reserved_cents,
+    )
 
 
 def _warn_once(account: AiAccount) -> None:

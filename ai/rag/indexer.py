@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from ai.budget import budget_charge, budget_release, budget_reserve, embedding_estimate
+from ai.budget import budget_release, budget_reserve, charge_embedding, embedding_estimate
 from ai.gateway import EmbeddingResult, Gateway, gateway_for
 from ai.models import Chunk, IndexPending
 from ai.rag.chunking import chunk_id, chunk_version, split_text
@@ -94,13 +94,7 @@ def source_index(
             ignore_conflicts=True,  # a concurrent run wrote the same deterministic ids
         )
         if embedded is not None:
-            budget_charge(
-                organization_id,
-                cost_cents=embedded.cost_cents,
-                tokens_in=embedded.tokens,
-                tokens_out=0,
-                reserved_cents=reserved,
-            )
+            charge_embedding(organization_id, embedded, reserved_cents=reserved)
     return IndexResult(len(new_ids), deleted)
 
 

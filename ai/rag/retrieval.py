@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from pgvector.django import CosineDistance
 
-from ai.budget import budget_charge, budget_release, budget_reserve, embedding_estimate
+from ai.budget import budget_release, budget_reserve, charge_embedding, embedding_estimate
 from ai.conf import ai_settings
 from ai.gateway import Gateway, gateway_for
 from ai.models import Chunk
@@ -60,13 +60,7 @@ def retrieve(
     except BaseException:
         budget_release(organization_id, reserved)
         raise
-    budget_charge(
-        organization_id,
-        cost_cents=embedded.cost_cents,
-        tokens_in=embedded.tokens,
-        tokens_out=0,
-        reserved_cents=reserved,
-    )
+    charge_embedding(organization_id, embedded, reserved_cents=reserved)
     vector = embedded.vectors[0]
     return nearest(organization_id=organization_id, vector=vector, k=k, contact_id=contact_id)
 
