@@ -67,6 +67,8 @@ def is_loopback(host: Any) -> bool:
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _guard is None:  # type: ignore[comparison-overlap]  # module globals cleared at shutdown
+        return
     refused = _guard.refused
     if refused is None:
         return
