@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -27,6 +29,7 @@ def test_ruff_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_mypy_is_clean() -> None:
     result = run_tool("mypy", ".")
     assert result.returncode == 0, result.stdout + result.stderr

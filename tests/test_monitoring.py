@@ -79,6 +79,7 @@ def test_the_rules_pass_promtool_check(promtool: str) -> None:
     assert f"SUCCESS: {len(rules())} rules found" in run(promtool, "check", "rules", RULES.name)
 
 
+@pytest.mark.slow
 def test_every_alert_fires_past_its_threshold_on_synthetic_series(promtool: str) -> None:
     assert "SUCCESS" in run(promtool, "test", "rules", RULE_TESTS.name)
     tested = {t["alertname"] for case in yaml.safe_load(RULE_TESTS.read_text())["tests"]

@@ -13,6 +13,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from detect_secrets import SecretsCollection
 from detect_secrets.settings import transient_settings
 
@@ -53,6 +54,7 @@ def tracked_files() -> list[str]:
     return [p for p in listing.split("\0") if p and p != BASELINE.name and (REPO / p).is_file()]
 
 
+@pytest.mark.slow
 def test_no_credential_is_committed() -> None:
     new = sorted(
         (finding, line) for finding, line in scan(tracked_files(), REPO)

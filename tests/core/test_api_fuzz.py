@@ -95,6 +95,7 @@ def load_schema() -> Any:
 schema = load_schema()
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(
     deadline=None,

@@ -65,6 +65,7 @@ def page_requests(fake: FakeNuvemshop) -> Counter[int]:
     return Counter(int(hit.query.get("page", 1)) for hit in fake.api_hits("/v1/789/orders"))
 
 
+@pytest.mark.slow
 def test_a_worker_killed_halfway_is_resumed_from_the_cursor_without_duplicates(
     org: Organization, live_fake: FakeNuvemshop, processes: list[Drain]
 ) -> None:
@@ -111,6 +112,7 @@ def test_a_worker_killed_halfway_is_resumed_from_the_cursor_without_duplicates(
     )
 
 
+@pytest.mark.slow
 def test_two_workers_never_exceed_the_stores_shared_rate_limit(
     org: Organization, live_fake: FakeNuvemshop, processes: list[Drain]
 ) -> None:
