@@ -179,7 +179,7 @@ def ack(session: WahaSession, payload: dict[str, Any]) -> str:
             organization_id=org_id, direction=Message.Direction.OUTBOUND
         )
         message = outbound.filter(external_id=waha_id).first()
-        if message is None and key != waha_id:  # the same message under another chat id (lid)
+        if message is None and f"{LID_SERVER}_" in waha_id:  # ours, addressed to the chat's lid
             message = outbound.filter(external_id__endswith=f"_{key}").first()
         if message is None:
             _keep_pending(org_id, key, raw_id, level)
