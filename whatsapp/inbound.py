@@ -182,7 +182,7 @@ def ack(session: WahaSession, payload: dict[str, Any]) -> str:
         if message is None and f"{LID_SERVER}_" in waha_id:  # ours, addressed to the chat's lid
             message = outbound.filter(external_id__endswith=f"_{key}").first()
         if message is None:
-            _keep_pending(org_id, key, raw_id, level)
+            _keep_pending(org_id, key, level)
             return "ack_pending"
         apply_ack(message, level)
     return "ack"
@@ -197,12 +197,12 @@ def lock_key(org_id: Any, key: str) -> None:
         )
 
 
-def _keep_pending(org_id: Any, key: str, raw_id: str, level: int) -> None:
+def _keep_pending(org_id: Any, key: str, level: int) -> None:
     """Keep a receipt for a message whose id is not stored yet (the highest level wins)."""
     pending, created = PendingAck.objects.get_or_create(
         organization_id=org_id,
         message_key=key,
-        defaults={"waha_message_id": raw_id[:200], "ack": level, "received_at": timezone.now()},
+        defaults={"ack": level, "received_at": timezone.now()},
     )
     if not created and pending.ack < level:
         PendingAck.objects.filter(pk=pending.pk).update(ack=level)

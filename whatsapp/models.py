@@ -127,11 +127,11 @@ class PendingAck(models.Model):
     (WhatsApp's `key.id`) and applied when the send stores the id (whatsapp.sending). Receipts
     for no message of ours are dropped after PENDING_ACK_DAYS (sync-sessions)."""
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("waha_message_id",)
+    # Only WhatsApp's key is kept, not WAHA's whole id (which embeds the chat id, a number).
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     message_key = models.CharField(max_length=100)
-    waha_message_id = models.CharField(max_length=200)  # as WAHA sent it: embeds the chat id
     ack = models.SmallIntegerField()
     received_at = models.DateTimeField()
 

@@ -23,7 +23,6 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("message_key", models.CharField(max_length=100)),
-                ("waha_message_id", models.CharField(max_length=200)),
                 ("ack", models.SmallIntegerField()),
                 ("received_at", models.DateTimeField()),
                 (
