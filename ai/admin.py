@@ -1,5 +1,6 @@
 """Admin screens: the knowledge base (saving re-indexes through the bus), AI accounts (budget,
-retention, the organization's own key, shown never), daily usage and chunks (read-only)."""
+retention, the organization's own key, shown never), daily usage, chunks and the model
+provider's health pings (read-only)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ai import services
-from ai.models import AiAccount, AiUsageDaily, Chunk, KnowledgeArticle
+from ai.models import AiAccount, AiUsageDaily, Chunk, KnowledgeArticle, ProviderHealth
 from core.admin_tables import ReadOnlyAdmin
 
 
@@ -107,6 +108,12 @@ class AiUsageDailyAdmin(ReadOnlyAdmin):
     list_display = ["day", "organization", "spent_cents", "budget_cents", "calls", "throttled"]
     list_filter = ["throttled"]
     date_hierarchy = "day"
+
+
+@admin.register(ProviderHealth)
+class ProviderHealthAdmin(ReadOnlyAdmin):
+    list_display = ["checked_at", "ok", "latency_ms", "consecutive_failures", "error"]
+    list_filter = ["ok"]
 
 
 @admin.register(Chunk)

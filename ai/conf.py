@@ -8,6 +8,9 @@ from core.conf import AppSettings
 PROVIDER_KEY_CONTEXT = "ai_provider"
 # The embedding dimension of the chunk table (fixed by its migration; the gateway asks for it).
 EMBEDDING_DIMENSIONS = 384
+DEFAULT_BUDGET_FALLBACK_MESSAGE = (
+    "Recebemos sua mensagem! Um atendente vai continuar a conversa com você em breve."
+)
 
 
 class AiSettings(AppSettings, namespace="AI"):
@@ -43,6 +46,16 @@ class AiSettings(AppSettings, namespace="AI"):
     MAX_INLINE_RETRY_AFTER: float = 5.0
     # Failed responder attempts on one inbound message before the conversation goes to a human.
     HANDOFF_AFTER_FAILURES: int = 3
+    # The responder classifies a message the sentiment worker has not classified yet before it
+    # answers (an angry message is handed off, not answered).
+    SENTIMENT_BEFORE_REPLY: bool = True
+    # Sent (once per message) to a contact who writes while the organization's daily budget is
+    # exhausted, before the conversation is handed to a person; empty: hand off only.
+    BUDGET_FALLBACK_MESSAGE: str = DEFAULT_BUDGET_FALLBACK_MESSAGE
+    # health-check-integrations' provider pings: an alert after this many failures in a row;
+    # their rows are kept this many days.
+    PROVIDER_ALERT_AFTER_FAILURES: int = 2
+    PROVIDER_HEALTH_DAYS: float = 7.0
     HISTORY_MESSAGES: int = 10
     RAG_TOP_K: int = 4
     # pgvector's hnsw.ef_search for retrieval (pgvector's default is 40). A tenant's catalogue is

@@ -85,3 +85,26 @@ class MonthCostCollector(Collector):
         ).items():
             family.add_metric([slug], cents)
         yield family
+
+
+class ProviderCollector(Collector):
+    """The model provider's last ping by health-check-integrations (ai.health): 1 answered,
+    0 failing; nothing before the first ping."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from ai.models import ProviderHealth
+
+        up = GaugeMetricFamily(
+            "deskcomm_ai_provider_up",
+            "Whether the model provider answered the last health ping (embedding): 1 or 0.",
+        )
+        failures = GaugeMetricFamily(
+            "deskcomm_ai_provider_consecutive_failures",
+            "Failed model provider health pings in a row.",
+        )
+        last = ProviderHealth.objects.order_by("-checked_at").first()
+        if last is not None:
+            up.add_metric([], 1.0 if last.ok else 0.0)
+            failures.add_metric([], float(last.consecutive_failures))
+        yield up
+        yield failures

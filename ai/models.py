@@ -181,3 +181,25 @@ class IndexPending(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_kind}:{self.source_id}"
+
+
+class ProviderHealth(models.Model):
+    """One ping of the installation's model provider by `health-check-integrations` (a tiny
+    embedding through the gateway): read by the health endpoint's `ai_provider` check and the
+    `deskcomm_ai_provider_up` gauge, without calling the provider inside either."""
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
+
+    checked_at = models.DateTimeField()
+    ok = models.BooleanField()
+    latency_ms = models.PositiveIntegerField()
+    error = models.TextField(blank=True, default="")  # the error class and status only
+    consecutive_failures = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        db_table = "ai_provider_health"
+        verbose_name_plural = "provider health"
+        indexes = [models.Index(fields=["-checked_at"], name="ai_provider_health_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.checked_at:%Y-%m-%d %H:%M} {'ok' if self.ok else 'failing'}"

@@ -2,9 +2,14 @@
 
 Order: the inbound message must exist and be inbound, the bot on for its conversation, no AI
 reply to it yet; an explicit request for a person or a negative sentiment hands off without a
-model call; the organization's budget must allow a call. Then the prompt (history + RAG context),
-the call, the charge, and the reply through `crm.services.send_message` (which emits
-`message.queued`) together with `ai.responded`, in one transaction. A reply that already exists
+model call; a message not classified yet is classified first (ai.sentiment, the same single
+classification the sentiment worker would make: an angry message is handed off, never answered;
+a failed classification is logged and the answer goes on). The organization's budget must allow
+a call: when it is exhausted the contact gets AI_BUDGET_FALLBACK_MESSAGE and the conversation is
+handed off. Then the prompt (history + RAG context; a failed query embedding is logged and the
+answer goes on without context), the call, the charge, and the reply through
+`crm.services.send_message` (which emits `message.queued`) together with `ai.responded`, in one
+transaction. A reply that already exists
 (a redelivery after a crash, a concurrent duplicate caught by `message_one_ai_reply_uniq`) is
 "already replied": nothing is sent twice.
 """
@@ -29,6 +34,7 @@ from ai.handoff import NEGATIVE_SENTIMENTS, asks_for_human, handoff_trigger, mod
 from ai.inbound import Inbound, resolve_inbound
 from ai.prompts import build_prompt
 from ai.rag.retrieval import retrieve
+from ai.sentiment import classify_inbound
 from core import flags
 from crm.models import Message
 from crm.services import send_message
@@ -58,6 +64,7 @@ def _respond(event: eventbus.Event, inbound: Inbound) -> str:
         return skipped
     reserved = chat_estimate(inbound.text)
     if not budget_reserve(event.organization_id, reserved):  # check and charge in one statement
+        _budget_fallback(inbound)
         return "throttled"
     try:
         result = _call_model(event, inbound)
@@ -95,7 +102,41 @@ def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
     if inbound.message is not None and inbound.message.sentiment in NEGATIVE_SENTIMENTS:
         handoff_trigger(conversation=conversation, reason="negative_sentiment")
         return "handoff"
+    if _classified_negative(event, inbound):
+        return "handoff"  # classify_inbound handed it off
     return None
+
+
+def _classified_negative(event: eventbus.Event, inbound: Inbound) -> bool:
+    """Classify a message the sentiment worker has not classified yet; True when negative."""
+    if not ai_settings.SENTIMENT_BEFORE_REPLY or inbound.message is None:
+        return False
+    if inbound.message.sentiment is not None:
+        return False
+    try:
+        label = classify_inbound(event.organization_id, inbound)
+    except Exception as exc:  # the reply does not wait for a non-critical classification
+        logger.warning(
+            "ai responder: sentiment not classified before the reply (%s)",
+            type(exc).__name__,
+            extra={"event_id": str(event.id), "organization_id": str(event.organization_id)},
+        )
+        return False
+    return label in NEGATIVE_SENTIMENTS
+
+
+def _budget_fallback(inbound: Inbound) -> None:
+    """The organization's AI budget is exhausted: tell the contact (the configured fallback
+    message, once per inbound message) and hand the conversation to a person."""
+    text = ai_settings.BUDGET_FALLBACK_MESSAGE.strip()
+    if text and inbound.message is not None:
+        send_message(
+            conversation=inbound.conversation,
+            body=text,
+            sender=Message.Sender.AI,  # the bot's answer: one per inbound message (reply_to)
+            reply_to=inbound.message,
+        )
+    handoff_trigger(conversation=inbound.conversation, reason="budget_exhausted")
 
 
 def _switched_off(event: eventbus.Event, inbound: Inbound) -> str | None:
@@ -146,13 +187,22 @@ def _chat_once_more_after_short_wait(gateway: Any, prompt: list[ChatMessage]) ->
 
 
 def _prompt(event: eventbus.Event, inbound: Inbound, gateway: Any) -> list[ChatMessage]:
-    context = retrieve(
-        organization_id=event.organization_id,
-        query=inbound.text,
-        k=ai_settings.RAG_TOP_K,
-        contact_id=inbound.conversation.contact_id,
-        gateway=gateway,
-    )
+    try:
+        context = retrieve(
+            organization_id=event.organization_id,
+            query=inbound.text,
+            k=ai_settings.RAG_TOP_K,
+            contact_id=inbound.conversation.contact_id,
+            gateway=gateway,
+        )
+    except GatewayError as exc:  # the embedding failed: answer without retrieved context
+        metrics.count_outcome("rag_unavailable")
+        logger.warning(
+            "ai responder: answering without RAG context, the query embedding failed (%s)",
+            exc.error_class,
+            extra={"event_id": str(event.id), "organization_id": str(event.organization_id)},
+        )
+        context = []
     return build_prompt(
         conversation=inbound.conversation,
         inbound=inbound.message,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from contextlib import closing
 
 from django.db import transaction
@@ -20,7 +21,7 @@ from ai.budget import budget_charge, budget_release, budget_reserve, chat_estima
 from ai.conf import ai_settings
 from ai.gateway import ChatMessage, GatewayError, gateway_for
 from ai.handoff import NEGATIVE_SENTIMENTS, handoff_trigger
-from ai.inbound import resolve_inbound
+from ai.inbound import Inbound, resolve_inbound
 from crm.models import Message
 
 logger = logging.getLogger(__name__)
@@ -36,12 +37,20 @@ def classify_message(event: eventbus.Event) -> str:
     inbound = resolve_inbound(event.organization_id, event.payload)
     if inbound is None or inbound.message is None:
         return "not_inbound"
+    return classify_inbound(event.organization_id, inbound)
+
+
+def classify_inbound(organization_id: uuid.UUID, inbound: Inbound) -> str:
+    """Classify, store, alert and hand off (negative) one inbound message, unless it is
+    classified already; also run by the responder before it answers (ai.responder)."""
+    if inbound.message is None:
+        return "not_inbound"
     if inbound.message.sentiment is not None:
         return "already_classified"
     reserved = chat_estimate(inbound.text)
-    if not inbound.text.strip() or not budget_reserve(event.organization_id, reserved):
+    if not inbound.text.strip() or not budget_reserve(organization_id, reserved):
         return "skipped"
-    label, score = _classify(event, inbound.text, reserved)
+    label, score = _classify(organization_id, inbound.text, reserved)
     with transaction.atomic():
         stored = Message.objects.filter(pk=inbound.message.pk, sentiment__isnull=True).update(
             sentiment=label, sentiment_score=score
@@ -49,7 +58,7 @@ def classify_message(event: eventbus.Event) -> str:
         if stored and label in NEGATIVE_SENTIMENTS:
             eventbus.emit(
                 "ai.sentiment_alert",
-                organization=event.organization_id,
+                organization=organization_id,
                 entity_kind="message",
                 entity_id=inbound.message.pk,
                 payload={
@@ -59,24 +68,26 @@ def classify_message(event: eventbus.Event) -> str:
                 },
                 idempotency_key=f"ai.sentiment_alert:{inbound.message.pk}",
             )
+    if stored:
+        inbound.message.sentiment, inbound.message.sentiment_score = label, score
     if stored and label in NEGATIVE_SENTIMENTS:
         handoff_trigger(conversation=inbound.conversation, reason="negative_sentiment")
     return label if stored else "already_classified"
 
 
-def _classify(event: eventbus.Event, text: str, reserved: float) -> tuple[str, float]:
+def _classify(organization_id: uuid.UUID, text: str, reserved: float) -> tuple[str, float]:
     model = ai_settings.SENTIMENT_MODEL or ai_settings.CHAT_MODEL
     prompt = [ChatMessage("system", INSTRUCTIONS), ChatMessage("user", text)]
     try:
-        with closing(gateway_for(event.organization_id)) as gateway:
+        with closing(gateway_for(organization_id)) as gateway:
             result = gateway.chat(prompt, model=model)
     except BaseException as exc:
-        budget_release(event.organization_id, reserved)  # no call made, or none to pay for
+        budget_release(organization_id, reserved)  # no call made, or none to pay for
         if isinstance(exc, GatewayError) and not exc.transient:
             raise eventbus.PermanentError(f"sentiment call refused: {exc}") from exc
         raise
     budget_charge(
-        event.organization_id,
+        organization_id,
         cost_cents=result.cost_cents,
         tokens_in=result.tokens_in,
         tokens_out=result.tokens_out,

@@ -17,8 +17,21 @@ def refresh_tokens() -> int:
 
 @job("health-check-integrations", every=dt.timedelta(minutes=15))
 def health_check_integrations() -> int:
-    """Ping each connected store (`GET /store`) into integration_health; alert after 2 failures."""
-    return maintenance.stores_ping()
+    """Ping each connected store (`GET /store`) into integration_health, alert after 2 failures;
+    then each WAHA session's status (whatsapp sync-sessions: stored, alerted when stuck) and the
+    model provider (ai.health). Each runs even when another failed; the first error is raised."""
+    from ai.health import provider_ping
+    from whatsapp.jobs import sync_sessions
+
+    checked, errors = 0, []
+    for check in (maintenance.stores_ping, sync_sessions, provider_ping):
+        try:
+            checked += check()
+        except Exception as exc:  # the other integrations are still checked
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+    return checked
 
 
 @job("poll-abandoned-carts", every=dt.timedelta(minutes=30))

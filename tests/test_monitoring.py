@@ -34,6 +34,8 @@ SEED_ALERTS = {  # seed 000 §10.1 and seed 001 §10 (README, Operations: which 
     "ErrorSpike", "HealthCheckFailing", "DiskAlmostFull", "DbQueryP95High",
     "WahaSessionFailed", "WahaSessionStartingStuck", "StuckMessagesRecovered",
     "NuvemshopRateLimited", "AiCostMonthHigh", "AiCostMonthCritical",
+    # issue 41: the model provider's health pings (health-check-integrations).
+    "AiProviderDown",
     # seed 001 §12's objectives: error-budget burn (multiwindow, multi-burn-rate).
     "SloErrorBudgetBurnFast", "SloErrorBudgetBurnSlow",
 }  # fmt: skip

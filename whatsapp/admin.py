@@ -4,11 +4,14 @@ messages with their status timeline, conversations with their 24 h window and me
 from __future__ import annotations
 
 import datetime as dt
+from contextvars import ContextVar
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -41,6 +44,23 @@ class WahaSessionForm(forms.ModelForm):
         model = WahaSession
         fields = ["organization", "name", "base_url", "is_default"]
 
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        organization = cleaned.get("organization")
+        if cleaned.get("is_default") and organization is not None:
+            other = (
+                WahaSession.objects.filter(organization=organization, is_default=True)
+                .exclude(pk=self.instance.pk)
+                .first()
+            )
+            if other is not None:
+                self.add_error(
+                    "is_default",
+                    f"{organization} already sends through its default session "
+                    f"{other.name!r}: untick “default” here, or untick it there first.",
+                )
+        return cleaned
+
     def save(self, commit: bool = True) -> WahaSession:
         session: WahaSession = super().save(commit=False)
         if self.cleaned_data.get("api_key"):
@@ -50,6 +70,18 @@ class WahaSessionForm(forms.ModelForm):
         if commit:
             session.save()
         return session
+
+
+# The request's own origin ("https://crm.example.com/"), while a session's page is rendered:
+# the webhook URL's base when PUBLIC_BASE_URL is not set.
+_origin: ContextVar[str] = ContextVar("waha_admin_origin", default="")
+
+
+def webhook_url_for(name: str, origin: str = "") -> str:
+    """The absolute URL WAHA must post this session's webhooks to: PUBLIC_BASE_URL's (the
+    address the WAHA host reaches us by), else the admin request's origin."""
+    base = (whatsapp_settings.PUBLIC_BASE_URL or origin).rstrip("/")
+    return f"{base}{reverse('waha-webhook', args=[name])}"
 
 
 @admin.register(WahaSession)
@@ -114,9 +146,32 @@ class WahaSessionAdmin(admin.ModelAdmin):
         )
         return f"API key: {api}; HMAC secret: {hmac}"
 
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        token = _origin.set(request.build_absolute_uri("/"))
+        try:
+            response = super().changeform_view(request, object_id, form_url, extra_context)
+            render = getattr(response, "render", None)
+            if render is not None:  # a TemplateResponse: rendered while the origin is known
+                render()
+            return response
+        finally:
+            _origin.reset(token)
+
     @admin.display(description="webhook URL for WAHA")
     def webhook_url(self, obj: WahaSession) -> str:
-        return f"/api/webhooks/waha/{obj.name}" if obj.name else "-"
+        if not obj.name:
+            return "-"
+        return format_html(
+            "<code>{}</code><br>events: message, message.ack, session.status; HMAC: SHA512 "
+            "with this session's secret",
+            webhook_url_for(obj.name, _origin.get()),
+        )
 
     @admin.action(description="Test send: a text to the session's own number")
     def test_send(self, request: HttpRequest, queryset: QuerySet[WahaSession]) -> None:

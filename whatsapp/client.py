@@ -7,6 +7,7 @@
   WORKING, FAILED).
 - `GET /api/{session}/chats/{chatId}/messages?limit=N&downloadMedia=false`: the chat's latest
   messages, newest first, each with `id`, `timestamp` (Unix seconds), `fromMe` and `body`.
+- `GET /api/{session}/lids/{lid}`: {lid, pn}: the phone chat id behind a privacy id, or null.
 
 Every request goes through `core.http.guarded_client` (SSRF guard, no redirects, timeouts) and
 carries the session's key in `X-Api-Key`. Failures are a `WahaError` that says whether a retry
@@ -137,18 +138,54 @@ def chat_id_for(phone: str) -> str:
     return f"{digits}@c.us"
 
 
+# WhatsApp's user server under its two spellings: WEBJS and WAHA's webhooks say "c.us", the
+# NOWEB/GOWS protocol layer (Baileys, whatsmeow) "s.whatsapp.net".
+USER_SERVER = "@c.us"
+PROTOCOL_USER_SERVER = "@s.whatsapp.net"
+
+
+def normalize_chat_id(chat_id: str) -> str:
+    """One spelling of a person's chat id: "5511...@s.whatsapp.net" is "5511...@c.us"."""
+    if chat_id.endswith(PROTOCOL_USER_SERVER):
+        return chat_id[: -len(PROTOCOL_USER_SERVER)] + USER_SERVER
+    return chat_id
+
+
+def normalize_message_id(message_id: str) -> str:
+    """WAHA's serialized message id `{fromMe}_{chatId}_{key}[_{participant}]` with its chat ids
+    in one spelling (`normalize_chat_id`), whichever engine wrote it: NOWEB answers a send with
+    `true_5511...@s.whatsapp.net_3EB0...` and acks it as `true_5511...@c.us_3EB0...`. Anything
+    else (a bare key) is returned as it is."""
+    parts = message_id.split("_")
+    if len(parts) < 3 or parts[0] not in ("true", "false"):
+        return message_id
+    return "_".join([parts[0], *(normalize_chat_id(p) for p in parts[1:])])
+
+
+def message_key(message_id: str) -> str:
+    """WhatsApp's own id of a message (the `key.id`: "3EB0..."), the part of WAHA's serialized
+    id that no engine rewrites; a bare id is its own key."""
+    parts = message_id.split("_")
+    if len(parts) >= 3 and parts[0] in ("true", "false"):
+        return parts[2]
+    return message_id
+
+
 def message_id_of(answer: object) -> str:
-    """WAHA's message id in a send's answer: `id` as a string (WAMessage), `id._serialized`
-    (WEBJS), or the NOWEB key ({key: {remoteJid, fromMe, id}})."""
+    """WAHA's message id in a send's answer, normalized (`normalize_message_id`): `id` as a
+    string (WAMessage, GOWS), `id._serialized` (WEBJS), or the NOWEB key ({key: {remoteJid,
+    fromMe, id}})."""
     if isinstance(answer, Mapping):
         ident = answer.get("id")
         if isinstance(ident, str) and ident:
-            return ident
+            return normalize_message_id(ident)
         if isinstance(ident, Mapping) and isinstance(ident.get("_serialized"), str):
-            return str(ident["_serialized"])
+            return normalize_message_id(str(ident["_serialized"]))
         key = answer.get("key")
         if isinstance(key, Mapping) and key.get("id"):
-            return f"{'true' if key.get('fromMe') else 'false'}_{key.get('remoteJid')}_{key['id']}"
+            remote = str(key.get("remoteJid") or "")
+            mine = "true" if key.get("fromMe") else "false"
+            return normalize_message_id(f"{mine}_{remote}_{key['id']}")
     raise WahaError("WAHA's answer carries no message id", code="bad_answer", retryable=True)
 
 
@@ -203,6 +240,15 @@ def chat_messages(
     if not isinstance(answer, list):
         raise WahaError("chat messages did not answer a list", code="bad_answer", retryable=True)
     return [item for item in answer if isinstance(item, dict)]
+
+
+def lid_phone(client: httpx.Client, target: Target, lid: str) -> str | None:
+    """The phone chat id ("5511...@c.us") WAHA knows for a privacy id ("<n>@lid"), or None
+    (`GET /api/{session}/lids/{lid}` answers {lid, pn}; pn is null for an unknown lid)."""
+    path = f"/api/{quote(target.session, safe='')}/lids/{quote(lid, safe='@')}"
+    answer = _call(client, target, "GET", path)
+    pn = answer.get("pn") if isinstance(answer, Mapping) else None
+    return normalize_chat_id(pn) if isinstance(pn, str) and pn.split("@", 1)[0].isdigit() else None
 
 
 def _call(

@@ -19,6 +19,9 @@ class WhatsappSettings(AppSettings, namespace="WHATSAPP"):
     BASE_URL: str = ""  # WAHA_BASE_URL, e.g. http://waha:3000
     API_KEY: str = ""  # WAHA_API_KEY (WAHA's X-Api-Key)
     WEBHOOK_SECRET: str = ""  # WAHA_WEBHOOK_SECRET (the HMAC key WAHA signs webhooks with)
+    # PUBLIC_BASE_URL: this service as WAHA reaches it (the admin shows <base>/api/webhooks/...);
+    # empty: the admin request's own origin.
+    PUBLIC_BASE_URL: str = ""
     # A webhook's `timestamp` may be this far from now, either way; its `id` is remembered for
     # twice as long, so a replay inside the window is a duplicate (whatsapp.views).
     WEBHOOK_WINDOW_SECONDS: float = 300.0
@@ -27,7 +30,7 @@ class WhatsappSettings(AppSettings, namespace="WHATSAPP"):
     # A self-hosted WAHA usually sits on a private network (docker compose): allow it there.
     # Off by default, so an organization's own ("bring your own") URL cannot aim at internal hosts.
     ALLOW_PRIVATE_TARGETS: bool = False
-    SEND_ATTEMPTS: int = 6
+    SEND_ATTEMPTS: int = 8  # the bus's default table (seed R-W2): the send consumer's attempts
     # The longest Retry-After (seconds) a 429/503 from WAHA is honoured for.
     MAX_RETRY_AFTER: float = 600.0
     # Messages still `sending` this long are stuck (recover-stuck-messages).
@@ -38,6 +41,10 @@ class WhatsappSettings(AppSettings, namespace="WHATSAPP"):
     # and the clock skew allowed between WAHA's timestamps and ours.
     RECOVERY_LOOKBACK: int = 50
     RECOVERY_SKEW_SECONDS: float = 120.0
+    # Contacts who wrote from a `@lid` resolved per session and sync-sessions run (WAHA's lids
+    # API), and how long a receipt for a message id not stored (yet) is kept.
+    LIDS_PER_RUN: int = 50
+    PENDING_ACK_DAYS: float = 2.0
     # Whole-message keywords that block a contact (accent- and case-insensitive).
     STOP_KEYWORDS: tuple[str, ...] = ("stop", "sair", "parar", "cancelar", "descadastrar")
     # The consent a send needs: a contact whose latest record of it is a withdrawal is refused.

@@ -16,15 +16,18 @@ MESSAGE_IDS = {"message_id": Message, "conversation_id": Conversation, "contact_
 @eventbus.consumer(
     SEND_CONSUMER,
     events=["message.queued"],
-    max_attempts=6,  # operators: EVENTBUS CONSUMER_MAX_ATTEMPTS
+    # The bus's table (8 attempts, 30 s ... 2 h); operators: EVENTBUS CONSUMER_MAX_ATTEMPTS.
     timeout=dt.timedelta(seconds=60),
     ordered=True,  # one conversation's messages go out in the order they were queued
 )
 def send_queued_message(event: eventbus.Event) -> None:
     """Send a queued WhatsApp message through the organization's WAHA session, exactly once
-    (whatsapp.sending). Retryable failures raise (the bus backs off); the last attempt marks the
-    message failed with `message.failed` instead."""
+    (whatsapp.sending). Retryable failures raise (the bus backs off); the last attempt, or a
+    failure no retry can cure (401, 422...), marks the message failed with `message.failed` and
+    dead-letters the delivery (DLQ, its alert, and Reprocess to send it again)."""
     if event.payload.get("channel", "whatsapp") != "whatsapp":
         return
     guard_payload(event, MESSAGE_IDS)  # another tenant's message is never sent (audited)
-    send(event.payload["message_id"], last_attempt=event.attempt >= event.max_attempts)
+    outcome = send(event.payload["message_id"], last_attempt=event.attempt >= event.max_attempts)
+    if outcome.result == "failed":
+        raise eventbus.PermanentError(f"WhatsApp send failed: {outcome.error_code}")

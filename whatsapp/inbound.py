@@ -5,8 +5,14 @@
   the contact and conversation resolved by chat id or created (`conversation.opened`);
   `message.received` v2 (ids only); a stop keyword blocks the contact (`contact.blocked`,
   `system.contact_blocked_by_stop`).
+  A sender WhatsApp addresses by its privacy id (`<n>@lid`, no phone number) is stored too: its
+  conversation's chat id is the lid (replies go to it) and its contact has no phone until
+  `sync-sessions` resolves the lid through WAHA (`GET /api/{session}/lids/{lid}`).
 - `message.ack`: an outbound message delivered (ack 2, DEVICE) or read (3 READ, 4 PLAYED):
-  `message.delivered` / `message.read`, once each.
+  `message.delivered` / `message.read`, once each. Message ids are compared normalized across
+  WAHA's engines (`client.normalize_message_id`), then by WhatsApp's key alone (a receipt
+  addressed to the `@lid` chat); a receipt for a message whose id is not stored yet is kept
+  (`PendingAck`) and applied when the send stores the id.
 - `session.status`: the session's stored status (`system.session_changed` when it changed).
 """
 
@@ -15,12 +21,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import eventbus
 from crm.models import Contact, Conversation, Message
-from whatsapp.models import WahaSession
+from whatsapp.client import message_key, normalize_chat_id, normalize_message_id
+from whatsapp.models import PendingAck, WahaSession
 from whatsapp.stop import stop_keyword
 
 ACK_DELIVERED = 2
@@ -47,13 +54,17 @@ def handle(session: WahaSession, body: dict[str, Any]) -> str:
     return "ignored"
 
 
+LID_SERVER = "@lid"
+
+
 def receive(session: WahaSession, payload: dict[str, Any]) -> str:
     waha_id = payload.get("id")
     chat_id = payload.get("from")
     if not isinstance(waha_id, str) or not waha_id or not isinstance(chat_id, str):
         return "ignored"
-    if not chat_id.endswith("@c.us") and not chat_id.endswith("@s.whatsapp.net"):
+    if not chat_id.endswith(("@c.us", "@s.whatsapp.net", LID_SERVER)):
         return "ignored"  # groups, broadcasts, newsletters: not a customer conversation
+    waha_id, chat_id = normalize_message_id(waha_id), normalize_chat_id(chat_id)
     org_id = session.organization_id
     if Message.objects.filter(organization_id=org_id, external_id=waha_id).exists():
         return "duplicate"
@@ -77,8 +88,9 @@ def _store(session: WahaSession, payload: dict[str, Any], waha_id: str, chat_id:
     opened = conversation is None
     if conversation is None:
         digits = chat_id.split("@", 1)[0]
+        phone = "" if chat_id.endswith(LID_SERVER) else f"+{digits}"  # a lid is no number
         contact = Contact.objects.create(
-            organization_id=org_id, phone=f"+{digits}", name=_push_name(payload)
+            organization_id=org_id, phone=phone, name=_push_name(payload)
         )
         conversation = Conversation.objects.create(
             organization_id=org_id, contact=contact, channel="whatsapp", external_chat_id=chat_id
@@ -152,58 +164,98 @@ def _block_by_stop(contact: Contact, keyword: str, message: Message) -> None:
 
 
 def ack(session: WahaSession, payload: dict[str, Any]) -> str:
-    waha_id = payload.get("id")
+    raw_id = payload.get("id")
     level = payload.get("ack")
-    if not isinstance(waha_id, str) or not isinstance(level, int):
+    if not isinstance(raw_id, str) or not raw_id or not isinstance(level, int):
         return "ignored"
     if level != ACK_DELIVERED and level not in ACK_READ:
         return "ignored"
+    org_id = session.organization_id
+    waha_id = normalize_message_id(raw_id)
+    key = message_key(waha_id)
     with transaction.atomic():
-        message = (
-            Message.objects.select_for_update()
-            .filter(
-                organization_id=session.organization_id,
-                external_id=waha_id,
-                direction=Message.Direction.OUTBOUND,
-            )
-            .first()
+        lock_key(org_id, key)
+        outbound = Message.objects.select_for_update().filter(
+            organization_id=org_id, direction=Message.Direction.OUTBOUND
         )
+        message = outbound.filter(external_id=waha_id).first()
+        if message is None and f"{LID_SERVER}_" in waha_id:  # ours, addressed to the chat's lid
+            message = outbound.filter(external_id__endswith=f"_{key}").first()
         if message is None:
-            return "ignored"
-        now = timezone.now()
-        common: dict[str, Any] = {
-            "organization": message.organization_id,
-            "entity_kind": "message",
-            "entity_id": message.pk,
-        }
-        changed: list[str] = []
-        if message.delivered_at is None:
-            message.delivered_at = now
-            changed.append("delivered_at")
-            eventbus.emit(
-                "message.delivered",
-                **common,
-                payload={"message_id": str(message.pk), "delivered_at": now.isoformat()},
-                idempotency_key=f"message.delivered:{message.pk}",
-            )
-        if level in ACK_READ and message.read_at is None:
-            message.read_at = now
-            changed.append("read_at")
-            eventbus.emit(
-                "message.read",
-                **common,
-                payload={"message_id": str(message.pk), "read_at": now.isoformat()},
-                idempotency_key=f"message.read:{message.pk}",
-            )
-        if changed:
-            progress = [Message.Status.SENDING, Message.Status.SENT, Message.Status.DELIVERED]
-            if message.status in progress:
-                message.status = (
-                    Message.Status.READ if message.read_at else Message.Status.DELIVERED
-                )
-                changed.append("status")
-            message.save(update_fields=[*changed, "updated_at"])
+            _keep_pending(org_id, key, level)
+            return "ack_pending"
+        apply_ack(message, level)
     return "ack"
+
+
+def lock_key(org_id: Any, key: str) -> None:
+    """Serialise a receipt and the storing of its message's id (one transaction each), so a
+    receipt is either seen by the send or finds the stored id."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"waha-ack:{org_id}:{key}"]
+        )
+
+
+def _keep_pending(org_id: Any, key: str, level: int) -> None:
+    """Keep a receipt for a message whose id is not stored yet (the highest level wins)."""
+    pending, created = PendingAck.objects.get_or_create(
+        organization_id=org_id,
+        message_key=key,
+        defaults={"ack": level, "received_at": timezone.now()},
+    )
+    if not created and pending.ack < level:
+        PendingAck.objects.filter(pk=pending.pk).update(ack=level)
+
+
+def apply_pending_acks(message: Message) -> None:
+    """Apply (and forget) the receipts that arrived before `message`'s id was stored; runs in
+    the transaction that stores the id."""
+    lock_key(message.organization_id, message_key(message.external_id))
+    pending = PendingAck.objects.filter(
+        organization_id=message.organization_id, message_key=message_key(message.external_id)
+    )
+    levels = list(pending.values_list("ack", flat=True))
+    if not levels:
+        return
+    locked = Message.objects.select_for_update().get(pk=message.pk)
+    apply_ack(locked, max(levels))
+    pending.delete()
+
+
+def apply_ack(message: Message, level: int) -> None:
+    """Mark a (locked) outbound message delivered, and read for ACK_READ: events once each."""
+    now = timezone.now()
+    common: dict[str, Any] = {
+        "organization": message.organization_id,
+        "entity_kind": "message",
+        "entity_id": message.pk,
+    }
+    changed: list[str] = []
+    if message.delivered_at is None:
+        message.delivered_at = now
+        changed.append("delivered_at")
+        eventbus.emit(
+            "message.delivered",
+            **common,
+            payload={"message_id": str(message.pk), "delivered_at": now.isoformat()},
+            idempotency_key=f"message.delivered:{message.pk}",
+        )
+    if level in ACK_READ and message.read_at is None:
+        message.read_at = now
+        changed.append("read_at")
+        eventbus.emit(
+            "message.read",
+            **common,
+            payload={"message_id": str(message.pk), "read_at": now.isoformat()},
+            idempotency_key=f"message.read:{message.pk}",
+        )
+    if changed:
+        progress = [Message.Status.SENDING, Message.Status.SENT, Message.Status.DELIVERED]
+        if message.status in progress:
+            message.status = Message.Status.READ if message.read_at else Message.Status.DELIVERED
+            changed.append("status")
+        message.save(update_fields=[*changed, "updated_at"])
 
 
 def record_status(session: WahaSession, status: str, *, synced: bool = False) -> bool:

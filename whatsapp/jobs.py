@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 from django.utils import timezone
 
 import eventbus
 from core.alerts import alert
-from crm.models import Conversation, Message
+from crm.models import Contact, Conversation, Message
 from eventbus.models import Delivery
 from jobs.registry import job
 from whatsapp import client as waha
 from whatsapp.conf import SEND_CONSUMER, whatsapp_settings
-from whatsapp.inbound import record_status
-from whatsapp.models import WahaSession
+from whatsapp.inbound import LID_SERVER, record_status
+from whatsapp.models import PendingAck, WahaSession
 from whatsapp.sending import fail_message
 
-ALERT_STATUSES = (WahaSession.Status.FAILED, WahaSession.Status.SCAN_QR_CODE)
+# Seed 001 A3 (FAILED), A4 (STARTING for more than ALERT_AFTER_SECONDS), and a QR code nobody
+# scans.
+ALERT_STATUSES = (
+    WahaSession.Status.FAILED,
+    WahaSession.Status.SCAN_QR_CODE,
+    WahaSession.Status.STARTING,
+)
+logger = logging.getLogger(__name__)
 # A missed run of expire-24h-windows is caught up by the next ones within this much.
 WINDOW_CATCH_UP = dt.timedelta(hours=6)
 
@@ -25,7 +33,8 @@ WINDOW_CATCH_UP = dt.timedelta(hours=6)
 @job("sync-sessions", every=dt.timedelta(minutes=1))
 def sync_sessions() -> int:
     """Compare WAHA's GET /api/sessions with our sessions: store each status, emit
-    `system.session_changed` on a change, alert on one stuck FAILED or SCAN_QR_CODE."""
+    `system.session_changed` on a change, alert on one stuck FAILED, SCAN_QR_CODE or STARTING;
+    resolve `@lid` senders; forget old receipts kept for no stored message."""
     by_server: dict[tuple[str, str], list[WahaSession]] = {}
     for session in WahaSession.objects.order_by("name"):
         by_server.setdefault((session.effective_base_url, session.api_key), []).append(session)
@@ -48,8 +57,44 @@ def sync_sessions() -> int:
                     status = WahaSession.Status.UNKNOWN
                 record_status(session, status, synced=True)
                 synced += 1
+            for session in group:
+                if listed.get(session.name) == WahaSession.Status.WORKING:
+                    resolve_lids(http, session)
     _alert_stuck_sessions()
+    _forget_old_receipts()
     return synced
+
+
+def resolve_lids(http: object, session: WahaSession) -> int:
+    """Give the contacts who wrote from a privacy id (`<n>@lid`, stored without a phone) the
+    number WAHA knows for it; an unknown lid is asked again at the next run."""
+    import httpx
+
+    assert isinstance(http, httpx.Client)
+    target = waha.Target(session.effective_base_url, session.name, session.api_key)
+    pending = Conversation.objects.filter(
+        organization_id=session.organization_id,
+        channel="whatsapp",
+        external_chat_id__endswith=LID_SERVER,
+        contact__phone="",
+    ).values_list("contact_id", "external_chat_id")[: whatsapp_settings.LIDS_PER_RUN]
+    resolved = 0
+    for contact_id, lid in pending:
+        try:
+            chat_id = waha.lid_phone(http, target, lid)
+        except waha.WahaError as exc:
+            logger.warning("lid of contact %s not resolved: %s", contact_id, exc.code)
+            break
+        if chat_id:
+            digits = chat_id.split("@", 1)[0]
+            resolved += Contact.objects.filter(pk=contact_id, phone="").update(phone=f"+{digits}")
+    return resolved
+
+
+def _forget_old_receipts() -> None:
+    """Receipts kept for a message id never stored (not ours, or the send failed)."""
+    limit = timezone.now() - dt.timedelta(days=whatsapp_settings.PENDING_ACK_DAYS)
+    PendingAck.objects.filter(received_at__lt=limit).delete()
 
 
 def _alert_stuck_sessions() -> None:

@@ -21,7 +21,7 @@ SENDS = Counter(
 )
 INBOUND = Counter(
     "deskcomm_whatsapp_webhooks_total",
-    "Inbound WAHA webhooks by result (stored, duplicate, ack, status, ignored, unauthorized...).",
+    "Inbound WAHA webhooks by result (stored, duplicate, ack, ack_pending, status, ignored...).",
     ["result"],
 )
 # Seed 001 §12: WAHA send latency (POST -> WAHA's answer) p95 < 1.5 s, warn > 2 s, crit > 5 s.

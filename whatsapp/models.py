@@ -119,3 +119,30 @@ class WebhookReceipt(models.Model):
 
     def __str__(self) -> str:
         return self.event_id
+
+
+class PendingAck(models.Model):
+    """A delivery/read receipt that arrived before its message's WAHA id was stored (WAHA can
+    post `message.ack` before the send's answer reaches the worker): kept by the message's key
+    (WhatsApp's `key.id`) and applied when the send stores the id (whatsapp.sending). Receipts
+    for no message of ours are dropped after PENDING_ACK_DAYS (sync-sessions)."""
+
+    # Only WhatsApp's key is kept, not WAHA's whole id (which embeds the chat id, a number).
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    message_key = models.CharField(max_length=100)
+    ack = models.SmallIntegerField()
+    received_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "whatsapp_pending_ack"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "message_key"], name="waha_pending_ack_once"
+            )
+        ]
+        indexes = [models.Index(fields=["received_at"], name="waha_pending_ack_age")]
+
+    def __str__(self) -> str:
+        return self.message_key

@@ -44,6 +44,7 @@ from crm.models import ConsentRecord, Conversation, Message
 from whatsapp import client as waha
 from whatsapp import metrics
 from whatsapp.conf import whatsapp_settings
+from whatsapp.inbound import apply_pending_acks
 from whatsapp.models import WahaSession
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class Outcome:
 
     result: str
     waha_message_id: str = ""
+    error_code: str = ""
 
 
 def send(message_id: uuid.UUID | str, *, last_attempt: bool = False) -> Outcome:
@@ -75,8 +77,10 @@ def send(message_id: uuid.UUID | str, *, last_attempt: bool = False) -> Outcome:
     if message.external_id:
         _mark_sent(message, message.external_id)
         return Outcome("sent", message.external_id)
-    if message.status in (Message.Status.FAILED, Message.Status.BLOCKED):
+    if message.status == Message.Status.BLOCKED:
         return Outcome("skipped")
+    if message.status == Message.Status.FAILED:
+        message = _retry_failed(message)  # the dead-lettered delivery was reprocessed
     if message.status == Message.Status.QUEUED:
         reason = blocker(message)
         if reason:
@@ -86,7 +90,7 @@ def send(message_id: uuid.UUID | str, *, last_attempt: bool = False) -> Outcome:
     session = default_session(message.organization_id)
     if session is None:
         fail_message(message, "no_session", "no WAHA session is configured", retryable=False)
-        return Outcome("failed")
+        return Outcome("failed", error_code="no_session")
     with _send_lock(f"whatsapp-send:{message.pk}") as locked:
         if not locked:
             raise SendRetry(f"message {message.pk} is being sent by another worker")
@@ -127,10 +131,10 @@ def _send_locked(message: Message, session: WahaSession, *, last_attempt: bool) 
         chat_id = _chat_id(message)
     except waha.WahaError as exc:
         fail_message(message, exc.code, str(exc), retryable=False)
-        return Outcome("failed")
+        return Outcome("failed", error_code=exc.code)
     if len(message.media_urls) > 1:
         fail_message(message, "too_many_media", "one media URL per message", retryable=False)
-        return Outcome("failed")
+        return Outcome("failed", error_code="too_many_media")
     with waha.send_client() as http:
         result = "sent"
         if message.status == Message.Status.SENDING:
@@ -186,7 +190,35 @@ def _failed_call(
         )
         raise SendRetry(str(exc)) from None
     fail_message(message, exc.code, str(exc), retryable=exc.retryable)
-    return Outcome("failed")
+    return Outcome("failed", error_code=exc.code)
+
+
+# Failures after which WAHA certainly did not take the message (it answered, or nothing was
+# sent): a reprocessed delivery sends it again at once; after any other failure (a timeout, a
+# 5xx, `stuck`) it first looks for it in the chat, like any `sending` message.
+REFUSED_CODES = frozenset(
+    {
+        "no_session",
+        "no_chat_id",
+        "too_many_media",
+        "not_configured",
+        "blocked",
+        "rate_limited",
+        "session_starting",
+    }
+)
+
+
+def _retry_failed(message: Message) -> Message:
+    """A failed message whose delivery runs again (Reprocess from the DLQ): back to `queued`
+    (blockers checked again) or `sending` (looked for in the chat first)."""
+    refused = message.error_code in REFUSED_CODES or message.error_code.startswith("http_4")
+    status = Message.Status.QUEUED if refused else Message.Status.SENDING
+    Message.objects.filter(pk=message.pk, status=Message.Status.FAILED).update(
+        status=status, updated_at=timezone.now()
+    )
+    message.refresh_from_db()
+    return message
 
 
 def _chat_id(message: Message) -> str:
@@ -233,11 +265,15 @@ def find_sent(http: object, target: waha.Target, chat_id: str, message: Message)
     assert isinstance(http, httpx.Client)
     recent = waha.chat_messages(http, target, chat_id, limit=whatsapp_settings.RECOVERY_LOOKBACK)
     since = message.updated_at.timestamp() - whatsapp_settings.RECOVERY_SKEW_SECONDS
+    recent = [
+        {**item, "id": waha.normalize_message_id(item["id"])}
+        for item in recent
+        if isinstance(item.get("id"), str)
+    ]
     candidates = [
         item
         for item in recent
         if item.get("fromMe") is True
-        and isinstance(item.get("id"), str)
         and (item.get("body") or "") == message.body
         and isinstance(item.get("timestamp"), int | float)
         and float(item["timestamp"]) >= since
@@ -300,7 +336,7 @@ def _mark_sent(message: Message, waha_id: str) -> None:
     """Store WAHA's id and emit `message.sent` once per message (idempotency key)."""
     with transaction.atomic():
         now = timezone.now()
-        Message.objects.filter(pk=message.pk, external_id="").update(
+        stored = Message.objects.filter(pk=message.pk, external_id="").update(
             external_id=waha_id, updated_at=now
         )
         Message.objects.filter(
@@ -315,6 +351,9 @@ def _mark_sent(message: Message, waha_id: str) -> None:
             payload={**_payload(message), "waha_message_id": waha_id},
             idempotency_key=f"message.sent:{message.pk}",
         )
+        if stored:
+            message.external_id = waha_id
+            apply_pending_acks(message)  # receipts that came before the id (inbound.ack)
 
 
 def _block(message: Message, reason: str) -> None:

@@ -38,6 +38,7 @@ def with_fallback(settings: Any, ai_on_fake: OpenAIFake, backup: OpenAIFake) -> 
         **settings.AI,
         "TIMEOUT": TIMEOUT,
         "FALLBACK_CHAT_MODEL": "backup-chat",
+        "SENTIMENT_BEFORE_REPLY": False,  # the reply's call only (test_responder_guards)
         "FALLBACK_BASE_URL": backup.base_url,
         "FALLBACK_API_KEY": "sk-test-backup",  # pragma: allowlist secret
     }

@@ -29,7 +29,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def conversation(org: Organization, ai_on_fake: OpenAIFake) -> Conversation:
+def conversation(org: Organization, ai_on_fake: OpenAIFake, settings: Any) -> Conversation:
+    # The responder's own model calls only: its sentiment check before the reply (one more call
+    # the fake's failures would hit first) is tested in test_responder_guards.
+    settings.AI = {**settings.AI, "SENTIMENT_BEFORE_REPLY": False}
     return ConversationFactory(organization=org)
 
 

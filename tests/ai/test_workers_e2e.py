@@ -14,6 +14,7 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from ai.conf import DEFAULT_BUDGET_FALLBACK_MESSAGE
 from ai.models import AiAccount
 from core.models import Organization
 from crm.models import Conversation, Message
@@ -42,6 +43,9 @@ def conversation(org: Organization) -> Conversation:
     return ConversationFactory(organization=org)
 
 
+AI_FALLBACK = DEFAULT_BUDGET_FALLBACK_MESSAGE
+
+
 def ai_env(fake: OpenAIFake) -> dict[str, str]:
     """The subprocess's settings: the fake as provider (loopback allowed, as in development)."""
     return {
@@ -50,6 +54,8 @@ def ai_env(fake: OpenAIFake) -> dict[str, str]:
         "AI_CHAT_MODEL": "fake-chat",
         "AI_TIMEOUT": "10",
         "OUTBOUND_HTTP_ALLOW_PRIVATE": "true",
+        # The reply's calls only (the sentiment check before it: test_responder_guards).
+        "AI_SENTIMENT_BEFORE_REPLY": "false",
         # 1 cent per input token, 2 per output token: a call of the fake (42 in, 7 out) = 56 c.
         "AI_PRICE_INPUT_CENTS_PER_MTOK": "1000000",
         "AI_PRICE_OUTPUT_CENTS_PER_MTOK": "2000000",
@@ -100,7 +106,12 @@ def test_a_worker_killed_after_the_model_answered_never_sends_two_replies(
 
     # The lease of the killed worker runs out; the delivery is reaped and run again here.
     settings.OUTBOUND_HTTP_ALLOW_PRIVATE = True
-    settings.AI = {"BASE_URL": fake.base_url, "API_KEY": "sk-e2e", "CHAT_MODEL": "fake-chat"}
+    settings.AI = {
+        "BASE_URL": fake.base_url,
+        "API_KEY": "sk-e2e",
+        "CHAT_MODEL": "fake-chat",
+        "SENTIMENT_BEFORE_REPLY": False,  # as in ai_env
+    }
     with time_machine.travel(timezone.now() + dt.timedelta(seconds=31), tick=True):
         claims.reap()
         Worker(
@@ -127,8 +138,10 @@ def test_budget_exhaustion_warns_then_throttles_and_skips_the_model(
     messages = [receive(conversation, f"pergunta {n}")[0] for n in range(4)]
     drain_once(fake, processes)
 
-    assert [len(ai_replies(m)) for m in messages] == [1, 1, 1, 0]  # 56, 112 (86%), 168 c
-    assert len(fake.calls(CHAT)) == 3  # the fourth was never sent to the model
+    assert [len(ai_replies(m)) for m in messages] == [1, 1, 1, 1]  # 56, 112 (86%), 168 c
+    assert len(fake.calls(CHAT)) == 3  # the fourth was never sent to the model: it got the
+    assert ai_replies(messages[3])[0].body == AI_FALLBACK  # fallback message and a person
+    assert [e.payload["reason"] for e in events("ai.handoff_triggered")] == ["budget_exhausted"]
     (warning,) = events("ai.budget_warning")
     assert warning.payload["daily_budget_cents"] == 130
     assert warning.payload["pct_used"] == pytest.approx(86.2, abs=0.1)

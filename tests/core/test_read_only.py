@@ -17,7 +17,13 @@ from nuvemshop.models import Store, WebhookReceipt
 from tests.nuvemshop.conftest import fake, shop, store  # noqa: F401
 from tests.support.nuvemshop import APP_SECRET, FakeNuvemshop
 from tests.support.waha import inbound_message, signed_webhook
-from tests.whatsapp.conftest import HMAC_SECRET, session, waha, waha_settings  # noqa: F401
+from tests.whatsapp.conftest import (  # noqa: F401
+    HMAC_SECRET,
+    session,
+    waha,
+    waha_engine,
+    waha_settings,
+)
 from whatsapp.models import WahaSession
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,7 +2,8 @@
 `POST /v1/embeddings` with the documented response shapes (`usage` included), and failures on
 demand (429 with Retry-After, 500, a hang past the client's timeout).
 
-Answers are deterministic: the chat reply is `reply_text` (default: echoes the last user message),
+Answers are deterministic: the chat reply is `model_replies[model]`, else `reply_text` (default:
+echoes the last user message),
 embeddings are `tests`-side hash vectors of the requested dimension. Every request is recorded.
 """
 
@@ -40,6 +41,7 @@ class OpenAIFake(ThreadingHTTPServer):
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, list[Failure]] = {}
         self.reply_text: str | None = None
+        self.model_replies: dict[str, str] = {}  # a reply per requested model (wins over the rest)
         self.prompt_tokens = 42
         self.completion_tokens = 7
         self.cached_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens when > 0
@@ -105,7 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
         last_user = next(
             (m["content"] for m in reversed(body.get("messages", [])) if m["role"] == "user"), ""
         )
-        text = self.server.reply_text if self.server.reply_text is not None else f"Eco: {last_user}"
+        text = self.server.model_replies.get(str(body.get("model")), self.server.reply_text)
+        if text is None:
+            text = f"Eco: {last_user}"
         usage: dict[str, Any] = {
             "prompt_tokens": self.server.prompt_tokens,
             "completion_tokens": self.server.completion_tokens,

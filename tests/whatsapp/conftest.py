@@ -45,8 +45,14 @@ def waha_settings() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture
-def waha(waha_settings: dict[str, Any]) -> Iterator[FakeWaha]:
-    with fake_waha(api_key=API_KEY) as server:
+def waha_engine() -> str:
+    """The fake WAHA's engine (docker compose's NOWEB); parametrize `waha_engine` for others."""
+    return "NOWEB"
+
+
+@pytest.fixture
+def waha(waha_settings: dict[str, Any], waha_engine: str) -> Iterator[FakeWaha]:
+    with fake_waha(api_key=API_KEY, engine=waha_engine) as server:
         server.sessions[SESSION] = "WORKING"
         try:
             yield server

@@ -89,3 +89,31 @@ def test_a_message_page_shows_its_status_timeline_and_the_conversation_its_messa
     page = admin_client.get(f"/admin/crm/conversation/{conversation.pk}/change/").content.decode()
     assert "Pedido a caminho" in page and "open until" in page
     assert Message.objects.count() == 1
+
+
+def test_the_session_page_shows_the_absolute_webhook_url_to_paste_into_waha(
+    admin_client: Client, session: WahaSession, settings: object
+) -> None:
+    page = admin_client.get(f"/admin/whatsapp/wahasession/{session.pk}/change/").content.decode()
+    assert "http://testserver/api/webhooks/waha/loja" in page  # the request's origin
+    settings.WHATSAPP = {**settings.WHATSAPP, "PUBLIC_BASE_URL": "https://crm.example.com/"}  # type: ignore[attr-defined]
+    page = admin_client.get(f"/admin/whatsapp/wahasession/{session.pk}/change/").content.decode()
+    assert "https://crm.example.com/api/webhooks/waha/loja" in page
+
+
+def test_a_second_default_session_is_a_form_error_not_a_constraint_error(
+    admin_client: Client, session: WahaSession, org: Organization
+) -> None:
+    answer = admin_client.post(
+        "/admin/whatsapp/wahasession/add/",
+        {"organization": org.pk, "name": "vendas", "base_url": "", "is_default": "on"},
+    )
+    assert answer.status_code == 200  # the form again, with the error on the field
+    page = answer.content.decode()
+    assert "already sends through its default session" in page and "&#x27;loja&#x27;" in page
+    assert not WahaSession.objects.filter(name="vendas").exists()
+    answer = admin_client.post(
+        "/admin/whatsapp/wahasession/add/",
+        {"organization": org.pk, "name": "vendas", "base_url": ""},
+    )
+    assert answer.status_code == 302  # a second, non-default session is fine

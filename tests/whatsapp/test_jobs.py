@@ -104,7 +104,7 @@ def test_recover_stuck_messages_requeues_a_dead_send_and_fails_one_out_of_attemp
             send(stuck.pk)  # the worker's attempt: lost answer, message left `sending`
         Delivery.objects.filter(consumer=SEND_CONSUMER).update(status="dead")  # out of attempts
         exhausted = send_message(conversation=conversation, body="Outra")
-        Message.objects.filter(pk=exhausted.pk).update(status="sending", attempts=6)
+        Message.objects.filter(pk=exhausted.pk).update(status="sending", attempts=8)
         Delivery.objects.filter(consumer=SEND_CONSUMER).update(status="dead")
         fresh = send_message(conversation=conversation, body="Recente")
         Message.objects.filter(pk=fresh.pk).update(status="sending", attempts=1)
@@ -171,3 +171,27 @@ def test_the_cron_endpoint_runs_sync_sessions(
     session.refresh_from_db()
     assert session.status == "FAILED"
     assert JobRun.objects.filter(job="sync-sessions", trigger="http").count() == 1
+
+
+def test_sync_sessions_alerts_on_a_session_stuck_starting(
+    session: WahaSession, waha: FakeWaha
+) -> None:
+    start = timezone.now()
+    with time_machine.travel(start, tick=False) as clock:
+        waha.sessions["loja"] = "STARTING"
+        job_run(name="sync-sessions", trigger="test")
+        assert ALERTS == []
+        clock.shift(dt.timedelta(minutes=6))  # seed 001 A4: STARTING for more than 5 minutes
+        job_run(name="sync-sessions", trigger="test")
+    assert [subject for subject, _ in ALERTS] == ["WhatsApp session loja is STARTING"]
+
+
+def test_the_integrations_health_job_checks_the_waha_sessions_too(
+    session: WahaSession, waha: FakeWaha, settings: object
+) -> None:
+    settings.AI = {"MOCK": True}  # type: ignore[attr-defined]  # the provider's ping: tests/ai
+    waha.sessions["loja"] = "FAILED"
+    assert job_run(name="health-check-integrations", trigger="test").status == "completed"
+    session.refresh_from_db()
+    assert session.status == "FAILED" and session.last_sync_at is not None
+    assert changes() == [("WORKING", "FAILED")]

@@ -9,6 +9,7 @@ import pytest
 from crm.models import Conversation, Message
 from crm.services import send_message
 from eventbus.models import Delivery, EventLog
+from eventbus.services import deliveries_reprocess
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.processes import Drain, start_drain
 from tests.support.waha import FakeWaha, Misbehaviour
@@ -165,7 +166,8 @@ def test_a_logged_out_session_is_a_permanent_failure(
         "error_message": "send failed: http_422",
         "retryable": False,
     }
-    assert Delivery.objects.get(consumer=SEND_CONSUMER).status == "done"  # not retried
+    # Not retried: dead-lettered at once (the DLQ, its alert; Reprocess once WAHA is paired).
+    assert Delivery.objects.get(consumer=SEND_CONSUMER).status == "dead"
     assert events("message.sent") == []
 
 
@@ -191,6 +193,15 @@ def test_the_last_attempt_of_a_transient_failure_marks_the_message_failed(
     assert message.status == "failed" and message.error_code == "http_503"
     (failed,) = events("message.failed")
     assert failed.payload["retryable"] is True
+    delivery = Delivery.objects.get(consumer=SEND_CONSUMER)
+    assert delivery.status == "dead"  # in the DLQ (and its alert), not `done`
+    # Reprocessed from the DLQ: WAHA may have taken the 503'd request, so the chat is read
+    # first (nothing there), then the message is sent.
+    deliveries_reprocess(delivery_ids=[delivery.pk], actor="ops")
+    drain_once()
+    message.refresh_from_db()
+    assert message.status == "sent" and len(waha.sends()) == 2
+    assert [c.path for c in waha.calls if "/chats/" in c.path] != []
 
 
 def test_a_media_message_goes_through_send_image_with_its_caption(
@@ -283,7 +294,7 @@ def test_waha_message_ids_are_read_from_every_documented_answer_shape() -> None:
     assert message_id_of({"id": "true_1@c.us_AA"}) == "true_1@c.us_AA"
     assert message_id_of({"id": {"_serialized": "true_1@c.us_BB", "id": "BB"}}) == "true_1@c.us_BB"
     noweb = {"key": {"remoteJid": "1@s.whatsapp.net", "fromMe": True, "id": "CC"}}
-    assert message_id_of(noweb) == "true_1@s.whatsapp.net_CC"
+    assert message_id_of(noweb) == "true_1@c.us_CC"  # as WAHA's webhooks and acks spell it
 
 
 def test_a_session_still_starting_is_waited_for_not_failed(
