@@ -45,8 +45,11 @@ def store_connect(*, organization_id: uuid.UUID, grant: TokenGrant, actor: str) 
     """
     with transaction.atomic():
         store = Store.objects.select_for_update().filter(ns_store_id=grant.ns_store_id).first()
-        if store is not None and store.organization_id != organization_id:
-            raise ValueError(f"store {grant.ns_store_id} is connected to another organization")
+        if store is not None and str(store.organization_id) != str(organization_id):
+            raise ValueError(
+                f"store {grant.ns_store_id} is already connected to another organization; "
+                "uninstall the app from that store first (one organization per store)"
+            )
         store = store or Store(organization_id=organization_id, ns_store_id=grant.ns_store_id)
         store.access_token = grant.access_token
         store.scopes = grant.scope

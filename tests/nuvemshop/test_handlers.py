@@ -17,7 +17,15 @@ from eventbus.models import Delivery, EventLog
 from nuvemshop.models import CustomerLink, ShopRedaction, Store, SyncCursor, WebhookReceipt
 from tests.nuvemshop.conftest import drain
 from tests.support.factories import ContactFactory, LeadFactory
-from tests.support.nuvemshop import FakeNuvemshop, FakeStore, customer, order, product
+from tests.support.nuvemshop import (
+    APP_ID,
+    FakeNuvemshop,
+    FakeStore,
+    customer,
+    notification,
+    order,
+    product,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -220,3 +228,44 @@ def test_an_event_naming_another_tenants_store_is_refused_and_audited(
     assert Product.objects.filter(organization=store.organization).count() == 1
     assert ShopRedaction.objects.get(pk=redaction.pk).status == ShopRedaction.Status.PENDING
     assert len(fake.api_hits()) == hits_before
+
+
+# -- issue 41 ---------------------------------------------------------------------------------
+
+
+def notify(client: Client, event: str, resource_id: int) -> dict[str, Any]:
+    """The shop's notification (the same bytes every time for the same event and id)."""
+    body, signature = FakeNuvemshop.signed(notification(789, event, resource_id))
+    response = client.post(
+        f"/api/webhooks/nuvemshop/{event}",
+        data=body,
+        content_type="application/json",
+        headers={"x-linkedstore-hmac-sha256": signature},
+    )
+    assert response.status_code == 200, response.content
+    return dict(response.json())
+
+
+def test_a_repeated_order_updated_is_fetched_again(
+    client: Client, store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    shop.orders.append(order(560, number=110, payment_status="paid"))
+    assert notify(client, "order/updated", 560) == {"status": "accepted"}
+    drain()
+    assert Order.objects.get(ns_order_id=560).payment_status == "paid"
+    shop.orders[0]["payment_status"] = "refunded"  # the shop notifies with the same body
+    assert notify(client, "order/updated", 560) == {"status": "accepted"}
+    drain()
+    assert len(fake.api_hits("/orders/560")) == 2
+    assert Order.objects.get(ns_order_id=560).payment_status == "refunded"
+    # One-shot events keep their replay protection (the shop retries until a 200).
+    assert notify(client, "order/paid", 560) == {"status": "accepted"}
+    assert notify(client, "order/paid", 560) == {"status": "duplicate"}
+
+
+def test_a_second_app_suspended_acts(client: Client, store: Store, shop: FakeStore) -> None:
+    for event in ("app/suspended", "app/resumed", "app/suspended"):
+        assert notify(client, event, int(APP_ID)) == {"status": "accepted"}
+        drain()
+    store.refresh_from_db()
+    assert (store.status, store.syncing) == ("suspended", False)
