@@ -104,13 +104,25 @@ def carts_poll() -> int:
             continue
         with transaction.atomic():
             for cart in carts:
-                _emit_cart(store, cart)
+                try:
+                    value_cents = upserts.cents(cart.get("total"), name="total")
+                except upserts.BadRecord as error:  # one bad cart does not hide the others
+                    logger.warning(
+                        "abandoned checkout skipped",
+                        extra={
+                            "store_id": str(store.pk),
+                            "cart_id": cart.get("id"),
+                            "error": str(error),
+                        },
+                    )
+                    continue
+                _emit_cart(store, cart, value_cents)
                 emitted += 1
         Store.objects.filter(pk=store.pk).update(carts_polled_at=timezone.now())
     return emitted
 
 
-def _emit_cart(store: Store, cart: dict[str, object]) -> None:
+def _emit_cart(store: Store, cart: dict[str, object], value_cents: int) -> None:
     email = str(cart.get("contact_email") or "")
     contact = (
         Contact.objects.filter(organization_id=store.organization_id, email__iexact=email).first()
@@ -125,7 +137,7 @@ def _emit_cart(store: Store, cart: dict[str, object]) -> None:
         payload={
             "cart_id": str(cart["id"]),
             "contact_id": str(contact.pk) if contact else None,
-            "value_cents": upserts.cents(cart.get("total")),
+            "value_cents": value_cents,
             "abandoned_at": (abandoned or timezone.now()).isoformat(),
         },
         idempotency_key=f"nuvemshop.cart_abandoned:{store.ns_store_id}:{cart['id']}",

@@ -142,10 +142,17 @@ def _order_event(store: Store, receipt: WebhookReceipt) -> str:
             data = api.get(f"orders/{receipt.ns_resource_id}")
         except NotFound:
             return _processed(receipt, "gone")
-    with transaction.atomic():
-        order, created = upserts.order_upsert(store, data)
-        _emit_order_events(order, data, announce=created or receipt.event == "order/created")
-        _processed(receipt, "upserted")
+    try:
+        with transaction.atomic():
+            order, created = upserts.order_upsert(store, data)
+            _emit_order_events(order, data, announce=created or receipt.event == "order/created")
+            sync.record_stored(store, "orders", data)
+            _processed(receipt, "upserted")
+    except upserts.BadRecord as error:
+        # The shop's answer will not get better by asking again: dead-letter it at once (the
+        # DLQ's reprocess runs it again once the order is fixed in the shop).
+        sync.record_skipped(store, "orders", data, error, source=receipt.event)
+        raise eventbus.PermanentError(f"the shop's order cannot be stored: {error}") from error
     return "upserted"
 
 
