@@ -34,7 +34,7 @@ def tokens_refresh() -> int:
     for store in connected_stores():
         try:
             with NuvemshopClient(store) as api:
-                api.get("store")
+                details = api.get("store")
         except TokenInvalid as error:
             services.store_token_invalid(store=store, error=str(error))
             continue
@@ -45,6 +45,7 @@ def tokens_refresh() -> int:
             access_token_encrypted=crypto.reencrypt(OAUTH_CONTEXT, store.access_token_encrypted),
             token_checked_at=timezone.now(),
         )
+        services.store_details_refresh(store=store, data=details)  # a renamed store follows
         checked += 1
     return checked
 

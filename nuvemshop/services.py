@@ -75,6 +75,18 @@ def store_connect(*, organization_id: uuid.UUID, grant: TokenGrant, actor: str) 
     return store
 
 
+def store_details_refresh(*, store: Store, data: dict[str, Any] | None = None) -> str:
+    """The store's name from the shop (`GET /store`: `name` per language); `data` when the
+    caller already has that answer. The name it saved."""
+    if data is None:
+        with NuvemshopClient(store) as api:
+            data = api.get("store")
+    name = upserts.localized(data.get("name"))[:200] if isinstance(data, dict) else ""
+    if name:
+        Store.objects.filter(pk=store.pk).update(name=name)
+    return name
+
+
 def full_resync_request(*, store: Store, actor: str) -> None:
     """Queue the `nuvemshop.full_resync` job of a store (admin "resync", install)."""
     eventbus.emit(

@@ -327,3 +327,24 @@ def test_a_malformed_webhook_order_is_dead_at_once_and_clears_once_reprocessed(
     assert not Delivery.objects.filter(status="dead").exists()
     assert not EventLog.objects.filter(status="dead").exists()
     assert not SkippedRecord.objects.exists()
+
+
+def test_the_stores_name_comes_from_the_shop(
+    store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    from nuvemshop import maintenance, services
+
+    Store.objects.filter(pk=store.pk).update(name="")
+    shop.name = "Loja da Maria"  # GET /store answers {"name": {"pt": ...}} (store.md)
+    services.store_connect(
+        organization_id=store.organization_id,
+        grant=services.TokenGrant("tok-789", "bearer", "read_orders", 789),
+        actor="test",
+    )
+    drain()
+    store.refresh_from_db()
+    assert (store.name, str(store)) == ("Loja da Maria", "Loja da Maria")
+    shop.name = "Loja Nova"  # renamed in the shop: the hourly token check follows
+    assert maintenance.tokens_refresh() == 1
+    store.refresh_from_db()
+    assert store.name == "Loja Nova"
