@@ -16,7 +16,8 @@ from django.utils.dateparse import parse_datetime
 from core.redaction import redact_text
 from crm.models import Contact, Order, Product
 from crm.selectors import match_contact
-from nuvemshop.models import CustomerLink, Store
+from lgpd import tombstones
+from nuvemshop.models import CustomerLink, ShopRedaction, Store
 
 LANGUAGES = ("pt", "es", "en")
 
@@ -102,14 +103,17 @@ def product_upsert(store: Store, data: dict[str, Any]) -> tuple[Product, bool]:
     )
 
 
-def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact:
+def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact | None:
     """The contact of a store customer: its link, else the CRM's match (e-mail, CPF, phone),
-    else a new contact; the link is kept so later orders and LGPD webhooks find it."""
+    else a new contact; the link is kept so later orders and LGPD webhooks find it. None for a
+    customer whose data was redacted (`customer_redacted`): nothing of theirs is stored again."""
     ns_id = int(data["id"])
     link = CustomerLink.objects.filter(store=store, ns_customer_id=ns_id).select_related("contact")
     found = link.first()
     if found is not None:
         return found.contact
+    if customer_redacted(store, data):
+        return None
     contact = _matched(store, data) or _created(store, data)
     CustomerLink.objects.get_or_create(
         store=store,
@@ -117,6 +121,20 @@ def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact:
         defaults={"organization_id": store.organization_id, "contact": contact},
     )
     return contact
+
+
+def customer_redacted(store: Store, data: dict[str, Any]) -> bool:
+    """The shop still holds a person the CRM redacted: their customer id was redacted in this
+    store (`ShopRedaction`), or their e-mail, phone or CPF is a tombstone (lgpd.tombstones)."""
+    ns_id = record_id(data) or 0  # 0: no store customer has it
+    if ShopRedaction.objects.filter(store=store, ns_customer_id=ns_id).exists():
+        return True
+    return tombstones.redacted(
+        store.organization_id,
+        email=str(data.get("email") or ""),
+        phone=str(data.get("phone") or ""),
+        cpf=str(data.get("identification") or ""),
+    )
 
 
 def _matched(store: Store, data: dict[str, Any]) -> Contact | None:
@@ -182,6 +200,10 @@ def order_upsert(store: Store, data: dict[str, Any]) -> tuple[Order, bool]:
         fields["contact"] = (
             contact_for_customer(store, buyer) if buyer and buyer.get("id") else None
         )
+        if buyer and fields["contact"] is None and customer_redacted(store, buyer):
+            # Redacted in the CRM: the order keeps its money, never the person (LGPD).
+            fields.update(customer_name="", customer_email="", customer_phone="")
+            fields["shipping_address"] = ""
         return Order.objects.update_or_create(
             organization_id=store.organization_id, ns_order_id=int(data["id"]), defaults=fields
         )
