@@ -14,8 +14,9 @@ from core.models import AuditLog
 from crm import personal_data as categories
 from crm.models import Contact, Message, Order
 from eventbus.models import Delivery, EventLog
+from lgpd import tombstones
 from lgpd.handlers import REDACT_CONSUMER
-from lgpd.models import DataRequest
+from lgpd.models import DataRequest, RedactedIdentifier
 from tests.lgpd.conftest import (
     EMAIL,
     NAME,
@@ -25,7 +26,7 @@ from tests.lgpd.conftest import (
     request_for,
     run_after,
 )
-from tests.support.factories import OrderFactory
+from tests.support.factories import OrderFactory, OrganizationFactory
 from tests.support.traces import traces as find_traces
 
 pytestmark = pytest.mark.django_db
@@ -177,3 +178,18 @@ def test_redaction_covers_orders_holding_the_subjects_identifiers_without_a_link
     assert Order.objects.get(pk=orders["surname_only"].pk).customer_name == "Ana Souza"
     assert Order.objects.get(pk=orders["other_person"].pk).customer_name == "João Souza"
     assert traces() == []
+
+
+def test_redaction_keeps_tombstones_of_the_identifiers_and_never_the_values(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    """Issue 41 item 6: what an import asks before storing a person again."""
+    assert not tombstones.redacted(world.org.pk, email=EMAIL)
+    redact_at_d15(world, clock)
+    stored = list(RedactedIdentifier.objects.values_list("digest", flat=True))
+    assert stored and not any(needle in "".join(stored) for needle in NEEDLES)
+    assert tombstones.redacted(world.org.pk, email=EMAIL.upper())
+    assert tombstones.redacted(world.org.pk, phone="11987654321")
+    assert tombstones.redacted(world.org.pk, cpf="12345678909")
+    assert not tombstones.redacted(world.org.pk, phone="+55 21 91234-5678")  # the other person
+    assert not tombstones.redacted(OrganizationFactory().pk, email=EMAIL)  # another tenant
