@@ -22,6 +22,7 @@ from nuvemshop.conf import STORE_WEBHOOK_EVENTS, nuvemshop_settings
 from nuvemshop.models import (
     CustomerLink,
     ShopRedaction,
+    SkippedRecord,
     Store,
     SyncCursor,
     WebhookReceipt,
@@ -328,6 +329,7 @@ def store_redact(*, store_id: uuid.UUID) -> dict[str, int]:
             "products": Product.objects.filter(**scope).delete()[0],
             "customer_links": CustomerLink.objects.filter(store=store).delete()[0],
             "cursors": SyncCursor.objects.filter(store=store).delete()[0],
+            "skipped_records": SkippedRecord.objects.filter(store=store).delete()[0],
         }
         Store.objects.filter(pk=store.pk).update(
             status=Store.Status.REDACTED,
