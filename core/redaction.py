@@ -39,6 +39,14 @@ _SENSITIVE_KEY_PARTS = (
 # phones or CPFs.
 _ALONE = r"(?<![\w-])(?<!//)(?<!@){}(?![\w-])(?!:\d)(?!\.[A-Za-z])"
 
+_LOCAL = r"9?\d{4}[\s.-]?\d{4}"
+_PHONE = (
+    rf"(?:\+?55[\s.-]?\(?\d{{2}}\)?[\s.-]?{_LOCAL}"  # +55 11 9..., 5511912345678
+    rf"|\(\d{{2}}\)[\s.-]?{_LOCAL}"  # (11) 91234-5678
+    r"|\d{2}[\s.-]9?\d{4}[\s.-]?\d{4}"  # 11 91234-5678, 11-34567890
+    r"|\d{2}9?\d{4}[\s.-]\d{4})"  # 1191234-5678
+)
+
 _PATTERNS = (
     # Bearer tokens first, so the token is consumed whole.
     (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+"), "Bearer " + REDACTED),
@@ -48,11 +56,11 @@ _PATTERNS = (
     # and timestamps are left alone.
     # CPF: 000.000.000-00, or 11 bare digits.
     (re.compile(_ALONE.format(r"\d{3}\.?\d{3}\.?\d{3}-?\d{2}")), "[CPF]"),
-    # Brazilian phones: +55 (11) 91234-5678, 55 11 912345678, (11) 1234-5678.
-    (
-        re.compile(_ALONE.format(r"(?:\+?55[\s.-]?)?\(?\d{2}\)?[\s.-]?9?\d{4}[\s.-]?\d{4}")),
-        "[PHONE]",
-    ),
+    # Brazilian phones: +55 (11) 91234-5678, 55 11 912345678, (11) 1234-5678, 11 3456-7890.
+    # Written as a phone: with the country code, the area code in parentheses, or a separator.
+    # Ten bare digits are not taken for a landline: shop order ids, timestamps and counters
+    # have ten digits too (eleven bare digits are masked as a CPF above).
+    (re.compile(_ALONE.format(_PHONE)), "[PHONE]"),
 )
 
 _MAX_DEPTH = 8

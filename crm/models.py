@@ -313,6 +313,7 @@ class Order(models.Model):
     class Status(models.TextChoices):
         DRAFT = "draft"
         CONFIRMED = "confirmed"
+        CANCELLED = "cancelled"  # a shop order the shop cancelled (nuvemshop.upserts)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="orders")

@@ -8,11 +8,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
+from django.db.models import F, Func, Q, QuerySet, Value
 from django.utils import timezone
 
 from core.lgpd_registry import Category, Rows, register
-from core.lgpd_subject import Subject
-from crm.models import ConsentRecord, Contact, Conversation, Lead, LeadActivity, Message, Order
+from core.lgpd_subject import Subject, SubjectContact
+from crm.models import (
+    ConsentRecord,
+    Contact,
+    Conversation,
+    Lead,
+    LeadActivity,
+    Message,
+    Order,
+    phone_digits,
+)
 
 
 @register
@@ -70,11 +80,36 @@ class OrderCategory(Category):
     context_fields = {Order: ("number", "status", "total_cents", "currency", "items", "created_at")}
 
     def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
-        return Order.objects.filter(contact_id=subject.contact.pk)
+        return subject_orders(subject.contact)
 
     def redact_row(self, row: models.Model, fields: Sequence[str], subject: Subject) -> None:
         for name in fields:
             setattr(row, name, "")
+
+
+def subject_orders(contact: SubjectContact) -> QuerySet[Order]:
+    """The contact's orders: linked to it, or holding its e-mail, phone or full name as the
+    customer's (an order placed through the API or the shop without a link to the contact).
+
+    Found with strong identifiers only (core.lgpd_subject): the e-mail (case-insensitive), the
+    phone's digits (with or without +55), the full name (two words at least, exact); never a
+    first name or a surname alone."""
+    match = Q(contact_id=contact.pk)
+    if contact.email.strip():
+        match |= Q(customer_email__iexact=contact.email.strip())
+    if variants := phone_digits(contact.phone):
+        match |= Q(customer_phone_digits__in=variants)
+    name = " ".join(contact.name.split())
+    if len(name.split(" ")) >= 2:
+        match |= Q(customer_name__iexact=name)
+    digits = Func(
+        F("customer_phone"), Value(r"\D"), Value(""), Value("g"), function="regexp_replace"
+    )
+    return (
+        Order.objects.filter(organization_id=contact.organization_id)
+        .annotate(customer_phone_digits=digits)
+        .filter(match)
+    )
 
 
 @register

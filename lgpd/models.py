@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -95,3 +96,28 @@ class DataRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id}"
+
+
+class RedactedIdentifier(models.Model):
+    """A tombstone of a redacted subject: a keyed digest (core.crypto.blind_index) of each of
+    their identifiers (e-mail, phone, CPF), so a system that still holds them (the shop's orders)
+    cannot bring them back: an import finding one stores the record without the identity.
+
+    Not the data itself: the digest cannot be read back without SECRET_KEY, and it is only
+    compared with what an import brings. Kept as long as the redaction must be honoured.
+    """
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
+
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey(
+        "core.Organization", on_delete=models.CASCADE, related_name="+"
+    )
+    digest = models.CharField(max_length=64)
+    request = models.ForeignKey(DataRequest, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "digest"], name="lgpd_tombstone_uniq")
+        ]

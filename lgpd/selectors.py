@@ -11,7 +11,8 @@ from django.db.models import Min, Q, QuerySet
 from core import audit_archive
 from core.lgpd_subject import Subject
 from core.models import AuditLog
-from crm.models import Contact, Conversation, Lead, Message, Order
+from crm.models import Contact, Conversation, Lead, Message
+from crm.personal_data import subject_orders
 from eventbus.models import EventLog
 from lgpd import exports
 from lgpd.models import DataRequest
@@ -30,7 +31,7 @@ def subject_entity_ids(contact: Contact) -> list[uuid.UUID]:
     ids += Conversation.objects.filter(contact=contact).values_list("pk", flat=True)
     ids += Message.objects.filter(conversation__contact=contact).values_list("pk", flat=True)
     ids += Lead.objects.filter(contact=contact).values_list("pk", flat=True)
-    ids += Order.objects.filter(contact=contact).values_list("pk", flat=True)
+    ids += subject_orders(contact).values_list("pk", flat=True)
     ids += DataRequest.objects.filter(contact=contact).values_list("pk", flat=True)
     return ids
 

@@ -16,7 +16,7 @@ import eventbus
 from core import audit
 from core.lgpd_registry import REDACTION_HOOKS, REGISTRY
 from crm.models import ConsentRecord, Contact
-from lgpd import alerts, archives, exports, mail, selectors, sla
+from lgpd import alerts, archives, exports, mail, selectors, sla, tombstones
 from lgpd.models import DataRequest
 
 logger = logging.getLogger(__name__)
@@ -192,6 +192,8 @@ def redaction_apply(*, request_id: uuid.UUID, actor: str) -> bool:
             _finish_repeat(request)
             return False
         subject = selectors.subject_for(contact)
+        # Before the identity is blanked: an import still holding it must not bring it back.
+        tombstones.record(contact, request_id=request.id)
         # Seed 000 §6.6: a subject known to another system is redacted there too (each app
         # registers its hook: the shop's queues the call its sync worker makes).
         elsewhere = REDACTION_HOOKS.propagate(contact_id=contact.pk, request_id=request.id)

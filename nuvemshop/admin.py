@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from core.audit import user_actor
 from crm.models import Order, Product
 from nuvemshop import services
-from nuvemshop.models import IntegrationHealth, Store, WebhookReceipt
+from nuvemshop.models import IntegrationHealth, SkippedRecord, Store, WebhookReceipt
 
 
 @admin.register(Store)
@@ -82,11 +82,8 @@ class StoreAdmin(admin.ModelAdmin):
         self.message_user(request, f"{queued} full sync(s) queued.", messages.SUCCESS)
 
 
-@admin.register(WebhookReceipt)
-class WebhookReceiptAdmin(admin.ModelAdmin):
-    list_display = ("received_at", "store", "event", "ns_resource_id", "processed_at", "outcome")
-    list_filter = ("event", "outcome")
-    readonly_fields = [f.name for f in WebhookReceipt._meta.fields]
+class RecordsAdmin(admin.ModelAdmin):
+    """Read only: what the integration recorded, and the shop's records in the CRM."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -95,8 +92,15 @@ class WebhookReceiptAdmin(admin.ModelAdmin):
         return False
 
 
+@admin.register(WebhookReceipt)
+class WebhookReceiptAdmin(RecordsAdmin):
+    list_display = ("received_at", "store", "event", "ns_resource_id", "processed_at", "outcome")
+    list_filter = ("event", "outcome")
+    readonly_fields = [f.name for f in WebhookReceipt._meta.fields]
+
+
 @admin.register(IntegrationHealth)
-class IntegrationHealthAdmin(admin.ModelAdmin):
+class IntegrationHealthAdmin(RecordsAdmin):
     list_display = (
         "checked_at",
         "store",
@@ -108,14 +112,18 @@ class IntegrationHealthAdmin(admin.ModelAdmin):
     list_filter = ("ok",)
     readonly_fields = [f.name for f in IntegrationHealth._meta.fields]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+@admin.register(SkippedRecord)
+class SkippedRecordAdmin(RecordsAdmin):
+    """Store records that could not be stored (the rest of their page was): fix them in the
+    shop, then resync (or reprocess the webhook's dead letter); a stored record leaves the list."""
+
+    list_display = ("last_failed_at", "store", "resource", "ns_id", "source", "failures", "error")
+    list_filter = ("resource", "source")
+    readonly_fields = [f.name for f in SkippedRecord._meta.fields]
 
 
-class ShopOrderAdmin(admin.ModelAdmin):
+class ShopOrderAdmin(RecordsAdmin):
     """The CRM's orders, shop ones first-class: filter by store, state; no identity columns."""
 
     list_display = (
@@ -134,14 +142,8 @@ class ShopOrderAdmin(admin.ModelAdmin):
     show_full_result_count = False
     exclude = ("customer_name", "customer_email", "customer_phone", "shipping_address")
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-
-class ShopProductAdmin(admin.ModelAdmin):
+class ShopProductAdmin(RecordsAdmin):
     list_display = (
         "name",
         "organization",
@@ -154,12 +156,6 @@ class ShopProductAdmin(admin.ModelAdmin):
     list_filter = ("published", "ns_store_id")
     search_fields = ("name", "sku", "=ns_product_id")
     list_select_related = ("organization",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 # The CRM registers no admin for these yet; if it does one day, its own wins.

@@ -51,6 +51,7 @@ def _dispatch(event: eventbus.Event, store_id: uuid.UUID) -> None:
     if event.event_type == "nuvemshop.store_connected":
         store = Store.objects.get(pk=store_id, organization_id=event.organization_id)
         if store.syncing:
+            services.store_details_refresh(store=store)
             services.webhooks_register(store=store)
             services.full_resync_request(store=store, actor=f"system:{SYNC_CONSUMER}")
     elif event.event_type == "nuvemshop.full_resync":

@@ -34,7 +34,7 @@ def tokens_refresh() -> int:
     for store in connected_stores():
         try:
             with NuvemshopClient(store) as api:
-                api.get("store")
+                details = api.get("store")
         except TokenInvalid as error:
             services.store_token_invalid(store=store, error=str(error))
             continue
@@ -45,6 +45,7 @@ def tokens_refresh() -> int:
             access_token_encrypted=crypto.reencrypt(OAUTH_CONTEXT, store.access_token_encrypted),
             token_checked_at=timezone.now(),
         )
+        services.store_details_refresh(store=store, data=details)  # a renamed store follows
         checked += 1
     return checked
 
@@ -104,13 +105,25 @@ def carts_poll() -> int:
             continue
         with transaction.atomic():
             for cart in carts:
-                _emit_cart(store, cart)
+                try:
+                    value_cents = upserts.cents(cart.get("total"), name="total")
+                except upserts.BadRecord as error:  # one bad cart does not hide the others
+                    logger.warning(
+                        "abandoned checkout skipped",
+                        extra={
+                            "store_id": str(store.pk),
+                            "cart_id": cart.get("id"),
+                            "error": str(error),
+                        },
+                    )
+                    continue
+                _emit_cart(store, cart, value_cents)
                 emitted += 1
         Store.objects.filter(pk=store.pk).update(carts_polled_at=timezone.now())
     return emitted
 
 
-def _emit_cart(store: Store, cart: dict[str, object]) -> None:
+def _emit_cart(store: Store, cart: dict[str, object], value_cents: int) -> None:
     email = str(cart.get("contact_email") or "")
     contact = (
         Contact.objects.filter(organization_id=store.organization_id, email__iexact=email).first()
@@ -125,7 +138,7 @@ def _emit_cart(store: Store, cart: dict[str, object]) -> None:
         payload={
             "cart_id": str(cart["id"]),
             "contact_id": str(contact.pk) if contact else None,
-            "value_cents": upserts.cents(cart.get("total")),
+            "value_cents": value_cents,
             "abandoned_at": (abandoned or timezone.now()).isoformat(),
         },
         idempotency_key=f"nuvemshop.cart_abandoned:{store.ns_store_id}:{cart['id']}",

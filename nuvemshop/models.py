@@ -214,3 +214,32 @@ class ShopRedaction(models.Model):
                 fields=["lgpd_request_id", "store", "ns_customer_id"], name="ns_redaction_uniq"
             )
         ]
+
+
+class SkippedRecord(models.Model):
+    """A store record that could not be stored (a shape or a value the API does not document,
+    e.g. a total of "12,50"): the rest of its page was stored without it.
+
+    One row per record, updated when it fails again and removed once it is stored (a later
+    webhook, a resync, a reprocessed dead letter). Only ids and the error (redacted) are kept.
+    """
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ()
+
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    store = models.ForeignKey(Store, on_delete=models.CASCADE, related_name="skipped")
+    resource = models.CharField(max_length=32)  # "orders", "products", "customers"
+    ns_id = models.BigIntegerField()
+    source = models.CharField(max_length=32)  # "sync" (a full sync's page) or the webhook's event
+    error = models.CharField(max_length=500)
+    failures = models.IntegerField(default=1)
+    first_failed_at = models.DateTimeField(auto_now_add=True)
+    last_failed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["store", "resource", "ns_id"], name="ns_skipped_record_uniq"
+            )
+        ]

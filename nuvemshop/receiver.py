@@ -2,10 +2,15 @@
 
 `x-linkedstore-hmac-sha256` is the hex HMAC-SHA256 of the raw body with the app secret
 (webhook.md), compared in constant time; anything else is refused before a row is written. A
-receipt's identity (unique per store) makes a replayed delivery write nothing: the event and the
-resource id for one-shot events (`order/paid` happens once per order), plus the body's hash for
-`*/updated` (each update is its own delivery, and the sync worker's upsert makes a repeat
-harmless). The LGPD webhooks' personal data is used to find the contact and never stored.
+receipt's identity (unique per store) makes a replayed delivery write nothing where the shop
+gives something to tell deliveries apart: the event and the resource id for one-shot events
+(`order/paid` happens once per order), the data request's id for `customers/data_request`, the
+body's hash for `customers/redact` (redacting twice changes nothing). `*/updated` and `app/*` are
+never deduplicated: the shop sends the same `{store_id, event, id}` for every update (webhook.md
+has no delivery id, no timestamp), so a repeat is a new fact (the order was refunded, the app
+suspended again); the worker's fetch and upsert, and the status change, are idempotent, so a
+true replay of such a delivery costs one API call and changes nothing. The LGPD webhooks'
+personal data is used to find the contact and never stored.
 """
 
 from __future__ import annotations
@@ -65,10 +70,12 @@ def webhook_accept(*, event: str, body: bytes, signature: str) -> Accepted:
     if store is None:
         return Accepted(receipt_id=None)
     rls.set_scope(organization_id=store.organization_id)
-    identity = _identity(event, data, body)
+    receipt_id = uuid.uuid4()
+    identity = _identity(event, data, body, receipt_id)
     try:
         with transaction.atomic():
             receipt = WebhookReceipt.objects.create(
+                id=receipt_id,
                 organization_id=store.organization_id,
                 store=store,
                 event=event,
@@ -101,13 +108,20 @@ def _resource_id(event: str, data: dict[str, Any]) -> int | None:
     return int(str(raw)) if str(raw or "").isdigit() else None
 
 
-def _identity(event: str, data: dict[str, Any], body: bytes) -> str:
+def _identity(event: str, data: dict[str, Any], body: bytes, receipt_id: uuid.UUID) -> str:
     if event == "customers/data_request":
         request_id = (data.get("data_request") or {}).get("id")
         return f"{event}:{request_id or hashlib.sha256(body).hexdigest()}"
-    if event.endswith("/updated") or event.startswith(("app/", "customers/")):
+    if event.startswith("customers/"):
         return f"{event}:{data.get('id', '')}:{hashlib.sha256(body).hexdigest()}"
+    if repeatable(event):  # the same body every time: each delivery is its own receipt
+        return f"{event}:{data.get('id', '')}:{receipt_id}"
     return f"{event}:{data.get('id', '')}"
+
+
+def repeatable(event: str) -> bool:
+    """Events the shop sends again, with the same body, whenever the thing changes again."""
+    return event.endswith("/updated") or event.startswith("app/")
 
 
 def _emit(store: Store, receipt: WebhookReceipt, data: dict[str, Any]) -> None:

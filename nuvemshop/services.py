@@ -22,6 +22,7 @@ from nuvemshop.conf import STORE_WEBHOOK_EVENTS, nuvemshop_settings
 from nuvemshop.models import (
     CustomerLink,
     ShopRedaction,
+    SkippedRecord,
     Store,
     SyncCursor,
     WebhookReceipt,
@@ -45,8 +46,11 @@ def store_connect(*, organization_id: uuid.UUID, grant: TokenGrant, actor: str) 
     """
     with transaction.atomic():
         store = Store.objects.select_for_update().filter(ns_store_id=grant.ns_store_id).first()
-        if store is not None and store.organization_id != organization_id:
-            raise ValueError(f"store {grant.ns_store_id} is connected to another organization")
+        if store is not None and str(store.organization_id) != str(organization_id):
+            raise ValueError(
+                f"store {grant.ns_store_id} is already connected to another organization; "
+                "uninstall the app from that store first (one organization per store)"
+            )
         store = store or Store(organization_id=organization_id, ns_store_id=grant.ns_store_id)
         store.access_token = grant.access_token
         store.scopes = grant.scope
@@ -70,6 +74,18 @@ def store_connect(*, organization_id: uuid.UUID, grant: TokenGrant, actor: str) 
             details={"ns_store_id": store.ns_store_id, "scopes": grant.scope},
         )
     return store
+
+
+def store_details_refresh(*, store: Store, data: dict[str, Any] | None = None) -> str:
+    """The store's name from the shop (`GET /store`: `name` per language); `data` when the
+    caller already has that answer. The name it saved."""
+    if data is None:
+        with NuvemshopClient(store) as api:
+            data = api.get("store")
+    name = upserts.localized(data.get("name"))[:200] if isinstance(data, dict) else ""
+    if name:
+        Store.objects.filter(pk=store.pk).update(name=name)
+    return name
 
 
 def full_resync_request(*, store: Store, actor: str) -> None:
@@ -139,10 +155,17 @@ def _order_event(store: Store, receipt: WebhookReceipt) -> str:
             data = api.get(f"orders/{receipt.ns_resource_id}")
         except NotFound:
             return _processed(receipt, "gone")
-    with transaction.atomic():
-        order, created = upserts.order_upsert(store, data)
-        _emit_order_events(order, data, announce=created or receipt.event == "order/created")
-        _processed(receipt, "upserted")
+    try:
+        with transaction.atomic():
+            order, created = upserts.order_upsert(store, data)
+            _emit_order_events(order, data, announce=created or receipt.event == "order/created")
+            sync.record_stored(store, "orders", data)
+            _processed(receipt, "upserted")
+    except upserts.BadRecord as error:
+        # The shop's answer will not get better by asking again: dead-letter it at once (the
+        # DLQ's reprocess runs it again once the order is fixed in the shop).
+        sync.record_skipped(store, "orders", data, error, source=receipt.event)
+        raise eventbus.PermanentError(f"the shop's order cannot be stored: {error}") from error
     return "upserted"
 
 
@@ -306,6 +329,7 @@ def store_redact(*, store_id: uuid.UUID) -> dict[str, int]:
             "products": Product.objects.filter(**scope).delete()[0],
             "customer_links": CustomerLink.objects.filter(store=store).delete()[0],
             "cursors": SyncCursor.objects.filter(store=store).delete()[0],
+            "skipped_records": SkippedRecord.objects.filter(store=store).delete()[0],
         }
         Store.objects.filter(pk=store.pk).update(
             status=Store.Status.REDACTED,

@@ -15,13 +15,15 @@ import uuid
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
 from django.utils import timezone
 
 import eventbus
 from crm.models import Order, Product
 from nuvemshop import upserts
 from nuvemshop.client import NuvemshopClient, Page
-from nuvemshop.models import CustomerLink, Store, SyncCursor
+from nuvemshop.models import CustomerLink, SkippedRecord, Store, SyncCursor
 
 logger = logging.getLogger(__name__)
 
@@ -92,15 +94,68 @@ def _current(
 
 
 def _apply(store: Store, resource: str, items: list[dict[str, Any]]) -> int:
+    """Upsert a page's records, each in its own savepoint: a record of an undocumented shape is
+    recorded (`SkippedRecord`, a warning) and the rest of the page is stored without it."""
+    written = 0
     for item in items:
-        if resource == SyncCursor.Resource.PRODUCTS:
-            product, created = upserts.product_upsert(store, item)
-            product_synced_emit(store, product, "created" if created else "updated", item)
-        elif resource == SyncCursor.Resource.CUSTOMERS:
-            upserts.contact_for_customer(store, item)
-        else:
-            upserts.order_upsert(store, item)
-    return len(items)
+        try:
+            with transaction.atomic(), upserts.checked(resource.rstrip("s"), item):
+                _apply_one(store, resource, item)
+        except upserts.BadRecord as error:
+            record_skipped(store, resource, item, error, source="sync")
+            continue
+        record_stored(store, resource, item)
+        written += 1
+    return written
+
+
+def _apply_one(store: Store, resource: str, item: dict[str, Any]) -> None:
+    if resource == SyncCursor.Resource.PRODUCTS:
+        product, created = upserts.product_upsert(store, item)
+        product_synced_emit(store, product, "created" if created else "updated", item)
+    elif resource == SyncCursor.Resource.CUSTOMERS:
+        upserts.contact_for_customer(store, item)
+    else:
+        upserts.order_upsert(store, item)
+
+
+def record_skipped(
+    store: Store, resource: str, item: Any, error: upserts.BadRecord, *, source: str
+) -> None:
+    """Remember a record that could not be stored (the admin lists them) and log it."""
+    ns_id = upserts.record_id(item)
+    logger.warning(
+        "nuvemshop record skipped",
+        extra={
+            "store_id": str(store.pk),
+            "resource": resource,
+            "ns_id": ns_id,
+            "error": str(error),
+        },
+    )
+    if ns_id is None:
+        return
+    updated = SkippedRecord.objects.filter(store=store, resource=resource, ns_id=ns_id).update(
+        error=str(error)[:500], source=source, failures=F("failures") + 1, last_failed_at=Now()
+    )
+    if not updated:
+        SkippedRecord.objects.get_or_create(
+            store=store,
+            resource=resource,
+            ns_id=ns_id,
+            defaults={
+                "organization_id": store.organization_id,
+                "error": str(error)[:500],
+                "source": source,
+            },
+        )
+
+
+def record_stored(store: Store, resource: str, item: Any) -> None:
+    """A record stored at last is no longer skipped."""
+    ns_id = upserts.record_id(item)
+    if ns_id is not None:
+        SkippedRecord.objects.filter(store=store, resource=resource, ns_id=ns_id).delete()
 
 
 def _advance(cursor: SyncCursor, store: Store, fetched: Page, page: int, written: int) -> None:

@@ -5,24 +5,67 @@ event updates the same row, never a second one (`(organization, ns_order_id)`,
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.db import DataError
 from django.utils.dateparse import parse_datetime
 
+from core.redaction import redact_text
 from crm.models import Contact, Order, Product
 from crm.selectors import match_contact
-from nuvemshop.models import CustomerLink, Store
+from lgpd import tombstones
+from nuvemshop.models import CustomerLink, ShopRedaction, Store
 
 LANGUAGES = ("pt", "es", "en")
 
 
-def cents(value: Any) -> int:
-    """The API's decimal strings ("58.00") as cents."""
+class BadRecord(ValueError):
+    """A store record the CRM cannot store as it is (a shape or a value the API does not
+    document): recorded per record (`nuvemshop.SkippedRecord`), never retried as transient."""
+
+
+# What a record of an undocumented shape raises on its way in (a string where an object was
+# expected, a missing id, a number out of range): the record's fault, not the network's.
+SHAPE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError, ArithmeticError)
+
+
+@contextmanager
+def checked(resource: str, data: Any) -> Iterator[None]:
+    """Turn a record's shape errors into BadRecord, naming the record (its id, never its data).
+
+    Callers run it inside a savepoint, so a database refusal (DataError) leaves nothing behind."""
     try:
-        return int((Decimal(str(value or "0")) * 100).to_integral_value())
-    except InvalidOperation:
+        yield
+    except BadRecord:
+        raise
+    except (*SHAPE_ERRORS, DataError) as error:
+        detail = redact_text(f"{type(error).__name__}: {error}")[:200]
+        raise BadRecord(f"{resource} {record_id(data) or '?'}: {detail}") from error
+
+
+def record_id(data: Any) -> int | None:
+    raw = str(data.get("id") or "") if isinstance(data, dict) else ""
+    return int(raw) if raw.isdigit() else None
+
+
+def cents(value: Any, *, name: str = "amount") -> int:
+    """The API's decimal strings ("58.00", a point and two decimals: the order, product and
+    checkout resources) as cents; absent is 0. Anything else ("12,50", "R$ 12", "NaN") is a
+    BadRecord: storing 0 would record a sale as free."""
+    if value is None or value == "":
         return 0
+    if isinstance(value, bool):
+        raise BadRecord(f"{name} {value!r} is not a decimal amount")
+    try:
+        amount = Decimal(str(value).strip())
+    except InvalidOperation as error:
+        raise BadRecord(f"{name} {str(value)[:20]!r} is not a decimal amount") from error
+    if not amount.is_finite():
+        raise BadRecord(f"{name} {str(value)[:20]!r} is not a decimal amount")
+    return int((amount * 100).to_integral_value())
 
 
 def localized(value: Any) -> str:
@@ -60,14 +103,17 @@ def product_upsert(store: Store, data: dict[str, Any]) -> tuple[Product, bool]:
     )
 
 
-def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact:
+def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact | None:
     """The contact of a store customer: its link, else the CRM's match (e-mail, CPF, phone),
-    else a new contact; the link is kept so later orders and LGPD webhooks find it."""
+    else a new contact; the link is kept so later orders and LGPD webhooks find it. None for a
+    customer whose data was redacted (`customer_redacted`): nothing of theirs is stored again."""
     ns_id = int(data["id"])
     link = CustomerLink.objects.filter(store=store, ns_customer_id=ns_id).select_related("contact")
     found = link.first()
     if found is not None:
         return found.contact
+    if customer_redacted(store, data):
+        return None
     contact = _matched(store, data) or _created(store, data)
     CustomerLink.objects.get_or_create(
         store=store,
@@ -75,6 +121,20 @@ def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact:
         defaults={"organization_id": store.organization_id, "contact": contact},
     )
     return contact
+
+
+def customer_redacted(store: Store, data: dict[str, Any]) -> bool:
+    """The shop still holds a person the CRM redacted: their customer id was redacted in this
+    store (`ShopRedaction`), or their e-mail, phone or CPF is a tombstone (lgpd.tombstones)."""
+    ns_id = record_id(data) or 0  # 0: no store customer has it
+    if ShopRedaction.objects.filter(store=store, ns_customer_id=ns_id).exists():
+        return True
+    return tombstones.redacted(
+        store.organization_id,
+        email=str(data.get("email") or ""),
+        phone=str(data.get("phone") or ""),
+        cpf=str(data.get("identification") or ""),
+    )
 
 
 def _matched(store: Store, data: dict[str, Any]) -> Contact | None:
@@ -98,19 +158,31 @@ def _created(store: Store, data: dict[str, Any]) -> Contact:
     return contact
 
 
+# The shop's order `status` (open, closed: archived once handled, cancelled) as the CRM's: an
+# order placed in the shop is confirmed (its checkout finished); a cancelled one is cancelled.
+ORDER_STATUSES = {"open": Order.Status.CONFIRMED, "closed": Order.Status.CONFIRMED}
+
+
+def order_status(shop_status: Any) -> str:
+    if shop_status == "cancelled":
+        return Order.Status.CANCELLED
+    return ORDER_STATUSES.get(str(shop_status or "open"), Order.Status.CONFIRMED)
+
+
 def order_upsert(store: Store, data: dict[str, Any]) -> tuple[Order, bool]:
-    """The CRM order for a store order (matched to a contact when it has a customer)."""
-    buyer = data.get("customer") or None
-    contact = contact_for_customer(store, buyer) if buyer and buyer.get("id") else None
-    address = data.get("shipping_address") or {}
-    return Order.objects.update_or_create(
-        organization_id=store.organization_id,
-        ns_order_id=int(data["id"]),
-        defaults={
+    """The CRM order for a store order (matched to a contact when it has a customer).
+
+    BadRecord when the order has a shape or a value the API does not document (run it in a
+    savepoint: the contact it may have created goes with it)."""
+    with checked("order", data):
+        buyer = data.get("customer") or None
+        address = data.get("shipping_address") or {}
+        fields = {
             "ns_store_id": store.ns_store_id,
-            "number": f"{store.ns_store_id}-{data.get('number') or data['id']}",
-            "contact": contact,
-            "total_cents": cents(data.get("total")),
+            "number": f"{store.ns_store_id}-{data.get('number') or int(data['id'])}",
+            "status": order_status(data.get("status")),
+            "confirmed_at": when(data.get("created_at")),
+            "total_cents": cents(data.get("total"), name="total"),
             "currency": str(data.get("currency") or "BRL")[:3],
             "items": [_item(line) for line in data.get("products") or []],
             "customer_name": str((buyer or {}).get("name") or "")[:200],
@@ -124,8 +196,17 @@ def order_upsert(store: Store, data: dict[str, Any]) -> tuple[Order, bool]:
             "cancelled_at": when(data.get("cancelled_at"))
             or (when(data.get("updated_at")) if data.get("status") == "cancelled" else None),
             "fulfilled_at": when(data.get("shipped_at")),
-        },
-    )
+        }
+        fields["contact"] = (
+            contact_for_customer(store, buyer) if buyer and buyer.get("id") else None
+        )
+        if buyer and fields["contact"] is None and customer_redacted(store, buyer):
+            # Redacted in the CRM: the order keeps its money, never the person (LGPD).
+            fields.update(customer_name="", customer_email="", customer_phone="")
+            fields["shipping_address"] = ""
+        return Order.objects.update_or_create(
+            organization_id=store.organization_id, ns_order_id=int(data["id"]), defaults=fields
+        )
 
 
 def _item(line: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +214,7 @@ def _item(line: dict[str, Any]) -> dict[str, Any]:
         "sku": str(line.get("sku") or line.get("product_id") or ""),
         "name": str(line.get("name") or ""),
         "qty": int(line.get("quantity") or 1),
-        "unit_cents": cents(line.get("price")),
+        "unit_cents": cents(line.get("price"), name="item price"),
     }
 
 

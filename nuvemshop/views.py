@@ -7,6 +7,7 @@ code exchange is the one request-time HTTP call (the code expires in 30 seconds)
 from __future__ import annotations
 
 import logging
+import uuid
 
 from django import forms
 from django.contrib import messages
@@ -76,8 +77,8 @@ def connect(request: HttpRequest) -> HttpResponse:
 def callback(request: HttpRequest) -> HttpResponse:
     """The app's redirection URL: check `state` against the session, exchange `code`."""
     expected = request.session.pop(oauth.SESSION_STATE_KEY, None)
-    organization_id = request.session.pop(oauth.SESSION_ORG_KEY, None)
-    if not oauth.state_matches(expected, request.GET.get("state")) or not organization_id:
+    organization_id = _organization_id(request.session.pop(oauth.SESSION_ORG_KEY, None))
+    if not oauth.state_matches(expected, request.GET.get("state")) or organization_id is None:
         return HttpResponse("Invalid or expired install state; start again.", status=400)
     code = request.GET.get("code", "")
     if not code:
@@ -92,3 +93,11 @@ def callback(request: HttpRequest) -> HttpResponse:
         return HttpResponse(f"Install failed: {error}", status=400)
     messages.success(request, f"Store {store.ns_store_id} connected; the first sync is queued.")
     return HttpResponseRedirect(reverse("admin:nuvemshop_store_change", args=[store.pk]))
+
+
+def _organization_id(value: object) -> uuid.UUID | None:
+    """The organization the install was started for (the session keeps it as text)."""
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None

@@ -6,7 +6,8 @@
   writes the order, its fat `order.confirmed` and every event order.pre's emit-event nodes
   collected (each with `causation_id` = the order.confirmed id), plus the order.pre execution,
   in one transaction. A failed order.pre raises `PreFailed` and writes nothing.
-- `execution_rerun`: run a FAILED execution's pipeline again over its trigger event.
+- `execution_rerun`: run a FAILED execution's pipeline again over its trigger event; a success
+  takes the dead delivery it stands in for out of the DLQ (discarded, audited).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from core import audit
 from core.models import Organization
 from crm.models import Order
 from crm.services import order_confirm
-from eventbus.models import EventLog
+from eventbus import services as bus
+from eventbus.models import Delivery, DeliveryStatus, EventLog
 from eventbus.provenance import Provenance
 from pipelines import engine, secrets, selectors
 from pipelines.context import amount, event_context, order_context
@@ -239,6 +241,8 @@ def execution_rerun(execution: Execution, *, actor: str) -> Execution:
         Order.objects.filter(
             pk=execution.order_id, organization_id=execution.organization_id, post_processed_at=None
         ).update(post_processed_at=timezone.now())
+    if not outcome.failed:
+        _dead_delivery_settle(execution, event, actor=actor)
     audit.record(
         actor=actor,
         action="pipeline.execution_rerun",
@@ -248,6 +252,32 @@ def execution_rerun(execution: Execution, *, actor: str) -> Execution:
         details={"status": outcome.execution.status},
     )
     return outcome.execution
+
+
+# The consumer whose dead delivery a re-run of each kind of trigger stands in for.
+RERUN_CONSUMERS = {TRIGGER_ORDER_POST: "order-post-worker"}
+EVENT_PIPELINE_CONSUMER = "pipeline-event-worker"
+
+
+def _dead_delivery_settle(execution: Execution, event: EventLog, *, actor: str) -> None:
+    """The re-run did what the dead delivery was for: it leaves the DLQ (discarded, audited with
+    the execution), so the DLQ and `/api/outbox?status=FAILED` stop showing it as failed.
+    Reprocessing it instead would run the pipeline a third time."""
+    consumer = RERUN_CONSUMERS.get(execution.pipeline.trigger, EVENT_PIPELINE_CONSUMER)
+    dead = list(
+        Delivery.objects.filter(
+            event_id=event.pk,
+            organization_id=execution.organization_id,
+            consumer=consumer,
+            status=DeliveryStatus.DEAD,
+        ).values_list("pk", flat=True)
+    )
+    if dead:
+        bus.deliveries_discard(
+            delivery_ids=dead,
+            actor=actor,
+            reason=f"done by the admin re-run of pipeline execution {execution.pk}",
+        )
 
 
 def _as_event(row: EventLog) -> eventbus.Event:

@@ -223,3 +223,16 @@ def test_a_handler_run_scope_binds_both_contexts_and_restores_them(
     assert inside["organization_id"] == "org-1"
     assert (after["request_id"], after["consumer"]) == ("req-outer", "x")
     assert "event_id" not in after and "organization_id" not in after
+
+
+def test_ten_digit_ids_are_not_phones_but_phones_written_as_phones_are(
+    json_log: tuple[logging.Logger, io.StringIO],
+) -> None:
+    """Issue 41: a shop's 10-digit order id in a log line stays readable; a landline written
+    as one (area code in parentheses, a separator, +55) is still masked."""
+    logger, stream = json_log
+    logger.warning("order 1234567890 skipped: GET /v1/789/orders/1234567890 answered 500")
+    (line,) = lines(stream)
+    assert line["message"].count("1234567890") == 2 and "[PHONE]" not in line["message"]
+    for phone in ("(11) 3456-7890", "11 3456-7890", "+55 11 3456-7890", "551134567890"):
+        assert redact(f"ligue {phone} hoje") == "ligue [PHONE] hoje", phone

@@ -27,6 +27,7 @@ from lgpd.handlers import EXPORT_CONSUMER
 from lgpd.models import DataRequest
 from tests.lgpd.conftest import CPF, EMAIL, NAME, PHONE, World, drain_lgpd, request_for, run_after
 from tests.support.admin import staff
+from tests.support.factories import OrderFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -256,3 +257,21 @@ def test_the_expiry_job_deletes_the_file_when_the_period_ends(
     timeline.force_login(staff("dpo", "lgpd.view_datarequest"))
     page = timeline.get(f"/admin/lgpd/datarequest/{request.pk}/change/").content.decode()
     assert "this export was deleted (expired)" in page
+
+
+def test_the_bundle_has_the_orders_holding_the_subjects_identifiers_without_a_link(
+    world: World, clock: time_machine.Coordinates, export_storage: Path
+) -> None:
+    """Issue 41 item 5: an order of no contact with the subject's e-mail is theirs to see;
+    another person's is not."""
+    mine = OrderFactory(organization=world.org, contact=None, number="api-1", customer_email=EMAIL)
+    theirs = OrderFactory(
+        organization=world.org, contact=None, number="api-2", customer_email="ana@example.com"
+    )
+    request = export_at_d7(world, clock)
+    bundle = json.loads((export_storage / request.export_name).read_text())
+    numbers = {row["number"] for row in bundle["categories"]["orders"]}
+    assert mine.number in numbers and theirs.number not in numbers
+    assert {str(world.order.pk), str(mine.pk)} <= {
+        row["pk"] for row in bundle["categories"]["orders"]
+    }

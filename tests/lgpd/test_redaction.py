@@ -14,9 +14,19 @@ from core.models import AuditLog
 from crm import personal_data as categories
 from crm.models import Contact, Message, Order
 from eventbus.models import Delivery, EventLog
+from lgpd import tombstones
 from lgpd.handlers import REDACT_CONSUMER
-from lgpd.models import DataRequest
-from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for, run_after
+from lgpd.models import DataRequest, RedactedIdentifier
+from tests.lgpd.conftest import (
+    EMAIL,
+    NAME,
+    NEEDLES,
+    World,
+    drain_lgpd,
+    request_for,
+    run_after,
+)
+from tests.support.factories import OrderFactory, OrganizationFactory
 from tests.support.traces import traces as find_traces
 
 pytestmark = pytest.mark.django_db
@@ -137,3 +147,49 @@ def test_three_failures_dead_letter_and_alert_the_dpo(
     # Nothing was half-applied: the transaction rolled back every category.
     contact = Contact.objects.get(pk=world.contact.pk)
     assert contact.anonymized_at is None and contact.name
+
+
+def unlinked_orders(world: World) -> dict[str, Order]:
+    """Orders of no contact (created through the API or the shop): one per identifier of the
+    subject, and two of other people (a shared surname, the other contact's phone)."""
+    shown = {
+        "by_email": {"customer_email": EMAIL.upper()},
+        "by_phone": {"customer_phone": "5511987654321"},
+        "by_name": {"customer_name": NAME},
+        "surname_only": {"customer_name": "Ana Souza", "customer_email": "ana@example.com"},
+        "other_person": {"customer_name": "João Souza", "customer_phone": "+55 21 91234-5678"},
+    }
+    return {
+        key: OrderFactory(organization=world.org, contact=None, number=key, **fields)
+        for key, fields in shown.items()
+    }
+
+
+def test_redaction_covers_orders_holding_the_subjects_identifiers_without_a_link(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    """Issue 41 item 5: found by e-mail, phone or full name, never by a surname alone."""
+    orders = unlinked_orders(world)
+    redact_at_d15(world, clock)
+    for key in ("by_email", "by_phone", "by_name"):
+        order = Order.objects.get(pk=orders[key].pk)
+        assert (order.customer_name, order.customer_email, order.customer_phone) == ("", "", "")
+        assert order.total_cents == 15990  # the money stays
+    assert Order.objects.get(pk=orders["surname_only"].pk).customer_name == "Ana Souza"
+    assert Order.objects.get(pk=orders["other_person"].pk).customer_name == "João Souza"
+    assert traces() == []
+
+
+def test_redaction_keeps_tombstones_of_the_identifiers_and_never_the_values(
+    world: World, clock: time_machine.Coordinates
+) -> None:
+    """Issue 41 item 6: what an import asks before storing a person again."""
+    assert not tombstones.redacted(world.org.pk, email=EMAIL)
+    redact_at_d15(world, clock)
+    stored = list(RedactedIdentifier.objects.values_list("digest", flat=True))
+    assert stored and not any(needle in "".join(stored) for needle in NEEDLES)
+    assert tombstones.redacted(world.org.pk, email=EMAIL.upper())
+    assert tombstones.redacted(world.org.pk, phone="11987654321")
+    assert tombstones.redacted(world.org.pk, cpf="12345678909")
+    assert not tombstones.redacted(world.org.pk, phone="+55 21 91234-5678")  # the other person
+    assert not tombstones.redacted(OrganizationFactory().pk, email=EMAIL)  # another tenant

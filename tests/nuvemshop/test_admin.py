@@ -8,7 +8,7 @@ from django.test import Client
 
 from crm.models import Order, Product
 from eventbus.models import EventLog
-from nuvemshop.models import Store
+from nuvemshop.models import SkippedRecord, Store
 
 pytestmark = pytest.mark.django_db
 
@@ -53,3 +53,16 @@ def test_the_shops_orders_and_products_pages(admin_client: Client, store: Store)
     detail = admin_client.get(f"/admin/crm/order/{order.pk}/change/").content.decode()
     assert "maria@example.com" not in detail
     assert "Camiseta" in admin_client.get("/admin/crm/product/").content.decode()
+
+
+def test_skipped_records_are_listed(admin_client: Client, store: Store) -> None:
+    SkippedRecord.objects.create(
+        organization=store.organization,
+        store=store,
+        resource="orders",
+        ns_id=1234567890,
+        source="sync",
+        error="order 1234567890: total '12,50' is not a decimal amount",
+    )
+    page = admin_client.get("/admin/nuvemshop/skippedrecord/").content.decode()
+    assert "1234567890" in page and "is not a decimal amount" in page

@@ -14,10 +14,26 @@ import eventbus
 from core.models import AuditLog, Organization
 from crm.models import Contact, Order, Product
 from eventbus.models import Delivery, EventLog
-from nuvemshop.models import CustomerLink, ShopRedaction, Store, SyncCursor, WebhookReceipt
+from nuvemshop import sync
+from nuvemshop.models import (
+    CustomerLink,
+    ShopRedaction,
+    SkippedRecord,
+    Store,
+    SyncCursor,
+    WebhookReceipt,
+)
 from tests.nuvemshop.conftest import drain
 from tests.support.factories import ContactFactory, LeadFactory
-from tests.support.nuvemshop import FakeNuvemshop, FakeStore, customer, order, product
+from tests.support.nuvemshop import (
+    APP_ID,
+    FakeNuvemshop,
+    FakeStore,
+    customer,
+    notification,
+    order,
+    product,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -220,3 +236,115 @@ def test_an_event_naming_another_tenants_store_is_refused_and_audited(
     assert Product.objects.filter(organization=store.organization).count() == 1
     assert ShopRedaction.objects.get(pk=redaction.pk).status == ShopRedaction.Status.PENDING
     assert len(fake.api_hits()) == hits_before
+
+
+# -- issue 41 ---------------------------------------------------------------------------------
+
+
+def notify(client: Client, event: str, resource_id: int) -> dict[str, Any]:
+    """The shop's notification (the same bytes every time for the same event and id)."""
+    body, signature = FakeNuvemshop.signed(notification(789, event, resource_id))
+    response = client.post(
+        f"/api/webhooks/nuvemshop/{event}",
+        data=body,
+        content_type="application/json",
+        headers={"x-linkedstore-hmac-sha256": signature},
+    )
+    assert response.status_code == 200, response.content
+    return dict(response.json())
+
+
+def test_a_repeated_order_updated_is_fetched_again(
+    client: Client, store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    shop.orders.append(order(560, number=110, payment_status="paid"))
+    assert notify(client, "order/updated", 560) == {"status": "accepted"}
+    drain()
+    assert Order.objects.get(ns_order_id=560).payment_status == "paid"
+    shop.orders[0]["payment_status"] = "refunded"  # the shop notifies with the same body
+    assert notify(client, "order/updated", 560) == {"status": "accepted"}
+    drain()
+    assert len(fake.api_hits("/orders/560")) == 2
+    assert Order.objects.get(ns_order_id=560).payment_status == "refunded"
+    # One-shot events keep their replay protection (the shop retries until a 200).
+    assert notify(client, "order/paid", 560) == {"status": "accepted"}
+    assert notify(client, "order/paid", 560) == {"status": "duplicate"}
+
+
+def test_a_second_app_suspended_acts(client: Client, store: Store, shop: FakeStore) -> None:
+    for event in ("app/suspended", "app/resumed", "app/suspended"):
+        assert notify(client, event, int(APP_ID)) == {"status": "accepted"}
+        drain()
+    store.refresh_from_db()
+    assert (store.status, store.syncing) == ("suspended", False)
+
+
+def test_a_malformed_order_is_recorded_and_its_page_is_stored(
+    store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    shop.orders.extend(order(1100 + i, number=i) for i in range(5))
+    shop.orders[1]["customer"] = "not an object"  # AttributeError in the upsert
+    shop.orders[3]["total"] = "12,50"  # not the API's decimal string
+    sync.full_resync_start(store_id=store.pk, run_id=uuid.uuid4())
+    drain()
+    stored = set(Order.objects.values_list("ns_order_id", flat=True))
+    assert stored == {1100, 1102, 1104}
+    skipped = {r.ns_id: r for r in SkippedRecord.objects.filter(resource="orders")}
+    assert set(skipped) == {1101, 1103}
+    assert "AttributeError" in skipped[1101].error and skipped[1101].source == "sync"
+    assert "total '12,50' is not a decimal amount" in skipped[1103].error
+    cursor = SyncCursor.objects.get(resource="orders")
+    assert (cursor.finished_at is not None, cursor.rows_synced) == (True, 3)
+    # Each page was fetched once: no transient retries of the page.
+    assert len([h for h in fake.api_hits("/v1/789/orders") if h.method == "GET"]) == 1
+    assert not Delivery.objects.exclude(status="done").exists()
+    # Fixed in the shop, the next sync stores it and forgets the failure.
+    shop.orders[3]["total"] = "12.50"
+    sync.full_resync_start(store_id=store.pk, run_id=uuid.uuid4())
+    drain()
+    assert Order.objects.get(ns_order_id=1103).total_cents == 1250
+    assert set(SkippedRecord.objects.values_list("ns_id", flat=True)) == {1101}
+
+
+def test_a_malformed_webhook_order_is_dead_at_once_and_clears_once_reprocessed(
+    client: Client, store: Store, shop: FakeStore, org: Organization
+) -> None:
+    """The shop's answer is the same on every retry: dead at the first attempt, recorded; once
+    fixed in the shop, the DLQ's reprocess stores it and nothing reads as failed any more."""
+    from eventbus import services as bus
+
+    shop.orders.append({**order(1234567890, number=120), "total": "12,50"})
+    notify(client, "order/created", 1234567890)
+    drain()
+    dead = Delivery.objects.get(consumer="nuvemshop-sync-worker", status="dead")
+    assert dead.attempts == 1 and "total '12,50' is not a decimal amount" in dead.last_error
+    assert not Order.objects.exists()
+    assert SkippedRecord.objects.get().source == "order/created"
+    shop.orders[0]["total"] = "12.50"
+    assert bus.deliveries_reprocess(delivery_ids=[dead.pk], actor="user:admin") == 1
+    drain()
+    assert Order.objects.get(ns_order_id=1234567890).total_cents == 1250
+    assert not Delivery.objects.filter(status="dead").exists()
+    assert not EventLog.objects.filter(status="dead").exists()
+    assert not SkippedRecord.objects.exists()
+
+
+def test_the_stores_name_comes_from_the_shop(
+    store: Store, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    from nuvemshop import maintenance, services
+
+    Store.objects.filter(pk=store.pk).update(name="")
+    shop.name = "Loja da Maria"  # GET /store answers {"name": {"pt": ...}} (store.md)
+    services.store_connect(
+        organization_id=store.organization_id,
+        grant=services.TokenGrant("tok-789", "bearer", "read_orders", 789),
+        actor="test",
+    )
+    drain()
+    store.refresh_from_db()
+    assert (store.name, str(store)) == ("Loja da Maria", "Loja da Maria")
+    shop.name = "Loja Nova"  # renamed in the shop: the hourly token check follows
+    assert maintenance.tokens_refresh() == 1
+    store.refresh_from_db()
+    assert store.name == "Loja Nova"

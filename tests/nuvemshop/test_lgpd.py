@@ -17,7 +17,14 @@ from lgpd.models import DataRequest
 from nuvemshop.handlers import SYNC_CONSUMER
 from nuvemshop.models import ShopRedaction, Store, WebhookReceipt
 from tests.nuvemshop.conftest import drain
-from tests.support.nuvemshop import FakeNuvemshop, FakeStore, customer, order, product
+from tests.support.nuvemshop import (
+    FakeNuvemshop,
+    FakeStore,
+    customer,
+    notification,
+    order,
+    product,
+)
 from tests.support.traces import traces
 
 pytestmark = pytest.mark.django_db
@@ -146,3 +153,31 @@ def test_a_redaction_requested_in_the_crm_reaches_the_shop(
     assert applied.payload["scope"] == "crm_and_nuvemshop"
     assert [h.method for h in fake.api_hits("/customers/77")] == ["PUT"]
     assert not synced.nuvemshop_links.exists()  # the shop id points at nobody any more
+
+
+def test_a_redaction_sticks_when_the_shop_sends_the_persons_orders_again(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
+    """Issue 41 item 6: the shop's orders keep the buyer as placed (the customer's PUT does not
+    rewrite them), so the next order/updated brings her name, e-mail and phone back."""
+    buyer = customer(77, name=NAME, email=EMAIL, phone=PHONE)
+    shop.customers.append(buyer)
+    shop.orders.append(order(555, number=101, buyer=dict(buyer)))
+    deliver(client, "order/created", notification(789, "order/created", 555))
+    drain()
+    deliver(client, "customers/redact", lgpd_body("redact"))
+    drain(ALL)
+    assert traces((NAME, EMAIL, PHONE)) == []
+    contacts = Contact.objects.count()
+
+    shop.orders[0]["payment_status"] = "paid"
+    deliver(client, "order/updated", notification(789, "order/updated", 555))
+    # A new order of hers as another shop customer (a guest checkout with the same e-mail).
+    shop.orders.append(order(556, number=102, buyer=customer(88, name=NAME, email=EMAIL)))
+    deliver(client, "order/created", notification(789, "order/created", 556))
+    drain(ALL)
+    assert traces((NAME, EMAIL, PHONE)) == []
+    assert Contact.objects.count() == contacts
+    updated, new = Order.objects.get(ns_order_id=555), Order.objects.get(ns_order_id=556)
+    assert (updated.payment_status, updated.total_cents, updated.contact_id) == ("paid", 5800, None)
+    assert (new.total_cents, new.contact_id, new.customer_email) == (5800, None, "")

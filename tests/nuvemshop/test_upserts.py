@@ -7,16 +7,37 @@ import datetime as dt
 import pytest
 
 from nuvemshop.models import CustomerLink, Store
-from nuvemshop.upserts import cents, contact_for_customer, localized, when
+from nuvemshop.upserts import BadRecord, cents, contact_for_customer, localized, order_upsert, when
 from tests.support.factories import ContactFactory
-from tests.support.nuvemshop import customer
+from tests.support.nuvemshop import customer, order
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [("58.00", 5800), ("19.9", 1990), (None, 0), ("x", 0), (12, 1200)]
+    ("value", "expected"), [("58.00", 5800), ("19.9", 1990), (None, 0), ("", 0), (12, 1200)]
 )
 def test_cents(value: object, expected: int) -> None:
     assert cents(value) == expected
+
+
+@pytest.mark.parametrize("value", ["12,50", "R$ 12.50", "x", "NaN", "Infinity", True])
+def test_an_amount_the_api_does_not_send_is_an_error_not_zero(value: object) -> None:
+    """The API's amounts are decimal strings with a point ("58.00"): "12,50" is not 0 cents."""
+    with pytest.raises(BadRecord, match="total .* is not a decimal amount"):
+        cents(value, name="total")
+
+
+@pytest.mark.parametrize(
+    ("shop_status", "crm_status"),
+    [("open", "confirmed"), ("closed", "confirmed"), ("cancelled", "cancelled")],
+)
+@pytest.mark.django_db
+def test_a_shop_order_lands_with_the_crm_status_of_its_shop_status(
+    store: Store, shop_status: str, crm_status: str
+) -> None:
+    placed, _ = order_upsert(store, {**order(5, number=5), "status": shop_status})
+    placed.refresh_from_db()
+    assert (placed.status, placed.status_name) == (crm_status, shop_status)
+    assert placed.confirmed_at == when("2026-12-01T10:00:00-03:00")
 
 
 def test_localized_prefers_portuguese() -> None:

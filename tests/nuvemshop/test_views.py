@@ -135,3 +135,40 @@ def test_the_receiver_works_in_a_web_process_that_fails_closed(
         assert WebhookReceipt.objects.count() == 0  # the test's own session is closed too
     receipt = WebhookReceipt.objects.get()
     assert receipt.organization_id == store.organization_id
+
+
+def install(admin_client: Client, org: Organization, fake: FakeNuvemshop) -> Any:
+    fake.redirect_url = "http://testserver/admin/nuvemshop/install/callback/"
+    params = accept(fake, start_install(admin_client, org))
+    return admin_client.get("/admin/nuvemshop/install/callback/", params)
+
+
+def test_a_store_reconnects_to_its_organization_with_a_fresh_token(
+    admin_client: Client, org: Organization, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    """The README's runbook for a revoked token: "Connect a store" again, same organization."""
+    assert install(admin_client, org, fake).status_code == 302
+    Store.objects.filter(ns_store_id=789).update(status="token_invalid", status_reason="401")
+    shop.token = "tok-789-reinstalled"
+    response = install(admin_client, org, fake)
+    assert response.status_code == 302, response.content
+    store = Store.objects.get(ns_store_id=789)
+    assert (store.organization_id, store.status, store.status_reason) == (org.pk, "connected", "")
+    assert store.access_token == "tok-789-reinstalled"
+    assert EventLog.objects.filter(event_type="nuvemshop.store_connected").count() == 2
+
+
+def test_a_store_of_another_organization_is_refused_clearly(
+    admin_client: Client,
+    org: Organization,
+    org_b: Organization,
+    fake: FakeNuvemshop,
+    shop: FakeStore,
+) -> None:
+    assert install(admin_client, org, fake).status_code == 302
+    shop.token = "tok-789-elsewhere"
+    response = install(admin_client, org_b, fake)
+    assert response.status_code == 400
+    assert b"already connected to another organization" in response.content
+    store = Store.objects.get(ns_store_id=789)
+    assert (store.organization_id, store.access_token) == (org.pk, "tok-789")

@@ -13,10 +13,12 @@ from django.test import Client
 from core.models import AuditLog, Organization
 from crm.models import Order
 from crm.services import order_confirm
-from eventbus.models import EventLog
+from eventbus.models import Delivery, EventLog
+from eventbus.relay import Relay, run_published
 from pipelines import engine, graph, services
 from pipelines.context import order_context
 from pipelines.models import Execution, Pipeline
+from tests.support.api import api_client
 from tests.support.pipelines import DOS_TEMPLATES, seed_example
 from tests.support.receiver import Receiver, Reply
 
@@ -112,17 +114,30 @@ def test_the_layout_puts_each_node_after_its_predecessors() -> None:
     assert "<script>" not in svg and "x&lt;script&gt;" in svg
 
 
-@pytest.mark.usefixtures("loopback_allowed")
-def test_a_failed_execution_shows_its_steps_and_is_re_run(
-    admin_client: Client, org: Organization, receiver: Receiver
-) -> None:
-    pipeline = services.pipeline_create(
+def erp_pipeline(org: Organization, receiver: Receiver) -> Pipeline:
+    return services.pipeline_create(
         organization=org,
         name="ERP",
         trigger="order.post",
         definition=seed_example(receiver.url("/orders")),
         actor="test",
     )
+
+
+def rerun(admin_client: Client, execution: Execution) -> Any:
+    """The executions list's "re-run" action on one execution."""
+    return admin_client.post(
+        "/admin/pipelines/execution/",
+        {"action": "rerun", "_selected_action": [str(execution.pk)]},
+        follow=True,
+    )
+
+
+@pytest.mark.usefixtures("loopback_allowed")
+def test_a_failed_execution_shows_its_steps_and_is_re_run(
+    admin_client: Client, org: Organization, receiver: Receiver
+) -> None:
+    pipeline = erp_pipeline(org, receiver)
     order = order_confirm(organization=org, number="R-1", total_cents=700)
     event = EventLog.objects.get(event_type="order.confirmed")
     receiver.replies["/orders"] = Reply(status=500, body=b"nope")
@@ -135,21 +150,13 @@ def test_a_failed_execution_shows_its_steps_and_is_re_run(
     assert 'name="_save"' not in page  # read-only: no save button
 
     receiver.replies["/orders"] = Reply(status=200)
-    response = admin_client.post(
-        "/admin/pipelines/execution/",
-        {"action": "rerun", "_selected_action": [str(execution.pk)]},
-        follow=True,
-    )
+    response = rerun(admin_client, execution)
     assert "re-run: SUCCEEDED" in response.content.decode()
     execution.refresh_from_db()
     assert (execution.status, execution.attempts) == ("SUCCEEDED", 2)
     order.refresh_from_db()
     assert order.status_tag == "success" and order.post_processed_at is not None
-    again = admin_client.post(
-        "/admin/pipelines/execution/",
-        {"action": "rerun", "_selected_action": [str(execution.pk)]},
-        follow=True,
-    )
+    again = rerun(admin_client, execution)
     assert "only a FAILED execution can be re-run" in again.content.decode()
     assert len(receiver.on("/orders")) == 2
 
@@ -170,3 +177,37 @@ def test_the_admin_lists_read_well(admin_client: Client, org: Organization) -> N
     ):
         assert admin_client.get(path).status_code == 200, path
     assert Order.objects.count() == 0
+
+
+@pytest.mark.usefixtures("loopback_allowed", "side_effects")
+def test_a_successful_re_run_takes_the_order_out_of_the_dlq_and_the_failed_outbox(
+    admin_client: Client, org: Organization, receiver: Receiver
+) -> None:
+    """Issue 41 item 7: the re-run did the work the dead delivery was for."""
+    pipeline = erp_pipeline(org, receiver)
+    receiver.replies["/orders"] = Reply(status=500, body=b"nope")
+    order = order_confirm(organization=org, number="R-7", total_cents=700)
+    delivery = Delivery.objects.get(event__entity_id=order.pk, consumer="order-post-worker")
+    Delivery.objects.filter(pk=delivery.pk).update(max_attempts=1)
+    assert Relay(worker_id="t").run_once() >= 1  # published, then run as the broker would
+    leased = Delivery.objects.get(pk=delivery.pk)
+    assert run_published(delivery.pk, str(leased.lease_token)) == "failed"
+    assert Delivery.objects.get(pk=delivery.pk).status == "dead"
+    client = api_client(org, "outbox:read")
+    assert [r["id"] for r in client.get("/api/outbox?status=FAILED").json()["results"]] == [
+        str(delivery.event_id)
+    ]
+    execution = Execution.objects.get(pipeline=pipeline)
+
+    receiver.replies["/orders"] = Reply(status=200)
+    response = rerun(admin_client, execution)
+    assert "re-run: SUCCEEDED" in response.content.decode()
+    assert not Delivery.objects.filter(status="dead").exists()  # the DLQ
+    assert client.get("/api/outbox?status=FAILED").json()["results"] == []
+    (row,) = [
+        r for r in client.get("/api/outbox").json()["results"] if r["id"] == str(delivery.event_id)
+    ]
+    assert row["status"] != "FAILED"  # PENDING while the event's other consumers run
+    assert Delivery.objects.get(pk=delivery.pk).status == "discarded"
+    [settled] = AuditLog.objects.filter(action="delivery.discard")
+    assert str(execution.pk) in settled.reason and settled.actor.startswith("user:")

@@ -12,6 +12,9 @@ authentication.md, webhook.md, order/product/customer/abandoned_checkout resourc
   Retry-After; `fail(n, status)` fails them.
 - `signed(payload)` / `deliver(url, payload)`: a webhook body with its
   `x-linkedstore-hmac-sha256` (HMAC-SHA256 of the raw body with the app secret, hex).
+  `notification(store_id, event, id)` is the body webhook.md documents: only `store_id`, `event`
+  and the resource's `id`, byte for byte the same on every repeat of an event (a second
+  `order/updated` of one order, a second `app/suspended`): no delivery id, no timestamp.
 - It records every API request with its arrival time, so tests count requests per window.
 """
 
@@ -371,6 +374,11 @@ def _matches(item: dict[str, Any], query: dict[str, str]) -> bool:
 def fake_nuvemshop() -> Iterator[FakeNuvemshop]:
     with serving(FakeNuvemshop(), "fake-nuvemshop") as server:
         yield server
+
+
+def notification(store_id: int, event: str, resource_id: int) -> dict[str, Any]:
+    """A store webhook's body as the shop sends it (webhook.md, "Parameters")."""
+    return {"store_id": store_id, "event": event, "id": resource_id}
 
 
 # -- documented resource shapes (the fields the CRM reads, as the docs show them) --------------
