@@ -43,7 +43,7 @@ SECRET_KEY = env.str("SECRET_KEY", default="") or INSECURE_DEV_SECRET_KEY
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "core.admin_app.DeskcommAdminConfig",  # django.contrib.admin, organization-scoped staff
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -81,8 +81,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Row-level security: the platform admin sees every tenant (core.rls).
-    "core.rls.AdminBypassMiddleware",
+    # Row-level security: staff see every tenant (superusers, platform operators) or the
+    # tenant they work in (organization-scoped staff), enforced by the session's scope.
+    "core.admin_scope.AdminScopeMiddleware",
     # Read-your-writes: after a write, this browser's reads skip the read replica for a while.
     "core.replica.routing.PrimaryAfterWriteMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -106,6 +107,9 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# Organization-scoped staff hold no permission on platform-wide models (core.admin_scope).
+AUTHENTICATION_BACKENDS = ["core.admin_scope.ScopedModelBackend"]
 
 ROOT_URLCONF = "deskcomm.urls"
 WSGI_APPLICATION = "deskcomm.wsgi.application"
