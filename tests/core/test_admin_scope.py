@@ -14,12 +14,14 @@ from django.db import models
 from django.test import Client, RequestFactory
 from django.urls import NoReverseMatch, reverse
 
+from core import rls
 from core.admin_scope import OrganizationScopedAdmin, organization_path
 from core.models import Organization, StaffOrganization
 from crm.models import Contact
 from eventbus.models import EventLog
 from pipelines.models import AllowedHost
 from tests.support.admin import staff
+from tests.support.roles import web_process
 from tests.support.tenant_rows import seed
 
 pytestmark = pytest.mark.django_db
@@ -111,14 +113,15 @@ def test_the_database_scope_holds_when_a_screen_forgets_its_filter(
             assert admin_url(model, "change", quote(pk)) in html
 
 
+NAMES = ("customer of acme", "customer of beta", "customer of cobalt")  # what the tests make
+
+
 def contact_names(client: Client) -> set[str]:
+    """Which of the tests' contacts the contact changelist shows (not read from the database
+    here: in a web process this thread's own session sees nothing)."""
     response = client.get(admin_url(Contact, "changelist"))
     assert response.status_code == 200
-    return {
-        name
-        for name in Contact.objects.values_list("name", flat=True)
-        if name in response.content.decode()
-    }
+    return {name for name in NAMES if name in response.content.decode()}
 
 
 def test_superusers_and_platform_operators_see_every_organization(
@@ -182,3 +185,20 @@ def test_the_nuvemshop_connect_page_needs_its_permission_and_lists_only_the_user
     assert refused.status_code == 200 and b"Select a valid choice" in refused.content
     operator = logged_in(staff("operator", "nuvemshop.connect_store"))
     assert str(org_b.pk) in operator.get(url).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_a_web_process_scoped_staff_run_on_the_web_role_with_their_tenant(
+    enforced: None, org: Organization, org_b: Organization, django_db_blocker: Any
+) -> None:
+    """As deployed (web role, platform alias as the worker role): the bindings are read on the
+    platform connection, then the request runs on the web role's own, proven to A."""
+    Contact.objects.create(organization=org, name="customer of acme")
+    Contact.objects.create(organization=org_b, name="customer of beta")
+    scoped = staff("scoped", "crm.view_contact", organizations=[org])
+    operator = staff("operator", "crm.view_contact")
+    with web_process(django_db_blocker):
+        assert contact_names(logged_in(scoped)) == {"customer of acme"}
+        assert not rls.on_platform()
+        assert contact_names(logged_in(operator)) == {"customer of acme", "customer of beta"}
+        assert not rls.on_platform()
