@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+from urllib.parse import urlencode
 
 import qrcode
 import qrcode.image.svg
@@ -66,7 +67,7 @@ class AdminOTPMiddleware:
             and not path.startswith(settings.STATIC_URL or "/static/")
         ):
             target = VERIFY_PATH if confirmed_device(user) else ENROL_PATH
-            return HttpResponseRedirect(f"{target}?next={path}")
+            return HttpResponseRedirect(f"{target}?{urlencode({'next': request.get_full_path()})}")
         return self.get_response(request)
 
 
