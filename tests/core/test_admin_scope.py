@@ -202,3 +202,21 @@ def test_in_a_web_process_scoped_staff_run_on_the_web_role_with_their_tenant(
         assert not rls.on_platform()
         assert contact_names(logged_in(operator)) == {"customer of acme", "customer of beta"}
         assert not rls.on_platform()
+
+
+def test_the_console_pages_show_only_the_users_organization_and_refuse_platform_ones(
+    enforced: None, org: Organization, org_b: Organization
+) -> None:
+    seed(org)
+    seed(org_b)
+    permissions = ("eventbus.view_delivery", "eventbus.view_eventlog", "core.view_auditlog")
+    permissions += ("core.view_workerprocess", "eventbus.view_consumerstate", "jobs.view_jobrun")
+    scoped = logged_in(staff("scoped", *permissions, organizations=[org]))
+    operator = logged_in(staff("operator", *permissions))
+    for path in ("/admin/ops/status/", "/admin/ops/status/?organization=" + str(org_b.pk)):
+        mine, everyone = scoped.get(path), operator.get(path)
+        assert mine.status_code == everyone.status_code == 200
+        assert b"Beta" in everyone.content and b"Beta" not in mine.content
+    for path in ("/admin/ops/workers/", "/admin/ops/consumers/", "/admin/jobs/queues/"):
+        assert scoped.get(path).status_code == 403, path
+        assert operator.get(path).status_code == 200, path
