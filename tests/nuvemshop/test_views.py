@@ -135,3 +135,19 @@ def test_the_receiver_works_in_a_web_process_that_fails_closed(
         assert WebhookReceipt.objects.count() == 0  # the test's own session is closed too
     receipt = WebhookReceipt.objects.get()
     assert receipt.organization_id == store.organization_id
+
+
+def test_an_organization_scoped_installer_connects_a_store_inside_their_organization(
+    enforced: None, org: Organization, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    """The callback runs with the tenant scope of the organization picked (one of theirs)."""
+    from tests.support.admin import staff
+
+    client = Client()
+    client.force_login(staff("installer", "nuvemshop.connect_store", organizations=[org]))
+    fake.redirect_url = "http://testserver/admin/nuvemshop/install/callback/"
+    params = accept(fake, start_install(client, org))
+    response = client.get("/admin/nuvemshop/install/callback/", params)
+    assert response.status_code == 302, response.content
+    store = Store.objects.get(ns_store_id=789)
+    assert (store.organization_id, store.status) == (org.pk, "connected")
