@@ -18,9 +18,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core import audit, scopes, services, shown_once
+from core.admin_scope import OrganizationListFilter, sees_all
 from core.admin_tables import ReadOnlyAdmin
 from core.flags import FLAGS
-from core.models import ApiKey, AuditLog, Organization
+from core.models import ApiKey, AuditLog, Organization, StaffOrganization
 
 REVOKE_TEMPLATE = "admin/core/apikey/revoke_confirmation.html"
 
@@ -175,20 +176,6 @@ class OrganizationAdmin(admin.ModelAdmin):
         )
 
 
-class AuditOrganizationFilter(admin.SimpleListFilter):
-    title = "organization"
-    parameter_name = "organization"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [
-            (str(pk), name) for pk, name in Organization.objects.values_list("pk", "name")[:200]
-        ]
-
-    def queryset(self, request: HttpRequest, queryset: Any) -> Any:
-        value = self.value()
-        return queryset.filter(organization_id=value) if value else queryset
-
-
 @admin.register(AuditLog)
 class AuditLogAdmin(ReadOnlyAdmin):
     """Append-only: operators read it; only services write it."""
@@ -202,7 +189,7 @@ class AuditLogAdmin(ReadOnlyAdmin):
         "organization",
         "request",
     )
-    list_filter = ("action", "target_type", AuditOrganizationFilter, "created_at")
+    list_filter = ("action", "target_type", OrganizationListFilter, "created_at")
     search_fields = ("request_id",)  # exact matching: see get_search_results
     search_help_text = "Exact request id, target id or actor (user:name)."
     ordering = ("-created_at",)  # audit_created_idx
@@ -245,3 +232,29 @@ class AuditLogAdmin(ReadOnlyAdmin):
             return "-"
         url = _filtered("eventbus_ops:correlation", request_id=obj.request_id)
         return format_html('<a href="{}">{}</a>', url, obj.request_id)
+
+
+@admin.register(StaffOrganization)
+class StaffOrganizationAdmin(admin.ModelAdmin):
+    """Which organizations each staff user works in (core.admin_scope): managed by those who
+    see every organization, never by the scoped staff themselves."""
+
+    list_display = ("user", "organization", "created_at")
+    list_filter = ("organization",)
+    search_fields = ("user__username",)
+    list_select_related = ("user", "organization")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return sees_all(request.user) and super().has_module_permission(request)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return sees_all(request.user) and super().has_view_permission(request, obj)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return sees_all(request.user) and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return sees_all(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return sees_all(request.user) and super().has_delete_permission(request, obj)

@@ -301,6 +301,29 @@ def check_alert_destination(app_configs: Any = None, **kwargs: Any) -> list[Chec
 
 
 @register(PROJECT_TAG)
+def check_admin_second_factor(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """deskcomm.E012: production with the admin's TOTP second factor off (ADMIN_OTP_REQUIRED
+    false) and no ADMIN_OTP_ALLOW_DISABLED saying it is on purpose: a stolen staff password
+    would open the admin (core.admin_otp)."""
+    from core import crypto
+
+    if crypto.dev_keys_allowed() or settings.ADMIN_OTP_REQUIRED:
+        return []
+    if settings.ADMIN_OTP_ALLOW_DISABLED:
+        return []
+    return [
+        Error(
+            "ADMIN_OTP_REQUIRED is off in production: staff would sign in to the admin with a "
+            "password alone (production refuses to start).",
+            hint="Unset ADMIN_OTP_REQUIRED (on by default without DEBUG); if the admin is "
+            "reachable only through another second factor (an SSO proxy), set "
+            "ADMIN_OTP_ALLOW_DISABLED=true.",
+            id="deskcomm.E012",
+        )
+    ]
+
+
+@register(PROJECT_TAG)
 def check_dpo_address(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """deskcomm.E011: production without a valid LGPD_DPO_EMAIL. The LGPD mails (a request past
     its due date, dead export or redaction work: lgpd.alerts.email_dpo) go to that one address

@@ -216,3 +216,33 @@ class WorkerProcess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id}"
+
+
+class StaffOrganization(models.Model):
+    """Binds a staff user to an organization whose rows the admin shows them (core.admin_scope).
+
+    A staff user who is neither a superuser nor holds `core.all_organizations` sees, in every
+    admin screen, only the rows of the organization they work in now: one of these, chosen at
+    /admin/organization/ (the first by name until they choose). The database enforces it: their
+    admin requests run with that tenant's row-level security scope, not the bypass.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(
+        "auth.User", on_delete=models.CASCADE, related_name="staff_organizations"
+    )
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "core_staff_organization"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="staff_org_unique")
+        ]
+        permissions = [
+            ("all_organizations", "Platform operator: sees every organization in the admin"),
+        ]
+        verbose_name = "staff organization"
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.organization_id}"

@@ -23,11 +23,11 @@ app.rls_bypass = on`, `set_config`, `SET ROLE`, a function call) shows it anothe
 - **Web processes fail closed** and scope each request: an API key sets its tenant (the lookup
   function `deskcomm_api_key_authenticate` does it in the same statement, only for the key's
   holder); `request_finished` puts the session back. What a web request must do across tenants
-  (the staff admin: `AdminBypassMiddleware`; /metrics, cron, the health checks, the receivers'
-  and the export link's lookups) asks `set_scope(bypass=True)` as before: when the web role
-  cannot bypass (DATABASE_WEB_URL names it) this moves the thread's `default` (and `replica`)
-  connection to the `platform` alias, connected as the worker role, until the scope changes or
-  the request ends. An API-key request may never do so (PermissionError).
+  (staff who see every organization: core.admin_scope; /metrics, cron, the health checks,
+  the receivers' and the export link's lookups) asks `set_scope(bypass=True)` as before: when
+  the web role cannot bypass (DATABASE_WEB_URL names it) this moves the thread's `default` (and
+  `replica`) connection to the `platform` alias, connected as the worker role, until the scope
+  changes or the request ends. An API-key request may never do so (PermissionError).
 - **Behind a transaction-mode pooler** (DATABASE_POOLER=transaction) the scope is never a
   session's: it is remembered on the connection and set transaction-locally at the start of
   each transaction (core.pooler), the bypass included.
@@ -291,6 +291,12 @@ def _leave_platform() -> None:
     _platform.saved = None
 
 
+def leave_platform() -> None:
+    """Back on this thread's own connections if a bypass moved it to the platform's."""
+    if on_platform():
+        _leave_platform()
+
+
 def mark_key_request(*, active: bool = True) -> None:
     """core.selectors: an API key scoped this request (cleared at the request's boundary)."""
     _key_request.set(active)
@@ -334,21 +340,3 @@ def on_request_boundary(**kwargs: Any) -> None:
     for alias in connections:
         if alias != "default":
             reset_scope(alias)
-
-
-class AdminBypassMiddleware:
-    """The platform admin (staff under /admin/) sees every tenant: the bypass, per request (in
-    a web process whose role cannot bypass: the platform connection, as the worker role)."""
-
-    def __init__(self, get_response: Any) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: Any) -> Any:
-        if not (request.path.startswith("/admin/") and getattr(request.user, "is_staff", False)):
-            return self.get_response(request)
-        set_scope(bypass=True)
-        try:
-            return self.get_response(request)  # a TemplateResponse is rendered in there
-        finally:
-            if on_platform():
-                _leave_platform()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 from pathlib import Path
@@ -43,7 +44,7 @@ SECRET_KEY = env.str("SECRET_KEY", default="") or INSECURE_DEV_SECRET_KEY
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "core.admin_app.DeskcommAdminConfig",  # django.contrib.admin, organization-scoped staff
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -56,6 +57,10 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI's files, served as our own static files (no CDN)
     "django_dramatiq",
     "django_celery_beat",
+    # Admin login hardening (core.admin_otp): lockout after failed logins, TOTP second factor.
+    "axes",
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "core",
     "jobs",
     "eventbus",
@@ -81,12 +86,18 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Row-level security: the platform admin sees every tenant (core.rls).
-    "core.rls.AdminBypassMiddleware",
+    # The second factor: request.user.is_verified(); staff without it are sent to verify/enrol.
+    "django_otp.middleware.OTPMiddleware",
+    "core.admin_otp.AdminOTPMiddleware",
+    # Row-level security: staff see every tenant (superusers, platform operators) or the
+    # tenant they work in (organization-scoped staff), enforced by the session's scope.
+    "core.admin_scope.AdminScopeMiddleware",
     # Read-your-writes: after a write, this browser's reads skip the read replica for a while.
     "core.replica.routing.PrimaryAfterWriteMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last (django-axes): answers a locked-out login attempt with 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 # Security headers. Django's defaults already send nosniff and X-Frame-Options: DENY; these
@@ -102,10 +113,38 @@ SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31536000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=HTTPS)
 SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS  # the session cookie: below (secure whenever DEBUG is off)
 if HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# django-axes first (it refuses a locked-out login before the password is checked); then the
+# model backend, under which organization-scoped staff hold no permission on platform-wide
+# models (core.admin_scope).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "core.admin_scope.ScopedModelBackend",
+]
+
+# Admin login hardening (README "Admin security"). Lockout: after ADMIN_LOGIN_FAILURE_LIMIT
+# failed logins for one username from one address, that pair is refused (429) for
+# ADMIN_LOGIN_COOLOFF_MINUTES, or until `manage.py admin_recover USER` unlocks it.
+AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env.int("ADMIN_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+# TOTP second factor for staff (core.admin_otp), on unless DEBUG; production refuses to start
+# with it off (deskcomm.E060) unless ADMIN_OTP_ALLOW_DISABLED says so on purpose.
+ADMIN_OTP_REQUIRED = env.bool("ADMIN_OTP_REQUIRED", default=not DEBUG)
+ADMIN_OTP_ALLOW_DISABLED = env.bool("ADMIN_OTP_ALLOW_DISABLED", default=False)
+OTP_TOTP_ISSUER = env.str("OTP_TOTP_ISSUER", default="Deskcomm")
+# Admin sessions: short-lived (ADMIN_SESSION_MINUTES), gone when the browser closes, and the
+# cookie secure (https only) whenever DEBUG is off.
+SESSION_COOKIE_AGE = env.int("ADMIN_SESSION_MINUTES", default=60) * 60
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=HTTPS or not DEBUG)
 
 ROOT_URLCONF = "deskcomm.urls"
 WSGI_APPLICATION = "deskcomm.wsgi.application"

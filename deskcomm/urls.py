@@ -7,6 +7,8 @@ from django.contrib import admin
 from django.http import Http404, HttpRequest, HttpResponsePermanentRedirect
 from django.urls import include, path, re_path
 
+from core import admin_otp
+from core.admin_scope import choose_organization_view
 from core.metrics import metrics_view
 from core.shown_once import shown_once_view
 from deskcomm.landing import landing
@@ -37,6 +39,15 @@ urlpatterns = [
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
     path("admin/nuvemshop/install/", include(nuvemshop_install_urls)),
     path("admin/jobs/queues/", admin.site.admin_view(job_queues_view), name="admin-job-queues"),
+    path("admin/otp/enrol/", admin.site.admin_view(admin_otp.enrol_view), name="admin-otp-enrol"),
+    path(
+        "admin/otp/verify/", admin.site.admin_view(admin_otp.verify_view), name="admin-otp-verify"
+    ),
+    path(
+        "admin/organization/",
+        admin.site.admin_view(choose_organization_view),
+        name="admin-organization",
+    ),
     path(
         "admin/shown-once/<str:token>/",
         admin.site.admin_view(shown_once_view),

@@ -54,6 +54,8 @@ class Store(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["status"], name="ns_store_status_idx")]
+        # The admin's "Connect a store" page (nuvemshop.views.connect).
+        permissions = [("connect_store", "Can connect a Nuvemshop store")]
 
     def __str__(self) -> str:
         return self.name or f"store {self.ns_store_id}"

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from django import forms
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import permission_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from core import rls
+from core.admin_scope import organizations_of, visible_organizations
 from core.audit import user_actor
 from core.models import Organization
 from nuvemshop import oauth, receiver, services
@@ -51,11 +56,21 @@ def webhook_receive(request: HttpRequest, event: str) -> HttpResponse:
     return JsonResponse({"status": status}, status=200)
 
 
+CONNECT_PERMISSION = "nuvemshop.connect_store"
+
+
 class ConnectForm(forms.Form):
-    organization = forms.ModelChoiceField(queryset=Organization.objects.order_by("name"))
+    organization = forms.ModelChoiceField(queryset=Organization.objects.none())
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        super().__init__(data)
+        # Only the organizations this admin user may see (core.admin_scope).
+        field = self.fields["organization"]
+        field.queryset = visible_organizations(Organization.objects.order_by("name"))  # type: ignore[attr-defined]
 
 
 @staff_member_required
+@permission_required(CONNECT_PERMISSION, raise_exception=True)
 def connect(request: HttpRequest) -> HttpResponse:
     """Admin "Connect a store": pick the organization, then go to the shop's authorize page."""
     form = ConnectForm(request.POST or None)
@@ -74,12 +89,18 @@ def connect(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
+@permission_required(CONNECT_PERMISSION, raise_exception=True)
 def callback(request: HttpRequest) -> HttpResponse:
     """The app's redirection URL: check `state` against the session, exchange `code`."""
     expected = request.session.pop(oauth.SESSION_STATE_KEY, None)
     organization_id = _organization_id(request.session.pop(oauth.SESSION_ORG_KEY, None))
     if not oauth.state_matches(expected, request.GET.get("state")) or organization_id is None:
         return HttpResponse("Invalid or expired install state; start again.", status=400)
+    allowed = organizations_of(request)
+    if allowed is not None:
+        if str(organization_id) not in {str(pk) for pk in allowed}:
+            return HttpResponse("Not one of your organizations; start again.", status=403)
+        rls.set_scope(organization_id=organization_id)  # the store's tenant
     code = request.GET.get("code", "")
     if not code:
         return HttpResponse("The shop sent no authorization code.", status=400)

@@ -54,6 +54,14 @@ def _breaker_off(settings: Any) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _admin_second_factor_off(settings: Any) -> None:
+    """The admin's TOTP step (core.admin_otp) is on whenever DEBUG is off, as in tests: off
+    here, explicitly, so the console tests log in with a password; tests/core/test_admin_login.py
+    turns it on (and deskcomm.E012 keeps production from running without it)."""
+    settings.ADMIN_OTP_REQUIRED = False
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache() -> Iterator[None]:
     """Each test starts with an empty cache (the status charts keep final steps in it)."""
     yield

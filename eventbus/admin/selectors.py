@@ -16,6 +16,7 @@ from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Coalesce
 
+from core.admin_scope import visible_organizations
 from core.models import AuditLog, Organization
 from core.replica.routing import read_connection
 from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
@@ -73,13 +74,15 @@ def dead_event_type_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
 def dead_organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
     """(id, name) of the organizations with dead letters (a loose scan of delivery_dead_org_idx)."""
     ids = distinct_values("dead_organization", limit=limit)
-    found = Organization.objects.filter(pk__in=ids).order_by("name").values_list("pk", "name")
+    found = visible_organizations(Organization.objects.filter(pk__in=ids)).order_by("name")
+    found = found.values_list("pk", "name")
     return [(str(pk), name) for pk, name in found]
 
 
 def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
     """(id, name) of organizations for filters, by name."""
-    return [(str(pk), name) for pk, name in Organization.objects.values_list("pk", "name")[:limit]]
+    found = visible_organizations(Organization.objects.all()).values_list("pk", "name")
+    return [(str(pk), name) for pk, name in found[:limit]]
 
 
 def dead_letters() -> QuerySet[Delivery]:

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from django import forms
 
+from core.admin_scope import visible_organizations
 from core.models import Organization
 from eventbus.admin import rendering
 from eventbus.admin.charts import LineChart, Series, line_chart
@@ -26,7 +27,8 @@ class ChartFilterForm(forms.Form):
     def __init__(self, data: Any = None, *, consumers: Sequence[str]) -> None:
         super().__init__(data)
         self._field("consumer").choices = [("", "all consumers"), *((c, c) for c in consumers)]
-        organizations = Organization.objects.order_by("name").values_list("pk", "name")
+        organizations = visible_organizations(Organization.objects.order_by("name"))
+        organizations = organizations.values_list("pk", "name")
         self._field("organization").choices = [
             ("", "all organizations"),
             *((str(pk), name) for pk, name in organizations[:ORGANIZATION_CHOICES]),

@@ -90,8 +90,10 @@ def test_drain_events_runs_every_check_but_the_webs() -> None:
         for check in checks.get_checks(include_deployment_checks=True)
         if worker_tags.isdisjoint(check.tags) and WEB_ONLY_TAGS.isdisjoint(check.tags)
     ]
-    # Untagged, and the web's too: the middleware, and the API schema (a deploy check)
+    # Untagged, and the web's too: the middleware (Django's, django-axes's settings for the
+    # admin login), and the API schema (a deploy check)
     assert sorted(left_out) == [
+        "axes.checks.axes_conf_check",
         "django.contrib.auth.checks.check_middleware",
         "drf_spectacular.checks.schema_check",
     ]
@@ -233,3 +235,20 @@ def test_production_without_a_dpo_address_is_an_error(
     settings.LGPD = {"DPO_EMAIL": ""}  # type: ignore[attr-defined]
     settings.DEBUG = True  # type: ignore[attr-defined]
     assert check_dpo_address() == []  # development: no DPO needed
+
+
+def test_production_with_the_admin_second_factor_off_is_an_error(settings: object) -> None:
+    """deskcomm.E012: no TOTP for staff in production, unless ADMIN_OTP_ALLOW_DISABLED."""
+    from core.checks import check_admin_second_factor
+
+    settings.DEBUG = False  # type: ignore[attr-defined]
+    settings.SECRET_KEY = PRODUCTION_KEY  # type: ignore[attr-defined]
+    settings.ADMIN_OTP_REQUIRED = False  # type: ignore[attr-defined]
+    settings.ADMIN_OTP_ALLOW_DISABLED = False  # type: ignore[attr-defined]
+    (error,) = check_admin_second_factor()
+    assert error.id == "deskcomm.E012" and error.is_serious()
+    settings.ADMIN_OTP_ALLOW_DISABLED = True  # type: ignore[attr-defined]
+    assert check_admin_second_factor() == []
+    settings.ADMIN_OTP_ALLOW_DISABLED = False  # type: ignore[attr-defined]
+    settings.ADMIN_OTP_REQUIRED = True  # type: ignore[attr-defined]
+    assert check_admin_second_factor() == []

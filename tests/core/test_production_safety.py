@@ -83,6 +83,7 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"ADMINS": ""}, "deskcomm.E010"),
         ({"EMAIL_URL": "consolemail://"}, "deskcomm.E010"),
         ({"LGPD_DPO_EMAIL": ""}, "deskcomm.E011"),
+        ({"ADMIN_OTP_REQUIRED": "false"}, "deskcomm.E012"),
         ({"LGPD_EXPORT_ROOT": str(REPO / "var" / "lgpd-exports")}, "deskcomm.E008"),
     ],
 )

@@ -61,8 +61,7 @@ def test_request_event_handler_emit_and_webhook_form_one_tree(
     assert request.headers["x-causation-id"] == str(start.pk)
     assert request.headers["x-correlation-id"] == TRACE_ID
 
-    staff("ops", "eventbus.view_eventlog", password="pw-Console-1")
-    assert client.login(username="ops", password="pw-Console-1")
+    client.force_login(staff("ops", "eventbus.view_eventlog", password="pw-Console-1"))
     page = client.get("/admin/ops/correlation/", {"request_id": request_id})
     assert page.status_code == 200
     tree = [(node.event.pk, node.depth) for node in page.context["result"].tree]

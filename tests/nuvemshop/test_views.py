@@ -172,3 +172,19 @@ def test_a_store_of_another_organization_is_refused_clearly(
     assert b"already connected to another organization" in response.content
     store = Store.objects.get(ns_store_id=789)
     assert (store.organization_id, store.access_token) == (org.pk, "tok-789")
+
+
+def test_an_organization_scoped_installer_connects_a_store_inside_their_organization(
+    enforced: None, org: Organization, fake: FakeNuvemshop, shop: FakeStore
+) -> None:
+    """The callback runs with the tenant scope of the organization picked (one of theirs)."""
+    from tests.support.admin import staff
+
+    client = Client()
+    client.force_login(staff("installer", "nuvemshop.connect_store", organizations=[org]))
+    fake.redirect_url = "http://testserver/admin/nuvemshop/install/callback/"
+    params = accept(fake, start_install(client, org))
+    response = client.get("/admin/nuvemshop/install/callback/", params)
+    assert response.status_code == 302, response.content
+    store = Store.objects.get(ns_store_id=789)
+    assert (store.organization_id, store.status) == (org.pk, "connected")

@@ -21,9 +21,9 @@ PASSWORD = "pw-Admin-waha-1"  # pragma: allowlist secret
 
 @pytest.fixture
 def admin_client(db: None) -> Client:
-    User.objects.create_superuser("root", password=PASSWORD)
+    user = User.objects.create_superuser("root", password=PASSWORD)
     client = Client()
-    assert client.login(username="root", password=PASSWORD)
+    client.force_login(user)  # (the login form itself: tests/core/test_admin_login.py)
     return client
 
 
