@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ai.budget import budgets_reset
+from ai.health import provider_ping
 from ai.media import media_prune
-from jobs.registry import job
+from jobs.registry import integration_check, job
 
 
 @job("daily-budget-reset", crontab="0 0 * * *", timezone="America/Sao_Paulo")
@@ -22,3 +23,6 @@ def reset_budgets() -> int:
 def prune_old_media() -> int:
     """Remove message attachments older than the organization's retention (default 365 days)."""
     return media_prune()
+
+
+integration_check("ai")(provider_ping)  # the model provider, in health-check-integrations

@@ -181,6 +181,35 @@ class RedactionHooks:
         ]
 
 
+class TombstoneLookup(Protocol):
+    """Whether any of these identifiers belongs to a subject redacted in the organization."""
+
+    def __call__(
+        self, organization_id: uuid.UUID, *, email: str = "", phone: str = "", cpf: str = ""
+    ) -> bool: ...
+
+
+class Tombstones:
+    """The lookup of redacted subjects' identifiers (the lgpd app registers it), for an import
+    that may store a person again (nuvemshop's orders) without importing the lgpd app, which
+    sits above the integrations. With nothing registered nothing is a tombstone."""
+
+    def __init__(self) -> None:
+        self._lookup: TombstoneLookup | None = None
+
+    def register(self, lookup: TombstoneLookup) -> None:
+        if self._lookup is not None:
+            raise AlreadyRegistered("the LGPD tombstone lookup is already registered")
+        self._lookup = lookup
+
+    def redacted(
+        self, organization_id: uuid.UUID, *, email: str = "", phone: str = "", cpf: str = ""
+    ) -> bool:
+        if self._lookup is None:
+            return False
+        return self._lookup(organization_id, email=email, phone=phone, cpf=cpf)
+
+
 def _path(category: type[Category]) -> str:
     return f"{category.__module__}.{category.__qualname__}"
 
@@ -190,6 +219,7 @@ register = REGISTRY.register
 covered_fields = REGISTRY.covered_fields
 REDACTION_HOOKS = RedactionHooks()
 register_redaction_hook = REDACTION_HOOKS.register
+TOMBSTONES = Tombstones()
 
 
 def autodiscover() -> None:

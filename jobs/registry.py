@@ -130,6 +130,35 @@ def job(
     return decorate
 
 
+_integration_checks: dict[str, JobFunction] = {}
+
+
+def integration_check(name: str) -> Callable[[JobFunction], JobFunction]:
+    """Declare `fn() -> things_checked` as one integration's part of the
+    `health-check-integrations` job (each integration registers its own from its `jobs` module,
+    so the job needs to import none of them)."""
+
+    def decorate(fn: JobFunction) -> JobFunction:
+        _integration_checks[name] = fn
+        return fn
+
+    return decorate
+
+
+def run_integration_checks() -> int:
+    """Every registered integration check, each even when another failed (the first error is
+    raised after the others ran); the number of things checked."""
+    checked, errors = 0, []
+    for check in _integration_checks.values():
+        try:
+            checked += check()
+        except Exception as exc:  # the other integrations are still checked
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+    return checked
+
+
 def job_setting(name: str, key: str, default: Any) -> Any:
     """A per-job knob from settings.JOBS (seed 004 §5: attempts, concurrency), at call time."""
     return getattr(settings, "JOBS", {}).get(name, {}).get(key, default)

@@ -11,8 +11,13 @@ class LgpdConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from core.lgpd_registry import TOMBSTONES
         from core.metrics import register_scrape_collector
-        from lgpd import scopes  # noqa: F401  (declares lgpd:read / lgpd:write)
+        from lgpd import (
+            scopes,  # noqa: F401  (declares lgpd:read / lgpd:write)
+            tombstones,
+        )
         from lgpd.metrics import OverdueRequestsCollector
 
         register_scrape_collector(OverdueRequestsCollector)
+        TOMBSTONES.register(tombstones.redacted)

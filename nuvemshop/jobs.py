@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobs.registry import job
+from jobs.registry import integration_check, job, run_integration_checks
 from nuvemshop import maintenance
 
 
@@ -19,19 +19,14 @@ def refresh_tokens() -> int:
 def health_check_integrations() -> int:
     """Ping each connected store (`GET /store`) into integration_health, alert after 2 failures;
     then each WAHA session's status (whatsapp sync-sessions: stored, alerted when stuck) and the
-    model provider (ai.health). Each runs even when another failed; the first error is raised."""
-    from ai.health import provider_ping
-    from whatsapp.jobs import sync_sessions
+    model provider (ai.health), as each integration registered them (jobs.registry). Each runs
+    even when another failed; the first error is raised."""
+    return run_integration_checks()
 
-    checked, errors = 0, []
-    for check in (maintenance.stores_ping, sync_sessions, provider_ping):
-        try:
-            checked += check()
-        except Exception as exc:  # the other integrations are still checked
-            errors.append(exc)
-    if errors:
-        raise errors[0]
-    return checked
+
+@integration_check("nuvemshop")
+def stores_ping() -> int:
+    return maintenance.stores_ping()
 
 
 @job("poll-abandoned-carts", every=dt.timedelta(minutes=30))

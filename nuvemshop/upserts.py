@@ -13,10 +13,10 @@ from typing import Any
 from django.db import DataError
 from django.utils.dateparse import parse_datetime
 
+from core.lgpd_registry import TOMBSTONES
 from core.redaction import redact_text
 from crm.models import Contact, Order, Product
 from crm.selectors import match_contact
-from lgpd import tombstones
 from nuvemshop.models import CustomerLink, ShopRedaction, Store
 
 LANGUAGES = ("pt", "es", "en")
@@ -125,11 +125,12 @@ def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact | None:
 
 def customer_redacted(store: Store, data: dict[str, Any]) -> bool:
     """The shop still holds a person the CRM redacted: their customer id was redacted in this
-    store (`ShopRedaction`), or their e-mail, phone or CPF is a tombstone (lgpd.tombstones)."""
+    store (`ShopRedaction`), or their e-mail, phone or CPF is a tombstone (lgpd.tombstones,
+    looked up through core.lgpd_registry: lgpd sits above the integrations)."""
     ns_id = record_id(data) or 0  # 0: no store customer has it
     if ShopRedaction.objects.filter(store=store, ns_customer_id=ns_id).exists():
         return True
-    return tombstones.redacted(
+    return TOMBSTONES.redacted(
         store.organization_id,
         email=str(data.get("email") or ""),
         phone=str(data.get("phone") or ""),

@@ -11,7 +11,7 @@ import eventbus
 from core.alerts import alert
 from crm.models import Contact, Conversation, Message
 from eventbus.models import Delivery
-from jobs.registry import job
+from jobs.registry import integration_check, job
 from whatsapp import client as waha
 from whatsapp.conf import SEND_CONSUMER, whatsapp_settings
 from whatsapp.inbound import LID_SERVER, record_status
@@ -30,6 +30,7 @@ logger = logging.getLogger(__name__)
 WINDOW_CATCH_UP = dt.timedelta(hours=6)
 
 
+@integration_check("whatsapp")
 @job("sync-sessions", every=dt.timedelta(minutes=1))
 def sync_sessions() -> int:
     """Compare WAHA's GET /api/sessions with our sessions: store each status, emit

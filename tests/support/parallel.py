@@ -100,18 +100,20 @@ def dispatch_order(items: list[pytest.Item]) -> None:
     database, so pytest-django's order put them at the very end). Run after pytest-django's
     order and keeping it where it matters: the rolled-back tests before the transactional ones
     (a transactional test's flush leaves only what `post_migrate` writes). Tests without a
-    database may go anywhere; the `slow` ones go first. A test that restarts the server goes
-    last: handed out while other tests are still to start, it would hold them all back until
-    the longest running one had finished. A stable sort: the rest keeps its file order.
+    database may go anywhere; the `slow` ones go first. A test that restarts the server
+    (`exclusive`) holds every other worker back until the tests running when it was handed out
+    have finished: it goes after the transactional tests and before the quick ones without a
+    database, so those are short and plenty is left for every worker afterwards (at the very
+    end of a run it took 160 s instead of 30). A stable sort: the rest keeps its file order.
     """
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker(EXCLUSIVE) is not None:
-            return 6
+            return 5
         slow = item.get_closest_marker("slow") is not None
         database = uses_database(item)
         if database is None:
-            return 0 if slow else 5
+            return 0 if slow else 6
         return (3 if database == "transactional" else 1) + (0 if slow else 1)
 
     items.sort(key=rank)

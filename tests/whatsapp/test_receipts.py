@@ -103,7 +103,7 @@ def test_the_send_consumer_uses_the_bus_retry_table() -> None:
 def test_a_permanent_failure_dead_letters_the_delivery_and_reprocess_sends_it(
     session: WahaSession, waha: FakeWaha, conversation: Conversation
 ) -> None:
-    session.api_key = "a-wrong-key"
+    session.api_key = "a-wrong-key"  # pragma: allowlist secret
     session.save()
     message = send_message(conversation=conversation, body="Oi")
     drain_once()
