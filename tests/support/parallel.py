@@ -59,7 +59,6 @@ def run_directory() -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(DispatchOrder(), "deskcomm-dispatch-order")
     config.addinivalue_line(
         "markers",
         f"{EXCLUSIVE}: runs while no other xdist worker runs a test (it restarts the database "
@@ -82,55 +81,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         or getattr(config.option, "dist", "") == "loadgroup"
     ):
         group_ids(items)
-
-
-class DispatchOrder:
-    """A second `pytest_collection_modifyitems`, after pytest-django's (registered below)."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        dispatch_order(items)
-
-
-def dispatch_order(items: list[pytest.Item]) -> None:
-    """The order xdist hands tests out in: the longest first, the server restart last.
-
-    Workers take the next test as they free up, so a long test handed out late is the run's
-    tail while the other workers idle (mypy, the secret scan and promtool's rule tests use no
-    database, so pytest-django's order put them at the very end). Run after pytest-django's
-    order and keeping it where it matters: the rolled-back tests before the transactional ones
-    (a transactional test's flush leaves only what `post_migrate` writes). Tests without a
-    database may go anywhere; the `slow` ones go first. A test that restarts the server
-    (`exclusive`) holds every other worker back until the tests running when it was handed out
-    have finished: it goes after the transactional tests and before the quick ones without a
-    database, so those are short and plenty is left for every worker afterwards (at the very
-    end of a run it took 160 s instead of 30). A stable sort: the rest keeps its file order.
-    """
-
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker(EXCLUSIVE) is not None:
-            return 5
-        slow = item.get_closest_marker("slow") is not None
-        database = uses_database(item)
-        if database is None:
-            return 0 if slow else 6
-        return (3 if database == "transactional" else 1) + (0 if slow else 1)
-
-    items.sort(key=rank)
-
-
-def uses_database(item: pytest.Item) -> str | None:
-    """ "transactional", "rolled back" or None, as pytest-django classifies a test for its order."""
-    fixtures = getattr(item, "fixturenames", ())
-    marker = item.get_closest_marker("django_db")
-    transactional = "transactional_db" in fixtures or "live_server" in fixtures
-    if marker is not None:
-        transactional = transactional or bool(
-            marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")
-        )
-    if transactional:
-        return "transactional"
-    return "rolled back" if marker is not None or "db" in fixtures else None
 
 
 def unique_ids(items: list[pytest.Item]) -> None:
