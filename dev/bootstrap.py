@@ -87,10 +87,10 @@ def ensure_venv() -> None:
     if STAMP_FILE.is_file() and STAMP_FILE.read_text().strip() == digest:
         return
     say("installing requirements from requirements-dev.txt (first run takes a few minutes) ...")
-    # --no-compile: pip would byte-compile every module of every package (half of the install's
-    # time); Python compiles the ones a process imports, once, into the venv's __pycache__.
-    requirements = ["--no-compile", "-r", str(REPO_ROOT / "requirements-dev.txt")]
-    command = [str(VENV_PYTHON), *PIP_INSTALL, *requirements]
+    # pip byte-compiles every package here (half of the install's time), and that must stay:
+    # with PYTHONDONTWRITEBYTECODE set (as on CI machines) no process would write the bytecode
+    # later, so each Django process would compile Django and every library from source again.
+    command = [str(VENV_PYTHON), *PIP_INSTALL, "-r", str(REPO_ROOT / "requirements-dev.txt")]
     if subprocess.run(command, cwd=REPO_ROOT, stdout=sys.stderr, check=False).returncode != 0:
         raise DevError("installing requirements failed (see pip's output above).")
     STAMP_FILE.write_text(digest + "\n")
