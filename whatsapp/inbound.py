@@ -226,30 +226,24 @@ def apply_pending_acks(message: Message) -> None:
 def apply_ack(message: Message, level: int) -> None:
     """Mark a (locked) outbound message delivered, and read for ACK_READ: events once each."""
     now = timezone.now()
-    common: dict[str, Any] = {
-        "organization": message.organization_id,
-        "entity_kind": "message",
-        "entity_id": message.pk,
-    }
     changed: list[str] = []
+
+    def mark(field: str, event_type: str) -> None:
+        setattr(message, field, now)
+        changed.append(field)
+        eventbus.emit(
+            event_type,
+            organization=message.organization_id,
+            entity_kind="message",
+            entity_id=message.pk,
+            payload={"message_id": str(message.pk), field: now.isoformat()},
+            idempotency_key=f"{event_type}:{message.pk}",
+        )
+
     if message.delivered_at is None:
-        message.delivered_at = now
-        changed.append("delivered_at")
-        eventbus.emit(
-            "message.delivered",
-            **common,
-            payload={"message_id": str(message.pk), "delivered_at": now.isoformat()},
-            idempotency_key=f"message.delivered:{message.pk}",
-        )
+        mark("delivered_at", "message.delivered")
     if level in ACK_READ and message.read_at is None:
-        message.read_at = now
-        changed.append("read_at")
-        eventbus.emit(
-            "message.read",
-            **common,
-            payload={"message_id": str(message.pk), "read_at": now.isoformat()},
-            idempotency_key=f"message.read:{message.pk}",
-        )
+        mark("read_at", "message.read")
     if changed:
         progress = [Message.Status.SENDING, Message.Status.SENT, Message.Status.DELIVERED]
         if message.status in progress:
