@@ -48,7 +48,10 @@ SEND_PATHS = ("/api/sendText", "/api/sendImage", "/api/sendFile")
 class Misbehaviour:
     status: int | None = None  # answer this status (with `headers`)
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # sleep this long before answering
+    # Sleep this long before answering. With `status` nothing is stored; without, the message is
+    # stored first and the answer is late (WAHA took it, then a slow answer): a caller that timed
+    # out finds it on its retry whatever the machine's load.
+    delay: float = 0.0
     accept_then_drop: bool = False  # store the message, then close without answering
     hold: bool = False  # with accept_then_drop: wait for `release` first
     # Called with the stored message before the answer goes out (WAHA's `message.ack` webhook
@@ -226,9 +229,8 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server
         with fake.lock:
             step = fake.plan.pop(0) if fake.plan else None
-        if step and step.delay:
-            time.sleep(step.delay)
         if step and step.status:
+            time.sleep(step.delay)
             self._answer(
                 step.status, {"statusCode": step.status, "message": "planned"}, step.headers
             )
@@ -246,6 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
             with fake.lock:
                 stored = fake.chats[str(body["chatId"])][-1]
             step.before_answer(stored)
+        if step and step.delay:
+            time.sleep(step.delay)
         if step and step.accept_then_drop:
             if step.hold:
                 fake.release.wait(timeout=120)

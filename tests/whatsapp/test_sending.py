@@ -119,7 +119,7 @@ def test_an_answer_lost_after_waha_accepted_is_found_by_the_retry(
     [
         (Misbehaviour(status=500), "http_500"),
         (Misbehaviour(status=429, headers={"Retry-After": "1"}), "rate_limited"),
-        (Misbehaviour(delay=3.0), "timeout"),  # past the client's 2 s timeout
+        (Misbehaviour(delay=3.0), "timeout"),  # taken, answered past the client's 2 s timeout
     ],
     ids=["5xx", "429", "timeout"],
 )
@@ -145,7 +145,7 @@ def test_transient_failures_are_retried_and_then_sent_once(
     drain_once()
     message.refresh_from_db()
     assert message.status == "sent"
-    # The timed-out request may have been taken by WAHA: then the retry found it, not resent.
+    # The timed-out request was taken by WAHA: the retry found it, it was not resent.
     assert len(waha.chats[conversation.external_chat_id]) == 1
     assert len(events("message.sent")) == 1 and events("message.failed") == []
 
