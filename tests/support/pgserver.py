@@ -17,7 +17,7 @@ RESTART_TIMEOUT = 300
 
 @dataclass(frozen=True)
 class EmbeddedServer:
-    """`python3 -m dev`'s own server (.pgdata/), restarted with its own pg_ctl."""
+    """`python3 -m dev test`'s own server (.pgdata-test/), restarted with its own pg_ctl."""
 
     runner: postgres.PgRunner
     port: int
@@ -34,25 +34,27 @@ class EmbeddedServer:
             )
         superuser = postgres.connection_args(self.port)
         self.runner.client("psql", *superuser, "-c", "CHECKPOINT")  # the shutdown's is short then
-        args = ["-D", str(postgres.CLUSTER_DIR), "-m", "fast", "-w", "-t", str(RESTART_TIMEOUT)]
+        args = ["-D", str(postgres.TESTS.data), "-m", "fast", "-w", "-t", str(RESTART_TIMEOUT)]
         result = self.runner.run("pg_ctl", *args, "restart")
         if result.returncode != 0:
             if postgres.running_port(self.runner) is None:
                 postgres.start_server(self.runner, self.port)
-            raise postgres.pg_failure(f"pg_ctl restart failed (exit code {result.returncode})")
+            failed = f"pg_ctl restart failed (exit code {result.returncode})"
+            raise postgres.pg_failure(postgres.TESTS, failed)
 
 
 def embedded_test_server() -> EmbeddedServer | None:
     """The embedded server when the tests run on it (None when DATABASE_URL is another)."""
-    if not postgres.PORT_FILE.is_file():
+    port_file = postgres.TESTS.port_file
+    if not port_file.is_file():
         return None
     try:
-        embedded_port = int(postgres.PORT_FILE.read_text().strip())
+        embedded_port = int(port_file.read_text().strip())
     except ValueError:
         return None
     if int(connection.settings_dict.get("PORT") or 5432) != embedded_port:
         return None
-    return EmbeddedServer(postgres.make_runner(), embedded_port)
+    return EmbeddedServer(postgres.make_runner(postgres.TESTS), embedded_port)
 
 
 def reset_pools(broker: Any) -> None:
