@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from dev.bootstrap import REPO_ROOT, VENV_DIR, VENV_PYTHON, child_env, ensure_venv, venv_is_usable
+from dev.bytecode import compile_project
 from dev.console import DevError, say
 from dev.foreground import run_foreground
 from dev.launch import Launch, launch
@@ -75,6 +76,7 @@ def pytest_args(args: list[str], cpus: int) -> list[str]:
 def cmd_test(args: list[str]) -> int:
     """Run pytest with the given arguments."""
     with prepared_database(TESTS) as database:
+        compile_project()
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         argv = [str(VENV_PYTHON), "-m", "pytest", *pytest_args(args, cpus or 1)]
         # The suite creates and migrates its databases: it (and what it starts, unless a test
