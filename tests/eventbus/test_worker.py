@@ -21,7 +21,12 @@ from eventbus import claim as claims
 from eventbus.models import Delivery, EventLog
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
-from tests.support.db import listening_backends, raw_connection, side_effect_rows
+from tests.support.db import (
+    listening_backends,
+    raw_connection,
+    sessions_locking,
+    side_effect_rows,
+)
 from tests.support.processes import REPO, Drain, start_drain, subprocess_env
 from tests.support.waiting import wait_for
 
@@ -67,6 +72,8 @@ def test_sigkill_mid_batch_loses_nothing_and_the_effect_happens_once(
     wait_for(lambda: len(side_effect_rows()) >= 2, timeout=60, what="the batch to be under way")
     drain.send_signal(signal.SIGKILL)
     drain.wait(timeout=10)
+    # Its session may still hold an ack's row lock, which the reaper (SKIP LOCKED) would pass.
+    wait_for(lambda: sessions_locking("eventbus_delivery") == 0, timeout=30, what="its session")
     held = Delivery.objects.filter(status="processing").count()  # the killed worker's claims
     assert held >= 2  # (those it finished were acked as they finished)
 

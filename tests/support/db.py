@@ -46,6 +46,20 @@ def listening_backends() -> int:
         return int(cursor.fetchone()[0])
 
 
+def sessions_locking(table: str) -> int:
+    """Other server sessions of the test database holding a lock on `table`. A killed client's
+    session lives on until its server process notices the closed socket (on a busy machine, a
+    moment after the kill), and keeps its row locks until then."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE a.datname = current_database() AND l.pid <> pg_backend_pid()"
+            " AND l.relation = %s::regclass",
+            [table],
+        )
+        return int(cursor.fetchone()[0])
+
+
 def raw_connection() -> psycopg.Connection:
     """A second, independent connection to the test database."""
     return psycopg.connect(database_url(), autocommit=True)
