@@ -154,4 +154,6 @@ def unknown_filter_response(
         "values": request.GET.getlist(name),
         "without": f"{request.path}?{kept.urlencode()}" if kept else request.path,
     }
-    return TemplateResponse(request, "admin/unknown_filter.html", context, status=400)
+    response = TemplateResponse(request, "admin/unknown_filter.html", context, status=400)
+    response._has_been_logged = True  # type: ignore[attr-defined]  # no "Bad Request" line too
+    return response

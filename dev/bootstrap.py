@@ -27,7 +27,10 @@ VENV_PYTHON = VENV_DIR / "bin" / "python"
 # What each set installs, and the files whose contents its digest covers.
 REQUIREMENTS = {
     "runtime": ("requirements.txt", ("requirements.txt", "constraints.txt")),
-    "dev": ("requirements-dev.txt", ("requirements.txt", "requirements-dev.txt", "constraints.txt")),
+    "dev": (
+        "requirements-dev.txt",
+        ("requirements.txt", "requirements-dev.txt", "constraints.txt"),
+    ),
 }
 STAMP_FILE = VENV_DIR / ".deskcomm-requirements.sha256"
 PIP_INSTALL = ("-m", "pip", "--disable-pip-version-check", "install", "--quiet")

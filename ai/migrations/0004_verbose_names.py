@@ -4,18 +4,17 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('ai', '0003_provider_health'),
+        ("ai", "0003_provider_health"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='aiaccount',
-            options={'verbose_name': 'AI account'},
+            name="aiaccount",
+            options={"verbose_name": "AI account"},
         ),
         migrations.AlterModelOptions(
-            name='aiusagedaily',
-            options={'verbose_name': 'AI usage day', 'verbose_name_plural': 'AI usage (daily)'},
+            name="aiusagedaily",
+            options={"verbose_name": "AI usage day", "verbose_name_plural": "AI usage (daily)"},
         ),
     ]

@@ -7,11 +7,10 @@ the attempt history, with links event <-> deliveries <-> organization <-> correl
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.utils import display_for_value, flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
@@ -191,9 +190,10 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         return selectors.deliveries_matching(queryset, search_term), False
 
     @admin.display(description="next attempt at", ordering="next_attempt_at")
-    def next_attempt(self, obj: Delivery) -> dt.datetime | None:
+    def next_attempt(self, obj: Delivery) -> str:
         """Only while the delivery waits for one (pending: new or retrying); "-" otherwise."""
-        return obj.next_attempt_at if obj.status == DeliveryStatus.PENDING else None
+        waiting = obj.status == DeliveryStatus.PENDING
+        return display_for_value(obj.next_attempt_at if waiting else None, "-")
 
     @admin.display(description="may have run before")
     def may_have_run(self, obj: Delivery) -> str:

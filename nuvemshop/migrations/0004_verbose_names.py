@@ -4,14 +4,16 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('nuvemshop', '0003_store_connect_permission'),
+        ("nuvemshop", "0003_store_connect_permission"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='integrationhealth',
-            options={'verbose_name': 'integration health check', 'verbose_name_plural': 'integration health'},
+            name="integrationhealth",
+            options={
+                "verbose_name": "integration health check",
+                "verbose_name_plural": "integration health",
+            },
         ),
     ]

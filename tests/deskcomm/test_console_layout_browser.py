@@ -1,4 +1,4 @@
-"""Every page of the admin console at a laptop's 1280×800 in a real browser (headless Chromium):
+"""Every page of the admin console at a laptop's 1280x800 in a real browser (headless Chromium):
 nothing cut off on the right, no list that scrolls sideways, the index's link names on one line.
 
 The walk starts at the admin index as a superuser and opens every link it lists (each model's
@@ -24,11 +24,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 PASSWORD = "pw-Console-1"
 LAPTOP = (1280, 800)
 INDEX_LINKS = "#content-main .module th[scope=row] a"
+# The link names (of `arguments[0]`) printed on more than one line.
+WRAPPED_LINKS_JS = """
+return [...document.querySelectorAll(arguments[0])]
+  .filter(a => a.getClientRects().length !== 1
+    || a.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(a).lineHeight))
+  .map(a => a.textContent);
+"""
 
 
 @pytest.fixture
 def ui(module_browser: Any, live_server: Any, org: Organization) -> Console:
-    """Rows in every list, a superuser logged in, the window at 1280×800."""
+    """Rows in every list, a superuser logged in, the window at 1280x800."""
     console_rows.fill(org)
     User.objects.create_superuser("ops", "ops@example.com", PASSWORD)
     module_browser.delete_all_cookies()
@@ -42,13 +49,7 @@ def test_the_index_prints_each_link_name_on_one_line(ui: Console) -> None:
         ui.driver.set_window_size(width, height)
         ui.open("/admin/")
         ui.wait_for_text("Operations")
-        broken = ui.driver.execute_script(
-            "return [...document.querySelectorAll(arguments[0])]"
-            ".filter(a => a.getClientRects().length !== 1"
-            " || a.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(a).lineHeight))"
-            ".map(a => a.textContent)",
-            "#operations-module th a",
-        )
+        broken = ui.driver.execute_script(WRAPPED_LINKS_JS, "#operations-module th a")
         assert broken == [], f"at {width} px these link names wrap: {broken}"
         assert ui.hidden_content() == [], width
         assert ui.find("#ops-counts").text  # the numbers an operator opens on

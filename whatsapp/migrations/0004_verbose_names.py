@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('whatsapp', '0003_pending_ack'),
+        ("whatsapp", "0003_pending_ack"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='wahasession',
-            options={'verbose_name': 'WAHA session'},
+            name="wahasession",
+            options={"verbose_name": "WAHA session"},
         ),
     ]
