@@ -2,7 +2,8 @@
 
 `fill(org)` makes realistic rows where the width of a list was a problem (events and
 deliveries from a real emit and a real failing worker, audit entries with a long reason, job
-runs with a long error, a subscription with a long URL, a WAHA session with a long sync error),
+runs with a long error, a subscription with a long URL, a WAHA session with a long sync error,
+a consumer paused with a long reason),
 then one plain row in every other model the admin lists and that has none yet, whatever the
 model (tests/support/tenant_rows.py fills each required field with a plain value of its type).
 """
@@ -20,6 +21,7 @@ from django.utils import timezone
 import eventbus
 from core import audit, services
 from core.models import Organization
+from eventbus import pauses
 from eventbus.models import Delivery
 from jobs.models import JobRun
 from pipelines.models import Execution, Pipeline
@@ -68,6 +70,11 @@ def _bus(org: Organization) -> None:
         entity_kind="conversation",
         entity_id=uuid.uuid4(),
         payload={"n": 1},
+    )
+    pauses.pause(
+        consumer="effect-b-worker",
+        actor="user:operations.lead@acme-store.example.com",
+        reason=LONG_REASON,
     )
     Delivery.objects.filter(status="pending").update(
         attempts=2, last_error=LONG_ERROR, next_attempt_at=timezone.now() + dt.timedelta(minutes=5)
