@@ -114,7 +114,7 @@ def test_run_manage_and_db_want_the_runtime_set_and_test_the_dev_one(
     wanted: list[str] = []
     monkeypatch.setattr(cli, "ensure_venv", wanted.append)
 
-    def no_database() -> None:
+    def no_database(*_: object) -> None:
         raise Stop
 
     monkeypatch.setattr(cli, "ensure_database", no_database)
