@@ -8,11 +8,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
 
 from ai import services
 from ai.models import AiAccount, AiUsageDaily, Chunk, KnowledgeArticle, ProviderHealth
+from core.admin_scope import scope_queryset
 from core.admin_tables import ReadOnlyAdmin
 
 
@@ -105,9 +106,30 @@ class AiAccountAdmin(admin.ModelAdmin):
 
 @admin.register(AiUsageDaily)
 class AiUsageDailyAdmin(ReadOnlyAdmin):
+    """Finished days (`daily-budget-reset` writes each at midnight in AI_BUDGET_TIME_ZONE); the
+    day still open is on each organization's AI account, shown above the list."""
+
     list_display = ["day", "organization", "spent_cents", "budget_cents", "calls", "throttled"]
     list_filter = ["throttled"]
     date_hierarchy = "day"
+    change_list_template = "admin/ai/aiusagedaily/change_list.html"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {"open_days": open_days(request), **(extra_context or {})}
+        return super().changelist_view(request, extra)
+
+
+def open_days(request: HttpRequest) -> list[AiAccount]:
+    """The AI accounts with spend or calls on their open (not yet snapshotted) day, in the
+    organizations this admin user sees."""
+    accounts = AiAccount.objects.filter(Q(calls__gt=0) | Q(spent_cents__gt=0))
+    accounts = scope_queryset(request, accounts.select_related("organization"))
+    return list(accounts.order_by("-spent_cents")[:OPEN_DAYS_SHOWN])
+
+
+OPEN_DAYS_SHOWN = 50
 
 
 @admin.register(ProviderHealth)

@@ -45,6 +45,7 @@ class AiAccount(models.Model):
 
     class Meta:
         db_table = "ai_account"
+        verbose_name = "AI account"
 
     def __str__(self) -> str:
         return f"AI account of {self.organization_id}"
@@ -82,6 +83,7 @@ class AiUsageDaily(models.Model):
 
     class Meta:
         db_table = "ai_usage_daily"
+        verbose_name = "AI usage day"
         verbose_name_plural = "AI usage (daily)"
         constraints = [
             models.UniqueConstraint(fields=["organization", "day"], name="ai_usage_daily_uniq")

@@ -61,7 +61,7 @@ CLAIM_BATCH = 50
 EMIT_TYPE = "conversation.opened"  # one consumer in bench/admin_consumers.py
 EMIT_CONSUMER = "analytics-worker"
 RATIO_TARGET = 1.2
-BASELINE = "baseline: admin index (no bus table)"  # the load of the moment, for the pages
+BASELINE = "baseline: admin page (no bus table)"  # the load of the moment, for the pages
 WARM_UP = 20  # untimed emits (and a quarter as many claims) first: connection, caches, plans
 
 

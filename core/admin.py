@@ -176,6 +176,14 @@ class OrganizationAdmin(admin.ModelAdmin):
         )
 
 
+def audit_target(entry: AuditLog) -> SafeString | str:
+    """What an audit entry acted on: a link to the delivery, else `type:id`."""
+    if entry.target_type == "eventbus.delivery" and entry.target_id.isdigit():
+        url = reverse("admin:eventbus_delivery_change", args=[entry.target_id])
+        return format_html('<a href="{}">delivery {}</a>', url, entry.target_id)
+    return f"{entry.target_type}:{entry.target_id}"
+
+
 @admin.register(AuditLog)
 class AuditLogAdmin(ReadOnlyAdmin):
     """Append-only: operators read it; only services write it."""
@@ -217,10 +225,7 @@ class AuditLogAdmin(ReadOnlyAdmin):
 
     @admin.display(description="target")
     def target(self, obj: AuditLog) -> SafeString | str:
-        if obj.target_type == "eventbus.delivery" and obj.target_id.isdigit():
-            url = reverse("admin:eventbus_delivery_change", args=[obj.target_id])
-            return format_html('<a href="{}">delivery {}</a>', url, obj.target_id)
-        return f"{obj.target_type}:{obj.target_id}"
+        return audit_target(obj)
 
     @admin.display(description="reason")
     def short_reason(self, obj: AuditLog) -> str:

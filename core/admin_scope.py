@@ -24,6 +24,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.auth.backends import ModelBackend
 from django.db import models
 from django.db.models import QuerySet
@@ -31,6 +32,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from core import rls
+from core.admin_tables import unknown_filter_response
 
 ALL_ORGANIZATIONS = "core.all_organizations"
 SESSION_KEY = "deskcomm_admin_organization"
@@ -195,6 +197,14 @@ class OrganizationScopedAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return scope_queryset(request, super().get_queryset(request))
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        try:
+            return super().changelist_view(request, extra_context)
+        except DisallowedModelAdminLookup as refused:  # a typo in the query string
+            return unknown_filter_response(request, self, refused)
 
     def formfield_for_dbfield(
         self, db_field: Any, request: HttpRequest, **kwargs: Any

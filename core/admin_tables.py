@@ -4,22 +4,29 @@
 inside the COUNT), so page 1 of a million-row table costs what page 1 of a small one costs; the
 pagination template says "more than N" when the cap is reached. `LargeTableAdmin` also turns off
 the unfiltered total count and refuses query-string lookups that no declared filter handles (a
-free `?payload__icontains=` would scan the table).
+free `?payload__icontains=` would scan the table); every list of the site answers such a lookup
+with `unknown_filter_response` (core.admin_scope.OrganizationScopedAdmin).
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.views.main import PAGE_VAR
+from django.core.exceptions import SuspiciousOperation
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.utils.functional import cached_property
 
 from core.replica.routing import replica_view
+
+logger = logging.getLogger(__name__)
 
 PAGES_AHEAD = 4
 
@@ -122,3 +129,31 @@ def _page_number(request: HttpRequest) -> int:
         return max(int(request.GET.get(PAGE_VAR, 1)), 1)
     except ValueError:
         return 1
+
+
+# Django's words when a list's query string names a lookup no filter declares.
+REFUSED_LOOKUP = re.compile(r"^Filtering by (?P<name>.+) not allowed$")
+
+
+def unknown_filter_response(
+    request: HttpRequest, model_admin: admin.ModelAdmin, refused: SuspiciousOperation
+) -> TemplateResponse:
+    """A short 400 page for a list asked to filter by a parameter it does not know (a typo such
+    as `?cron=shown`), with a link to the list without it, and one log line: instead of the
+    security logger's traceback and, under DEBUG, Django's technical page."""
+    found = REFUSED_LOOKUP.match(str(refused))
+    name = found.group("name") if found else ""
+    kept = request.GET.copy()
+    kept.pop(name, None)
+    logger.warning("%s: refused the list filter %r (%s)", request.path, name, refused)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Unknown filter",
+        "opts": model_admin.opts,
+        "name": name,
+        "values": request.GET.getlist(name),
+        "without": f"{request.path}?{kept.urlencode()}" if kept else request.path,
+    }
+    response = TemplateResponse(request, "admin/unknown_filter.html", context, status=400)
+    response._has_been_logged = True  # type: ignore[attr-defined]  # no "Bad Request" line too
+    return response

@@ -1,4 +1,5 @@
-"""Deskcomm settings: all from the environment (django-environ); `.env` is read if present."""
+"""Deskcomm settings: all from the environment (django-environ); `.env` is read if present
+(quietly: without it, the defaults hold)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,16 @@ from jobs.broker_config import choose_backend, dramatiq_broker
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def read_dotenv(path: Path) -> None:
+    """Read `path` into the environment (what is already set wins), when it exists: without it
+    the defaults hold, and django-environ's "not found" line would only be noise."""
+    if path.is_file():
+        environ.Env.read_env(path, overwrite=False)
+
+
+read_dotenv(BASE_DIR / ".env")
 # prometheus-client turns its multiprocess mode on when this variable exists at all, even empty
 # (as in .env.example), and then writes its sample files into the working directory: empty
 # means unset here, as for every other setting. (Before any metric exists: apps load later.)

@@ -11,7 +11,7 @@ from core import admin_otp
 from core.admin_scope import choose_organization_view
 from core.metrics import metrics_view
 from core.shown_once import shown_once_view
-from deskcomm.landing import landing
+from deskcomm.landing import favicon, landing
 from jobs.admin_views import job_queues_view
 from jobs.views import cron_run
 from nuvemshop.urls import install_urlpatterns as nuvemshop_install_urls
@@ -36,6 +36,7 @@ def moved_admin_page(request: HttpRequest, model: str, rest: str) -> HttpRespons
 
 urlpatterns = [
     path("", landing, name="landing"),
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/ops/", include("eventbus.admin.urls")),  # before the admin's catch-all
     path("admin/nuvemshop/install/", include(nuvemshop_install_urls)),
     path("admin/jobs/queues/", admin.site.admin_view(job_queues_view), name="admin-job-queues"),

@@ -1,7 +1,11 @@
 """Python version check and the project's virtualenv (standard library only).
 
-The virtualenv lives in ``.venv`` and is (re)installed from ``requirements-dev.txt`` whenever
-the requirement files change (a digest of them is kept in the venv).
+The virtualenv lives in ``.venv``. `run` (and `manage`, `db`) need the product's requirements
+only (``requirements.txt``); `test` needs the test and lint tools too (``requirements-dev.txt``,
+which includes them). Each set is (re)installed when its files change: the venv keeps a stamp
+with one digest per installed set (``runtime <sha256>``, ``dev <sha256>``). The dev set includes
+the runtime one, so installing it stamps both; a runtime install keeps the dev line, whose digest
+(over the runtime files too) no longer matches once those changed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ MIN_PYTHON = (3, 11)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_DIR = REPO_ROOT / ".venv"
 VENV_PYTHON = VENV_DIR / "bin" / "python"
-REQUIREMENT_FILES = ("requirements.txt", "requirements-dev.txt", "constraints.txt")
+# What each set installs, and the files whose contents its digest covers.
+REQUIREMENTS = {
+    "runtime": ("requirements.txt", ("requirements.txt", "constraints.txt")),
+    "dev": (
+        "requirements-dev.txt",
+        ("requirements.txt", "requirements-dev.txt", "constraints.txt"),
+    ),
+}
 STAMP_FILE = VENV_DIR / ".deskcomm-requirements.sha256"
 PIP_INSTALL = ("-m", "pip", "--disable-pip-version-check", "install", "--quiet")
 
@@ -33,15 +44,40 @@ def check_python() -> None:
         raise DevError(f"Python {wanted}+ is required, this is Python {found} ({sys.executable}).")
 
 
-def requirements_digest() -> str:
-    """SHA-256 over the contents of the requirement files."""
+def requirements_digest(kind: str = "dev") -> str:
+    """SHA-256 over the contents of the requirement files of `kind` ("runtime" or "dev")."""
     digest = hashlib.sha256()
-    for name in REQUIREMENT_FILES:
+    for name in REQUIREMENTS[kind][1]:
         path = REPO_ROOT / name
         if not path.is_file():
             raise DevError(f"{path} is missing.")
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def read_stamp() -> dict[str, str]:
+    """{set: digest} of what the venv has installed. A stamp of one bare digest (written before
+    there were two sets) is the dev set's, which it installed."""
+    if not STAMP_FILE.is_file():
+        return {}
+    stamps: dict[str, str] = {}
+    for line in STAMP_FILE.read_text().splitlines():
+        kind, _, digest = line.strip().rpartition(" ")
+        if digest:
+            stamps[kind or "dev"] = digest
+    return stamps
+
+
+def is_installed(kind: str, stamps: dict[str, str]) -> bool:
+    """Whether the venv has the current `kind` set (the dev set includes the runtime one)."""
+    kinds = ("runtime", "dev") if kind == "runtime" else ("dev",)
+    return any(stamps.get(k) == requirements_digest(k) for k in kinds)
+
+
+def write_stamp(kind: str, stamps: dict[str, str]) -> None:
+    installed = ("runtime", "dev") if kind == "dev" else ("runtime",)
+    stamps = {**stamps, **{k: requirements_digest(k) for k in installed}}
+    STAMP_FILE.write_text("".join(f"{k} {stamps[k]}\n" for k in sorted(stamps)))
 
 
 def venv_is_usable() -> bool:
@@ -79,21 +115,23 @@ def create_venv() -> None:
         say("warning: upgrading pip failed; continuing with the bundled pip")
 
 
-def ensure_venv() -> None:
-    """Create .venv if needed and install the requirements when they changed."""
+def ensure_venv(kind: str = "dev") -> None:
+    """Create .venv if needed and install the `kind` requirements ("runtime": the product's,
+    for `run`; "dev": with the test and lint tools, for `test`) when they changed."""
     if not venv_is_usable():
         create_venv()
-    digest = requirements_digest()
-    if STAMP_FILE.is_file() and STAMP_FILE.read_text().strip() == digest:
+    stamps = read_stamp()
+    if is_installed(kind, stamps):
         return
-    say("installing requirements from requirements-dev.txt (first run takes a few minutes) ...")
+    requirements = REQUIREMENTS[kind][0]
+    say(f"installing requirements from {requirements} (first run takes a few minutes) ...")
     # pip byte-compiles every package here (half of the install's time), and that must stay:
     # with PYTHONDONTWRITEBYTECODE set (as on CI machines) no process would write the bytecode
     # later, so each Django process would compile Django and every library from source again.
-    command = [str(VENV_PYTHON), *PIP_INSTALL, "-r", str(REPO_ROOT / "requirements-dev.txt")]
+    command = [str(VENV_PYTHON), *PIP_INSTALL, "-r", str(REPO_ROOT / requirements)]
     if subprocess.run(command, cwd=REPO_ROOT, stdout=sys.stderr, check=False).returncode != 0:
         raise DevError("installing requirements failed (see pip's output above).")
-    STAMP_FILE.write_text(digest + "\n")
+    write_stamp(kind, stamps)
 
 
 def child_env(database_url: str | None = None) -> dict[str, str]:

@@ -27,8 +27,10 @@ from dev.product import (
 
 USAGE = f"""usage: python3 -m dev COMMAND [ARGS...]
 
-    test [pytest args...]   create/refresh .venv, ensure a database, run pytest
-    run                     migrate (installs schedules), create demo data, then run these
+    test [pytest args...]   create/refresh .venv (with the test and lint tools), ensure a
+                            database, run pytest
+    run                     create/refresh .venv (the product's requirements only), migrate
+                            (installs schedules), create demo data, then run these
                             side by side (web port: PORT, default {DEFAULT_WEB_PORT}):
 {process_list(indent=28)}
                             a process that exits is restarted; Ctrl-C stops them all
@@ -38,9 +40,12 @@ USAGE = f"""usage: python3 -m dev COMMAND [ARGS...]
 
 
 @contextlib.contextmanager
-def prepared_database(cluster: Cluster = PRODUCT) -> Iterator[Database]:
-    """Ensure venv + database; stop the embedded server afterwards if we started it."""
-    ensure_venv()
+def prepared_database(
+    cluster: Cluster = PRODUCT, requirements: str = "runtime"
+) -> Iterator[Database]:
+    """Ensure venv (the `requirements` set: "runtime" or "dev") + database; stop the embedded
+    server afterwards if we started it."""
+    ensure_venv(requirements)
     database = ensure_database(cluster)
     try:
         yield database
@@ -75,7 +80,7 @@ def pytest_args(args: list[str], cpus: int) -> list[str]:
 
 def cmd_test(args: list[str]) -> int:
     """Run pytest with the given arguments."""
-    with prepared_database(TESTS) as database:
+    with prepared_database(TESTS, requirements="dev") as database:
         compile_project()
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         argv = [str(VENV_PYTHON), "-m", "pytest", *pytest_args(args, cpus or 1)]
@@ -111,6 +116,7 @@ def run_environment(port: int) -> Iterator[dict[str, str]]:
         env.setdefault("DEBUG", "true")  # a local run: runserver serves the admin's static files
         allow_loopback_webhooks(env)
         mock_ai_by_default(env)
+        say_settings_source()
         yield env
 
 
@@ -123,6 +129,17 @@ def allow_loopback_webhooks(env: dict[str, str]) -> None:
         "webhook subscriptions may target loopback and private addresses in this local run "
         "(WEBHOOKS_ALLOW_PRIVATE_TARGETS=true; a deployment refuses them unless it sets it)"
     )
+
+
+def say_settings_source() -> None:
+    """One line on where the settings come from (Django reads `.env` quietly, when it exists)."""
+    if (REPO_ROOT / ".env").is_file():
+        say(f"settings: the environment, then {REPO_ROOT / '.env'}")
+    else:
+        say(
+            "settings: the environment and the defaults, which suit a local run (no .env; "
+            "copy .env.example to .env to change one)"
+        )
 
 
 def mock_ai_by_default(env: dict[str, str]) -> None:
@@ -156,7 +173,7 @@ def cmd_db(args: list[str]) -> int:
     """Ensure the database and print DATABASE_URL=... on stdout."""
     if args:
         raise DevError("usage: python3 -m dev db")
-    ensure_venv()
+    ensure_venv("runtime")
     database = ensure_database(PRODUCT)
     if not os.environ.get("DATABASE_URL"):
         say("the embedded PostgreSQL keeps running; stop it with: python3 -m dev stop-db")

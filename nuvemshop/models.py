@@ -163,6 +163,8 @@ class IntegrationHealth(models.Model):
 
     class Meta:
         db_table = "integration_health"  # seed 000 §7.7's name
+        verbose_name = "integration health check"
+        verbose_name_plural = "integration health"
         indexes = [models.Index(fields=["store", "-checked_at"], name="ns_health_store_idx")]
 
 

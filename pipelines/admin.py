@@ -189,8 +189,13 @@ class ExecutionAdmin(ReplicaListAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> Any:
-        """Read-only: no save buttons (the change permission only gates the re-run action)."""
-        read_only = {"show_save": False, "show_save_and_continue": False}
+        """Read-only: no save buttons, titled "View" (the change permission only gates the
+        re-run action)."""
+        read_only = {
+            "show_save": False,
+            "show_save_and_continue": False,
+            "title": f"View {self.opts.verbose_name}",
+        }
         return super().change_view(
             request, object_id, form_url, {**(extra_context or {}), **read_only}
         )

@@ -55,6 +55,7 @@ class WahaSession(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "WAHA session"
         constraints = [
             models.UniqueConstraint(
                 fields=["organization"],

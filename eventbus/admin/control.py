@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from core import workers
+from core import audit, workers
 from core.models import Organization
 from core.replica.routing import replica_view
 from eventbus import replays, selectors, services
@@ -108,7 +108,7 @@ def consumer_replay_view(request: HttpRequest, consumer: str) -> HttpResponse:
         try:
             report = replays.replay(
                 form.window(consumer),
-                actor=f"admin:{request.user.get_username()}",
+                actor=audit.user_actor(request),
                 reason=form.cleaned_data["reason"],
                 dry_run=dry,
             )
@@ -141,7 +141,7 @@ def consumer_action_view(request: HttpRequest, consumer: str, action: str) -> Ht
     """POST pause / resume (with a reason) from the consumers page."""
     _require(request, PAUSE_PERMISSION)
     reason = request.POST.get("reason", "").strip()
-    actor = f"admin:{request.user.get_username()}"
+    actor = audit.user_actor(request)
     try:
         changed = _act(action, consumer=consumer, actor=actor, reason=reason)
     except (ValueError, services.UnknownConsumerError) as exc:

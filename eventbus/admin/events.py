@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.utils import display_for_value, flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
@@ -20,7 +20,7 @@ from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from core.replica.routing import replica_view
 from eventbus.admin import filters, rendering, selectors
 from eventbus.admin.rendering import EventColumns, OrganizationColumn
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
 
 
 @admin.register(EventLog)
@@ -124,11 +124,13 @@ class EventLogAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         return f"{obj.producer}{via}" + (f" ({detail})" if detail else "")
 
     @admin.display(description="caused by")
-    def causation(self, obj: EventLog) -> str:
+    def causation(self, obj: EventLog) -> SafeString | str:
         meta = obj.metadata or {}
         cause = meta.get("causation_id")
-        depth = meta.get("causation_depth", 0)
-        return f"event {cause} (generation {depth or 0})" if cause else "nothing on the bus"
+        if not cause:
+            return "nothing on the bus"
+        link = rendering.admin_link("admin:eventbus_eventlog_change", cause, f"event {cause}")
+        return format_html("{} (generation {})", link, meta.get("causation_depth") or 0)
 
 
 class AttemptInline(ReadOnlyMixin, admin.TabularInline):
@@ -149,7 +151,7 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         "attempts",
         "event_link",
         "organization_name",
-        "next_attempt_at",
+        "next_attempt",
         "finished_at",
         "redelivered",
     )
@@ -167,7 +169,7 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         "organization_name",
         "created_at",
         "updated_at",
-        "next_attempt_at",
+        "next_attempt",
         "locked_until",
         "locked_by",
         "finished_at",
@@ -186,6 +188,12 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
         if not search_term.strip():
             return queryset, False
         return selectors.deliveries_matching(queryset, search_term), False
+
+    @admin.display(description="next attempt at", ordering="next_attempt_at")
+    def next_attempt(self, obj: Delivery) -> str:
+        """Only while the delivery waits for one (pending: new or retrying); "-" otherwise."""
+        waiting = obj.status == DeliveryStatus.PENDING
+        return display_for_value(obj.next_attempt_at if waiting else None, "-")
 
     @admin.display(description="may have run before")
     def may_have_run(self, obj: Delivery) -> str:

@@ -190,6 +190,9 @@ class DlqOrganizationFilter(OrganizationFilter):
 class DlqEntityKindFilter(EntityKindFilter):
     lookup = "event__entity_kind"
 
+    def choice_values(self) -> list[tuple[str, str]]:
+        return [(kind, kind) for kind in selectors.dead_entity_kind_choices()]
+
 
 class ErrorClassFilter(ChoiceFilter):
     title = "error class"
@@ -208,6 +211,12 @@ class TitledDateFilter(DateFieldListFilter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.title = self.label or self.title
+        # Periods only: Django adds "No date" / "Has date" for a nullable column.
+        self.links = tuple(link for link in self.links if not _isnull(link[1]))
+
+
+def _isnull(params: dict[str, Any]) -> bool:
+    return any(name.endswith("__isnull") for name in params)
 
 
 class CreatedFilter(TitledDateFilter):

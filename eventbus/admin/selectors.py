@@ -71,6 +71,27 @@ def dead_event_type_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
     return distinct_values("dead_event_type", limit=limit)
 
 
+# The entity kinds of the newest dead letters: a bounded read (delivery_dlq_idx, then each
+# letter's event by its key, partition included), whatever the DLQ's size.
+DEAD_ENTITY_KINDS_SQL = """
+SELECT DISTINCT e.entity_kind
+  FROM (SELECT event_id, event_created_at FROM eventbus_delivery WHERE status = 'dead'
+         ORDER BY finished_at DESC, id DESC LIMIT %(letters)s) d
+  JOIN event_log e ON e.id = d.event_id AND e.created_at = d.event_created_at
+ ORDER BY 1 LIMIT %(limit)s
+"""
+DEAD_ENTITY_KINDS_LETTERS = 1000
+
+
+def dead_entity_kind_choices(*, limit: int = CHOICES_LIMIT) -> list[str]:
+    """Entity kinds of the newest DEAD_ENTITY_KINDS_LETTERS dead letters (not every kind the
+    log has seen: the DLQ's filter offers only kinds with dead letters)."""
+    params = {"letters": DEAD_ENTITY_KINDS_LETTERS, "limit": limit}
+    with read_connection().cursor() as cursor:
+        cursor.execute(DEAD_ENTITY_KINDS_SQL, params)
+        return [row[0] for row in cursor.fetchall()]
+
+
 def dead_organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
     """(id, name) of the organizations with dead letters (a loose scan of delivery_dead_org_idx)."""
     ids = distinct_values("dead_organization", limit=limit)

@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from core import api_keys, scopes, selectors, services
-from core.models import ApiKey, AuditLog, Organization
+from core.management.commands.create_api_key import Command as CreateApiKey
+from core.models import SYSTEM_ORGANIZATION_ID, ApiKey, AuditLog, Organization
 from tests.support.api import client_for, issue_key
 
 pytestmark = pytest.mark.django_db
@@ -146,3 +147,30 @@ def test_the_request_lookup_loads_the_key_as_the_orm_does(org: Organization) -> 
     assert loaded.revoked_at is not None and loaded.scopes == ["events:read", "events:write"]
     assert selectors.api_key_for_token(full[:-1] + ("A" if full[-1] != "A" else "B")) is None
     assert selectors.api_key_for_token("dck_000000000000_" + "x" * 43) is None
+
+
+def test_create_api_key_names_and_makes_platform_keys_of_the_system_organization(
+    org: Organization,
+) -> None:
+    Organization.objects.filter(pk=SYSTEM_ORGANIZATION_ID).delete()  # made on demand
+    parser = CreateApiKey().create_parser("manage.py", "create_api_key")
+    assert "`system` makes a platform key" in " ".join(parser.format_help().split())
+    with pytest.raises(CommandError, match="known slugs: acme \\(`system` makes a platform key"):
+        call_command(
+            "create_api_key", "--organization", "nope", "--name", "x", "--scopes", "events:read"
+        )
+    err = io.StringIO()
+    call_command(
+        "create_api_key",
+        "--organization",
+        "system",
+        "--name",
+        "ops",
+        "--scopes",
+        "consumers:read",
+        "consumers:write",
+        stdout=io.StringIO(),
+        stderr=err,
+    )
+    assert ApiKey.objects.get().organization_id == SYSTEM_ORGANIZATION_ID
+    assert "for system (a platform key)" in err.getvalue()

@@ -45,3 +45,10 @@ def test_second_run_keeps_the_password_unless_asked() -> None:
     assert log_in(second) is not None
     # The system organization (owner of cron.* events) comes from a data migration.
     assert Organization.objects.exclude(pk=SYSTEM_ORGANIZATION_ID).count() == 1
+
+
+def test_the_password_hint_is_the_whole_command() -> None:
+    command = "python3 -m dev manage bootstrap_demo --reset-password"
+    assert f"a new one: {command})" in run()
+    assert f"a new one: {command})" in run()  # the existing user
+    assert f"a new one: {command} --username ana)" in run("--username", "ana")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCT_PACKAGES = ("deskcomm", "core", "jobs", "crm", "eventbus", "webhooks", "lgpd")
@@ -22,7 +26,6 @@ def test_every_setting_is_in_env_example() -> None:
 
 
 def test_the_job_broker_follows_the_environment() -> None:
-    import pytest
 
     from jobs.broker_config import BrokerConfigError, choose_backend, dramatiq_broker
 
@@ -210,3 +213,18 @@ def test_cron_secret_is_an_alias_of_the_internal_cron_secret() -> None:
     assert secret(CRON_SECRET="from-the-seed") == "from-the-seed"  # pragma: allowlist secret
     assert secret(CRON_SECRET="b", INTERNAL_CRON_SECRET="a") == "a"  # pragma: allowlist secret
     assert secret() == ""
+
+
+def test_a_missing_env_file_is_read_quietly_and_a_present_one_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from deskcomm.settings import read_dotenv
+
+    monkeypatch.delenv("DESKCOMM_DOTENV_PROBE", raising=False)
+    with caplog.at_level(logging.DEBUG):
+        read_dotenv(tmp_path / ".env")
+    assert caplog.records == []  # django-environ's "... not found" line is not said
+    (tmp_path / ".env").write_text("DESKCOMM_DOTENV_PROBE=read\n")
+    read_dotenv(tmp_path / ".env")
+    assert os.environ["DESKCOMM_DOTENV_PROBE"] == "read"
+    monkeypatch.delenv("DESKCOMM_DOTENV_PROBE")

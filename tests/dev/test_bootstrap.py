@@ -50,3 +50,98 @@ def test_child_env_puts_the_venv_first_and_exports_the_database(
     assert env["VIRTUAL_ENV"] == str(bootstrap.VENV_DIR)
     assert env["DATABASE_URL"] == "postgres://app@127.0.0.1:5432/app"
     assert "PYTHONHOME" not in env
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A checkout with its three requirement files and a usable venv whose installs are
+    recorded (the requirement file each pip run was given), not run."""
+    for name in ("requirements.txt", "requirements-dev.txt", "constraints.txt"):
+        (tmp_path / name).write_text(f"# {name}\n")
+    monkeypatch.setattr(bootstrap, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(bootstrap, "STAMP_FILE", tmp_path / "stamp")
+    monkeypatch.setattr(bootstrap, "venv_is_usable", lambda: True)
+    installs: list[str] = []
+
+    def pip(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        installs.append(Path(command[-1]).name)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", pip)
+    return installs
+
+
+def test_run_installs_the_runtime_requirements_and_test_adds_the_dev_tools(
+    checkout: list[str],
+) -> None:
+    bootstrap.ensure_venv("runtime")
+    bootstrap.ensure_venv("runtime")
+    assert checkout == ["requirements.txt"]
+    bootstrap.ensure_venv("dev")
+    bootstrap.ensure_venv("dev")
+    bootstrap.ensure_venv("runtime")  # the dev set includes the runtime one
+    assert checkout == ["requirements.txt", "requirements-dev.txt"]
+
+
+def test_each_set_is_installed_again_when_its_files_change(checkout: list[str]) -> None:
+    bootstrap.ensure_venv("dev")
+    (bootstrap.REPO_ROOT / "requirements-dev.txt").write_text("pytest==9.9\n")
+    bootstrap.ensure_venv("runtime")  # a test tool changed: nothing for `run`
+    bootstrap.ensure_venv("dev")
+    assert checkout == ["requirements-dev.txt", "requirements-dev.txt"]
+    (bootstrap.REPO_ROOT / "constraints.txt").write_text("idna==9.9\n")
+    bootstrap.ensure_venv("runtime")
+    bootstrap.ensure_venv("runtime")
+    bootstrap.ensure_venv("dev")  # the runtime files changed under the dev set too
+    assert checkout[2:] == ["requirements.txt", "requirements-dev.txt"]
+
+
+def test_a_stamp_from_before_the_two_sets_counts_as_the_dev_set(checkout: list[str]) -> None:
+    bootstrap.STAMP_FILE.write_text(bootstrap.requirements_digest("dev") + "\n")
+    bootstrap.ensure_venv("runtime")
+    bootstrap.ensure_venv("dev")
+    assert checkout == []
+
+
+def test_run_manage_and_db_want_the_runtime_set_and_test_the_dev_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dev import cli
+
+    class Stop(Exception):
+        pass
+
+    wanted: list[str] = []
+    monkeypatch.setattr(cli, "ensure_venv", wanted.append)
+
+    def no_database(*_: object) -> None:
+        raise Stop
+
+    monkeypatch.setattr(cli, "ensure_database", no_database)
+    for command in (
+        lambda: cli.cmd_test([]),
+        lambda: cli.cmd_manage(["check"]),
+        lambda: cli.cmd_db([]),
+        lambda: cli.run_environment(8000).__enter__(),
+    ):
+        with pytest.raises(Stop):
+            command()
+    assert wanted == ["dev", "runtime", "runtime", "runtime"]
+
+
+@pytest.mark.parametrize(("dotenv", "said"), [(True, "then "), (False, "no .env; copy")])
+def test_run_says_where_the_settings_come_from(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    dotenv: bool,
+    said: str,
+) -> None:
+    from dev import cli
+
+    if dotenv:
+        (tmp_path / ".env").write_text("DEBUG=true\n")
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    cli.say_settings_source()
+    line = capsys.readouterr().err
+    assert line.startswith("[dev] settings:") and said in line and "not found" not in line

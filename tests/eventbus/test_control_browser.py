@@ -155,8 +155,8 @@ def test_pause_and_resume_from_the_admin(
     assert sorted(
         AuditLog.objects.filter(target_id="effect-a-worker").values_list("action", "actor")
     ) == [
-        ("consumer.pause", "admin:ops"),
-        ("consumer.resume", "admin:ops"),
+        ("consumer.pause", "user:ops"),
+        ("consumer.resume", "user:ops"),
     ]
 
 
@@ -248,4 +248,4 @@ def test_replay_a_consumer_from_the_admin_preview_first(
         Delivery.objects.filter(consumer="effect-b-worker").values_list("status", flat=True)
     ) == {"done"}
     [entry] = AuditLog.objects.filter(action="consumer.replay")
-    assert (entry.actor, entry.reason) == ("admin:ops", "effect-a had a bug for two hours")
+    assert (entry.actor, entry.reason) == ("user:ops", "effect-a had a bug for two hours")

@@ -36,12 +36,46 @@ CHROMIUM_FLAGS = (
 # taken over 30 s, and the old 15 s turned load into failures (docs/testing.md). A passing
 # test never waits it out.
 WAIT = 60.0
+# Console.hidden_content: one line per thing the window cuts off on the right.
+HIDDEN_CONTENT_JS = """
+const root = document.documentElement, width = root.clientWidth, found = [];
+const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+  + (el.classList.length ? '.' + [...el.classList].join('.') : '');
+const preformatted = (el) => el.closest('pre, textarea, .dc-json, .dc-error');
+if (root.scrollWidth > width) found.push(`the page is ${root.scrollWidth - width} px too wide`);
+for (const el of document.querySelectorAll('#content *')) {
+  const style = getComputedStyle(el);
+  if (['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1
+      && !preformatted(el)) {
+    found.push(`${name(el)} scrolls sideways by ${el.scrollWidth - el.clientWidth} px`);
+  }
+}
+for (const el of document.querySelectorAll(
+    '#content table, #content button, #content input, #content select, #content a.button')) {
+  const right = el.getBoundingClientRect().right;
+  if (el.offsetParent !== null && right > width + 1 && !preformatted(el)) {
+    found.push(`${name(el)} ends at ${Math.round(right)} px (window ${width} px)`);
+  }
+}
+return found;
+"""
 
 
 @pytest.fixture
 def browser() -> Iterator[Any]:
     """A headless Chromium; missing, the test is skipped, or fails under CI=true (.ci/run
     installs it, so CI can never pass without having opened the admin in a browser)."""
+    yield from _chromium()
+
+
+@pytest.fixture(scope="module")
+def module_browser() -> Iterator[Any]:
+    """`browser`, one for the tests of a module (a browser start costs seconds: docs/testing.md);
+    each test logs in again (the database is emptied between tests)."""
+    yield from _chromium()
+
+
+def _chromium() -> Iterator[Any]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
         reason = MISSING.format(CHROMIUM, CHROMEDRIVER)
         if os.environ.get("CI", "").lower() == "true":
@@ -117,6 +151,13 @@ class Console:
                 "const d = document.documentElement; return d.scrollWidth - d.clientWidth"
             )
         )
+
+    def hidden_content(self) -> list[str]:
+        """What the window does not show without scrolling sideways: the page wider than the
+        window, a box that scrolls sideways (the admin wraps each changelist's table in one), a
+        table or a control whose right edge is past the window. Truncated text (an ellipsis)
+        and preformatted blocks (payloads, errors) do not count."""
+        return list(self.driver.execute_script(HIDDEN_CONTENT_JS))
 
     def page_text(self) -> str:
         body = self.driver.find_element(self.by.TAG_NAME, "body")

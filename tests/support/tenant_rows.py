@@ -58,7 +58,7 @@ def seed(organization: Organization) -> None:
         model = model_of(table)
         if model is None or _has_row(model, organization):
             continue
-        made[model] = _build(model, organization, made)
+        made[model] = build(model, organization, made)
 
 
 def _has_row(model: type[models.Model], organization: Organization) -> bool:
@@ -70,9 +70,11 @@ def _has_row(model: type[models.Model], organization: Organization) -> bool:
     return False
 
 
-def _build(
+def build(
     model: type[models.Model], organization: Organization, made: dict[Any, models.Model]
 ) -> models.Model:
+    """A row of `model`: each required field a plain value, each required relation a row made
+    the same way (or the one in `made`), the organization `organization`."""
     values: dict[str, Any] = {}
     for field in model._meta.concrete_fields:
         if field.is_relation:
@@ -81,7 +83,7 @@ def _build(
                 values[field.name] = organization
             elif not field.null:
                 assert isinstance(related, type)
-                values[field.name] = made.get(related) or _build(related, organization, made)
+                values[field.name] = made.get(related) or build(related, organization, made)
                 made.setdefault(related, values[field.name])
             continue
         if field.name == "organization_id":

@@ -13,12 +13,14 @@ from django.db import transaction
 
 from core.models import Organization
 
+DEFAULT_USERNAME = "admin"
+
 
 class Command(BaseCommand):
     help = "Create the demo organization and an admin user (idempotent); print how to log in."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--username", default="admin")
+        parser.add_argument("--username", default=DEFAULT_USERNAME)
         parser.add_argument(
             "--reset-password",
             action="store_true",
@@ -39,17 +41,18 @@ class Command(BaseCommand):
             )
         )
         self.stdout.write(f"admin:        http://127.0.0.1:{port}/admin/")
+        reset = reset_command(options["username"])
         if password:
             self.stdout.write(
                 self.style.WARNING(
                     f"login:        {options['username']} / {password}   (shown once; "
-                    "`bootstrap_demo --reset-password` makes a new one)"
+                    f"a new one: {reset})"
                 )
             )
         else:
             self.stdout.write(
-                f"login:        {options['username']} (existing user; password "
-                "unchanged, use --reset-password to get a new one)"
+                f"login:        {options['username']} (existing user; password unchanged; "
+                f"a new one: {reset})"
             )
 
     def _ensure_admin(self, username: str, reset: bool) -> str | None:
@@ -64,3 +67,10 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save(update_fields=["password"])
         return password
+
+
+def reset_command(username: str) -> str:
+    """The whole command that gives `username` a new password, as a local checkout runs it
+    (`python3 -m dev manage` sets the database; elsewhere: `python manage.py ...`)."""
+    user = "" if username == DEFAULT_USERNAME else f" --username {username}"
+    return f"python3 -m dev manage bootstrap_demo --reset-password{user}"
