@@ -1,6 +1,8 @@
 """Operations console response times on a big event log: DLQ, event browser, status page.
 
-Run from the repository root with the project's interpreter:
+Run from the repository root with the project's interpreter, `DATABASE_URL` naming a role that
+bypasses row-level security (the seed writes every tenant's rows at once), e.g. the embedded
+server's superuser with `DATABASE_ALLOW_SUPERUSER=true`:
 
     .venv/bin/python bench/admin_changelists.py [--events 1000000] [--requests 7] [--keep]
 
@@ -241,7 +243,13 @@ def config_beside(suffix: str, *, events: int, requests: int, keep: bool) -> Con
 
 
 def child_env(config: Config) -> dict[str, str]:
-    return {**scratch_env(config.scratch_url, HANDLER_MODULE), "DEBUG": "false"}
+    # Production settings, except the admin's second factor: the test client logs in directly.
+    return {
+        **scratch_env(config.scratch_url, HANDLER_MODULE),
+        "DEBUG": "false",
+        "ADMIN_OTP_REQUIRED": "false",
+        "ADMIN_OTP_ALLOW_DISABLED": "true",
+    }
 
 
 def create_scratch(config: Config) -> None:

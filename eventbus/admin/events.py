@@ -174,7 +174,7 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
     list_display = (
         "id",
         "consumer_title",
-        "status",
+        "status_shown",
         "attempts",
         "event_link",
         "organization_name",
@@ -268,6 +268,13 @@ class DeliveryAdmin(OrganizationColumn, ReadOnlyAdmin):
     @admin.display(description="consumer")
     def consumer_title(self, obj: Delivery) -> SafeString | str:
         return rendering.consumer_of(obj)
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, obj: Delivery) -> SafeString:
+        """The status as a badge; a pending delivery that failed before reads "retrying"."""
+        retrying = obj.status == DeliveryStatus.PENDING and obj.last_error
+        shown = filters.RETRYING if retrying else obj.status
+        return format_html('<span class="dc-badge dc-{}">{}</span>', shown, shown)
 
     @admin.display(description="next attempt", ordering="next_attempt_at")
     def next_attempt(self, obj: Delivery) -> SafeString | str:

@@ -181,7 +181,7 @@ class DeliveryStatusFilter(ChoiceFilter):
     def choice_values(self) -> list[tuple[str, str]]:
         return [
             (DeliveryStatus.PENDING.value, "pending"),
-            (RETRYING, "retrying (failed, waiting for its next attempt)"),
+            (RETRYING, "retrying (failed, waits)"),
             (DeliveryStatus.PROCESSING.value, "processing"),
             (DeliveryStatus.DONE.value, "done"),
             (DeliveryStatus.DEAD.value, "dead"),

@@ -135,8 +135,8 @@ def _pending_by_consumer(status: BusStatus) -> list[tuple[str, int]]:
     labels = _consumer_labels(status)
     totals: dict[str, int] = defaultdict(int)
     for row in status.by_type:
-        totals[labels[row.key[1]].title] += row.counts.pending
-    return list(totals.items())
+        totals[row.key[1]] += row.counts.pending
+    return [(labels[name].title, pending) for name, pending in totals.items()]
 
 
 class CorrelationForm(forms.Form):

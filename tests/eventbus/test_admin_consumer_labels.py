@@ -7,7 +7,6 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -15,7 +14,7 @@ from django.urls import reverse
 
 from core.models import Organization
 from eventbus.models import Delivery
-from tests.support.admin import DLQ_OPERATOR, staff
+from tests.support.admin import CONSOLE_READER, staff
 from tests.support.dlq import make_dead, webhook_dead_letter
 
 pytestmark = pytest.mark.django_db
@@ -26,15 +25,7 @@ WEBHOOK_DELIVERIES = reverse("admin:webhooks_webhookdelivery_changelist")
 
 @pytest.fixture
 def ops(client: Client) -> Client:
-    user: User = staff(
-        "ops",
-        *DLQ_OPERATOR,
-        "eventbus.view_eventlog",
-        "eventbus.view_delivery",
-        "webhooks.view_subscription",
-        "webhooks.view_webhookdelivery",
-    )
-    client.force_login(user)
+    client.force_login(staff("ops", *CONSOLE_READER))
     return client
 
 

@@ -57,6 +57,10 @@ def test_retrying_and_discarded_have_their_own_filters(ops: Client, org: Organiz
     fresh = eventbus.emit("test.effect", organization=org, entity_kind="thing", payload={"n": 1})
     never_failed = set(Delivery.objects.filter(event_id=fresh.pk).values_list("pk", flat=True))
     assert listed(ops, "status=retrying") == {d.pk for d in retrying}
+    badges = re.findall(
+        r'<td class="field-status_shown">(.*?)</td>', ops.get(DELIVERIES).content.decode()
+    )
+    assert badges.count('<span class="dc-badge dc-retrying">retrying</span>') == 2
     assert listed(ops, "status=discarded") == {dead.pk}
     assert listed(ops, "status=pending") == {d.pk for d in retrying} | never_failed
     assert listed(ops, "status=dead") == {kept.pk}

@@ -8,14 +8,13 @@ import re
 import uuid
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
 import eventbus
 from core.models import Organization
 from eventbus.admin import search
-from tests.support.admin import DLQ_OPERATOR, staff
+from tests.support.admin import CONSOLE_READER, staff
 from tests.support.dlq import make_dead, webhook_dead_letter
 
 pytestmark = pytest.mark.django_db
@@ -27,14 +26,7 @@ DELIVERIES = reverse("admin:eventbus_delivery_changelist")
 
 @pytest.fixture
 def ops(client: Client) -> Client:
-    user: User = staff(
-        "ops",
-        *DLQ_OPERATOR,
-        "eventbus.view_eventlog",
-        "eventbus.view_delivery",
-        "webhooks.view_subscription",
-    )
-    client.force_login(user)
+    client.force_login(staff("ops", *CONSOLE_READER))
     return client
 
 

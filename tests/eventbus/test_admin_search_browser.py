@@ -1,4 +1,4 @@
-"""Issue 44 in a real browser at 1280×800 (one Chromium for the module): the DLQ found by the
+"""Issue 44 in a real browser at 1280x800 (one Chromium for the module): the DLQ found by the
 short id it shows and by part of an error, a dead letter's traceback opened at its file:line,
 and Retry now on the deliveries waiting to retry. Screenshots go to test-artifacts/admin/."""
 
