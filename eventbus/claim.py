@@ -1,4 +1,5 @@
-"""Claim, ack, nack, release, extend, reap, reprocess, discard: all delivery state changes.
+"""Claim, ack, nack, release, extend, reap, reprocess, retry now, discard: all delivery state
+changes.
 
 The statements are the named files in `eventbus/sql/` (each with a header comment saying why it
 is shaped so). The claim is one statement (SKIP LOCKED, eligibility re-checked in the UPDATE,
@@ -202,6 +203,7 @@ def nack(
             "classes": [f.verdict.error_class for f in failures],
             "durations": [f.duration_ms for f in failures],
             "publish": [f.publish for f in failures],
+            "tracebacks": [f.verdict.traceback for f in failures],
             "token": token,
             "now": now,
             "worker": worker_id,
@@ -409,6 +411,11 @@ def replay(
         rows = _fetch("replay", {**params, **replayed})
         _fetch("resummarise", params, rows=False)
     return [Moved(*row) for row in rows]
+
+
+def retry_now(ids: Sequence[int], *, now: dt.datetime | None = None) -> list[Moved]:
+    """Deliveries waiting to retry after a failure due at once; returns those moved."""
+    return _operator_move("retry_now", ids, now)
 
 
 def discard(ids: Sequence[int], *, now: dt.datetime | None = None) -> list[Moved]:

@@ -10,9 +10,11 @@ import uuid
 from typing import Any, ClassVar
 
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Right, Upper
 
 from eventbus.catalog import EVENT_TYPE_PATTERN
 
@@ -22,6 +24,11 @@ class Status(models.TextChoices):
     PROCESSING = "processing"
     DONE = "done"
     DEAD = "dead"
+
+
+# How many trailing characters of an event id the console shows (and searches by): the random
+# part of a UUIDv7, where the leading characters are its time and alike on neighbouring rows.
+SHORT_ID_CHARS = 8
 
 
 class DeliveryStatus(models.TextChoices):
@@ -214,6 +221,9 @@ class Delivery(models.Model):
 
     class Meta:
         verbose_name_plural = "deliveries"
+        permissions = [
+            ("retry_delivery", "Can retry deliveries waiting to retry now"),
+        ]
         constraints = [
             # One delivery per (event, consumer); also serves "the deliveries of event X".
             models.UniqueConstraint(
@@ -290,6 +300,32 @@ class Delivery(models.Model):
                 condition=Q(status="done"),
                 name="delivery_consumer_done_idx",
             ),
+            # The deliveries list's "retrying" filter: pending again after a failure, newest
+            # first. Only the nack writes an entry (emit's rows have no error, the ack clears it).
+            models.Index(
+                fields=["id"],
+                condition=Q(status="pending", last_error__isnull=False),
+                name="delivery_retrying_idx",
+            ),
+            # ... and its "discarded" filter (only an operator's Discard writes an entry).
+            models.Index(
+                fields=["id"], condition=Q(status="discarded"), name="delivery_discarded_idx"
+            ),
+            # The DLQ search by the short id it shows: the last characters of the event id (the
+            # random part of a UUIDv7; its first ones are the time, alike on every row).
+            models.Index(
+                Right(Cast("event_id", models.TextField()), SHORT_ID_CHARS),
+                condition=Q(status="dead"),
+                name="delivery_dead_short_id_idx",
+            ),
+            # Search in error texts (DLQ, deliveries list): a trigram index for
+            # `upper(last_error) LIKE '%TERM%'` (Django's icontains). Rows with an error only:
+            # waiting to retry or dead; the ack clears the error.
+            GinIndex(
+                OpClass(Upper("last_error"), name="gin_trgm_ops"),
+                condition=Q(last_error__isnull=False),
+                name="delivery_error_trgm_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -315,7 +351,7 @@ class DeadLetter(Delivery):
 class DeliveryAttempt(models.Model):
     """History of failed attempts (a success is the delivery row itself: fewer writes)."""
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("error",)
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("error", "traceback")
 
     class Outcome(models.TextChoices):
         RETRY = "retry"
@@ -335,6 +371,9 @@ class DeliveryAttempt(models.Model):
     error = models.TextField(blank=True, default="")
     duration_ms = models.IntegerField(null=True, blank=True)
     worker = models.TextField(blank=True, default="")
+    # The handler's traceback (eventbus/tracebacks.py: bounded, redacted); NULL when there was
+    # none (an HTTP answer, a publish failure, an expired lease) and in rows written before it.
+    traceback = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField()
     # Its delivery's event_created_at (the partition key, see Delivery).
     event_created_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -13,7 +13,7 @@ from core.lgpd_subject import Subject
 from eventbus.models import EventLog
 
 DELIVERY_FIELDS: tuple[str, ...] = ("last_error",)
-DELIVERY_ATTEMPT_FIELDS: tuple[str, ...] = ("error",)
+DELIVERY_ATTEMPT_FIELDS: tuple[str, ...] = ("error", "traceback")
 
 
 @register

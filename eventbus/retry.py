@@ -21,6 +21,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.redaction import redact_text
+from eventbus import tracebacks
 from eventbus.errors import PermanentError
 
 
@@ -48,6 +50,7 @@ class Verdict:
     delay: float
     error_class: str
     error: str
+    traceback: str = ""  # the handler's, bounded and redacted (eventbus.tracebacks)
 
 
 def judge_failure(
@@ -60,12 +63,14 @@ def judge_failure(
     rand: Callable[[], float] = random.random,
 ) -> Verdict:
     """Classify an exception: permanent or out of attempts -> dead; anything else -> retry later."""
-    error = f"{type(exc).__name__}: {exc}"[:4000]
+    # Redacted as the logs are (core.redaction): the console shows it beside the traceback.
+    error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
     error_class = type(exc).__name__
+    trace = tracebacks.capture(exc)
     if isinstance(exc, PermanentError) or attempt >= max_attempts:
-        return Verdict(dead=True, delay=0.0, error_class=error_class, error=error)
+        return Verdict(dead=True, delay=0.0, error_class=error_class, error=error, traceback=trace)
     delay = backoff_seconds(attempt, schedule=schedule, jitter=jitter, rand=rand)
-    return Verdict(dead=False, delay=delay, error_class=error_class, error=error)
+    return Verdict(dead=False, delay=delay, error_class=error_class, error=error, traceback=trace)
 
 
 def judge_publish_failure(

@@ -28,6 +28,17 @@ def deliveries_reprocess(*, delivery_ids: Sequence[int], actor: str, reason: str
     return len(moved)
 
 
+def deliveries_retry_now(*, delivery_ids: Sequence[int], actor: str, reason: str = "") -> int:
+    """Deliveries waiting to retry after a failure are due now (their attempts and history kept);
+    idle workers are woken at commit. Returns how many moved; the others were not waiting."""
+    with transaction.atomic():
+        moved = claims.retry_now(delivery_ids)
+        _audit(moved, actor=actor, action="delivery.retry_now", reason=reason)
+        if moved:
+            pauses.wake_workers()
+    return len(moved)
+
+
 def deliveries_discard(*, delivery_ids: Sequence[int], actor: str, reason: str) -> int:
     """Dead deliveries leave the DLQ for good, with who/when/why in the audit trail."""
     if not reason or not reason.strip():

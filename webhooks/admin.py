@@ -7,13 +7,16 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from core import audit, shown_once
 from core.admin_tables import ReplicaListAdmin
+from eventbus.admin import rendering
 from webhooks import services
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt, Subscription, WebhookDelivery
@@ -60,7 +63,16 @@ class SubscriptionForm(forms.ModelForm):
 @admin.register(Subscription)
 class SubscriptionAdmin(admin.ModelAdmin):
     form = SubscriptionForm
-    list_display = ["url", "organization", "enabled", "consecutive_failures", "types", "created_at"]
+    # The description is the name the console gives the subscription's deliveries (DLQ, status).
+    list_display = [
+        "url",
+        "description",
+        "organization",
+        "enabled",
+        "consecutive_failures",
+        "types",
+        "created_at",
+    ]
     list_filter = ["enabled", "organization"]
     search_fields = ["url", "description"]
     readonly_fields = [
@@ -186,7 +198,7 @@ def _secrets_page(
 ATTEMPT_FIELDS = ("attempt", "created_at", "status_code", "duration_ms", "error_class", "excerpt")
 DELIVERY_FIELDS = (
     "event",
-    "consumer",
+    "subscription",
     "status",
     "attempts",
     "max_attempts",
@@ -216,6 +228,14 @@ class AttemptInline(admin.TabularInline):
         return False
 
 
+class WebhookDeliveryChangeList(ChangeList):
+    """Each shown delivery carries its subscription's label (one query per page)."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        self.result_list = rendering.labelled(self.result_list)
+
+
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReplicaListAdmin):
     list_display = ["id", "event_type", "subscription", "status", "attempts", "next_attempt_at"]
@@ -231,13 +251,17 @@ class WebhookDeliveryAdmin(ReplicaListAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[WebhookDelivery]:
         return super().get_queryset(request).filter(consumer__startswith=CONSUMER_PREFIX)
 
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return WebhookDeliveryChangeList
+
     @admin.display(description="event type")
     def event_type(self, obj: WebhookDelivery) -> str:
         return obj.event.event_type
 
     @admin.display(description="subscription")
-    def subscription(self, obj: WebhookDelivery) -> str:
-        return str(obj.subscription_id)
+    def subscription(self, obj: WebhookDelivery) -> SafeString | str:
+        """Its description and host, linked to it (eventbus.consumer_labels), not its uuid."""
+        return rendering.consumer_of(obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

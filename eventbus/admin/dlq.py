@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -28,10 +28,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core import context
+from core.admin_scope import scope_queryset
 from core.admin_tables import ReadOnlyAdmin
 from core.replica.routing import replica_view
 from eventbus import consumer_labels
-from eventbus.admin import dlq_disabled, filters, rendering, selectors
+from eventbus.admin import dlq_disabled, filters, rendering, search, selectors
 from eventbus.admin.dlq_actions import (
     DISCARD,
     OPERATOR_ACTIONS,
@@ -46,16 +47,17 @@ from eventbus.admin.rendering import EventColumns, OrganizationColumn
 from eventbus.models import DeadLetter, Delivery, EventLog
 
 PREVIEW_ROWS = 20
+HISTORY_ROWS = 20
 CHANGELIST = "admin:eventbus_deadletter_changelist"
 
 
-def labelled(rows: Iterable[Delivery]) -> list[Delivery]:
-    """The rows, each carrying its consumer's label as `consumer_label` (one lookup for all)."""
-    listed = list(rows)
-    found = consumer_labels.labels({row.consumer for row in listed})
-    for row in listed:
-        row.consumer_label = found[row.consumer]  # type: ignore[attr-defined]  # read by the columns
-    return listed
+labelled = rendering.labelled
+DELIVERIES = "admin:eventbus_delivery_changelist"
+ACTIONS_DONE = {
+    "delivery.reprocess": "reprocessed (back in the queue as the same delivery)",
+    "delivery.discard": "discarded (removed from the DLQ for good)",
+    "delivery.retry_now": "retried now",
+}
 
 
 class DeadLetterChangeList(ChangeList):
@@ -86,9 +88,9 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         ("created_at", filters.CreatedFilter),
         ("finished_at", filters.DiedFilter),
     )
-    # The box searches exactly (event id, entity id, request id): see get_search_results.
+    # The box matches types, consumers, ids, short ids and errors in part: eventbus/admin/search.py.
     search_fields = ("event__id",)
-    search_help_text = "Exact event id, entity id or request id."
+    search_help_text = search.HELP
     ordering = ("-finished_at",)  # delivery_dlq_idx
     actions = ("reprocess_selected", "discard_selected")
     change_list_template = "admin/eventbus/deadletter/change_list.html"
@@ -104,6 +106,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
                     "died_at",
                     "error_class",
                     "error_full",
+                    "traceback_full",
                     "root_cause_full",
                     "may_have_run",
                 )
@@ -130,7 +133,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     ) -> tuple[QuerySet[Delivery], bool]:
         if not search_term.strip():
             return queryset, False
-        return selectors.deliveries_matching(queryset, search_term), False
+        return search.dead_letters(queryset, search_term), False
 
     def has_reprocess_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(REPROCESS.permission)
@@ -167,11 +170,7 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
 
     @admin.display(description="consumer")
     def consumer_title(self, obj: Delivery) -> SafeString | str:
-        label = (
-            getattr(obj, "consumer_label", None)
-            or consumer_labels.labels([obj.consumer])[obj.consumer]
-        )
-        return rendering.consumer(label)
+        return rendering.consumer_of(obj)
 
     @admin.display(description="attempts")
     def attempts_used(self, obj: Delivery) -> str:
@@ -189,6 +188,12 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
     @admin.display(description="error")
     def error_full(self, obj: Delivery) -> SafeString:
         return rendering.pretty_text(obj.last_error)
+
+    @admin.display(description="traceback")
+    def traceback_full(self, obj: Delivery) -> SafeString | str:
+        """The last attempt's (the one that killed it), collapsed; every attempt's is in the
+        attempt history below."""
+        return rendering.traceback(selectors.last_traceback(obj.pk))
 
     @admin.display(description="may have run before")
     def may_have_run(self, obj: Delivery) -> str:
@@ -214,7 +219,12 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             "filters_query": request.GET.urlencode(),
             **(extra_context or {}),
         }
-        return super().changelist_view(request, extra)
+        response = super().changelist_view(request, extra)
+        changelist = getattr(response, "context_data", {}).get("cl")
+        if changelist is not None and not changelist.result_count:
+            # Say why the list is empty: what narrows it, and where acted-on letters went.
+            response.context_data["criteria"] = describe_filters(changelist)  # type: ignore[attr-defined]
+        return response
 
     @replica_view
     def change_view(
@@ -225,6 +235,10 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         pk = int(object_id) if object_id.isdigit() else 0
+        if not self.get_queryset(request).filter(pk=pk).exists():
+            gone = self.gone_view(request, pk)
+            if gone is not None:
+                return gone
         extra = {
             "subtitle": self.subtitle(pk),
             "attempts": selectors.delivery_attempts(pk),
@@ -233,6 +247,35 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
+
+    def gone_view(self, request: HttpRequest, pk: int) -> TemplateResponse | None:
+        """The page of a letter that left the DLQ (reprocessed, discarded): what happened to it,
+        when and by whom (the audit trail), and where it is now. None when this user can see
+        neither the delivery nor an action on it (the admin's "does not exist" follows)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        delivery = (
+            scope_queryset(request, Delivery.objects.filter(pk=pk))
+            .select_related("organization")
+            .first()
+        )
+        history = [
+            (entry, ACTIONS_DONE.get(entry.action, entry.action))
+            for entry in scope_queryset(request, selectors.delivery_history(pk))[:HISTORY_ROWS]
+        ]
+        if delivery is None and not history:
+            return None
+        if delivery is not None:
+            labelled([delivery])
+        context_ = {
+            **self.admin_site.each_context(request),
+            "title": f"Dead letter {pk} is no longer in the DLQ",
+            "opts": self.opts,
+            "pk": pk,
+            "delivery": delivery,
+            "history": history,
+        }
+        return TemplateResponse(request, "admin/eventbus/deadletter/gone.html", context_)
 
     def subtitle(self, pk: int) -> str | None:
         """'lead.created to Order sync': the letter as people say it (not webhook:<uuid> <- id)."""
@@ -388,10 +431,17 @@ class DeadLetterAdmin(OrganizationColumn, EventColumns, ReadOnlyAdmin):
             text = f"Enabled {enabled} consumer(s). {text}"
         if moved < asked:
             text += f" {asked - moved} were no longer dead (already reprocessed or discarded)."
+        if moved:
+            text += f" {operation.left}"
         request_id = context.current().get("request_id")
         message: str | SafeString = text
         if request_id:
+            acted = f"{reverse(DELIVERIES)}?{urlencode({'acted_in': request_id})}"
             message = format_html(
-                "{} Audit trail: {}", text, rendering.correlation_link(request_id)
+                '{} <a href="{}" id="acted-deliveries">See the {} deliveries</a>. Audit trail: {}',
+                text,
+                acted,
+                operation.done.lower(),
+                rendering.correlation_link(request_id),
             )
         self.message_user(request, message, messages.SUCCESS if moved else messages.WARNING)

@@ -19,6 +19,7 @@ class OperatorAction:
     done: str  # past tense, for the result message
     permission: str
     needs_reason: bool
+    left: str = ""  # where the letters went: why the DLQ no longer lists them
 
     def run(self, ids: list[int], *, actor: str, reason: str) -> int:
         if self.name == "discard":
@@ -26,8 +27,20 @@ class OperatorAction:
         return services.deliveries_reprocess(delivery_ids=ids, actor=actor, reason=reason)
 
 
-REPROCESS = OperatorAction("reprocess", "Reprocessed", "eventbus.reprocess_deadletter", False)
-DISCARD = OperatorAction("discard", "Discarded", "eventbus.discard_deadletter", True)
+REPROCESS = OperatorAction(
+    "reprocess",
+    "Reprocessed",
+    "eventbus.reprocess_deadletter",
+    False,
+    "They are back in the queue (pending, due now), so the DLQ no longer lists them.",
+)
+DISCARD = OperatorAction(
+    "discard",
+    "Discarded",
+    "eventbus.discard_deadletter",
+    True,
+    "They left the DLQ for good (status discarded), so it no longer lists them.",
+)
 OPERATOR_ACTIONS = {a.name: a for a in (REPROCESS, DISCARD)}
 
 

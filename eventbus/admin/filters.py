@@ -68,12 +68,24 @@ UNNARROWING = frozenset({PAGE_VAR, ORDER_VAR, SEARCH_VAR})
 
 
 class ChoiceFilter(SimpleListFilter):
-    """Filters `lookup` by the chosen value; subclasses say where the choices come from."""
+    """Filters `lookup` by the chosen value; subclasses say where the choices come from.
+
+    The chosen value stays a choice when the data no longer offers it (the consumer whose dead
+    letters were all just reprocessed): the filter stays on screen, chosen, instead of vanishing
+    while it still narrows the list."""
 
     lookup = ""
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return self.choice_values()
+        choices = self.choice_values()
+        chosen = self.value()
+        if chosen is not None and chosen not in {value for value, _ in choices}:
+            choices = [*choices, (chosen, self.missing_label(chosen))]
+        return choices
+
+    def missing_label(self, value: str) -> str:
+        """How a chosen value the data no longer offers is listed."""
+        return f"{value} (none now)"
 
     def choice_values(self) -> list[tuple[str, str]]:
         raise NotImplementedError
@@ -116,12 +128,22 @@ class EntityKindFilter(ChoiceFilter):
 
 
 class ConsumerFilter(ChoiceFilter):
+    """Consumers by the name an operator knows them by (a webhook by its subscription's)."""
+
     title = "consumer"
     parameter_name = "consumer"
     lookup = "consumer"
 
+    def consumer_names(self) -> list[str]:
+        return selectors.consumer_choices()
+
     def choice_values(self) -> list[tuple[str, str]]:
-        return [(name, name) for name in selectors.consumer_choices()]
+        found = consumer_labels.labels(self.consumer_names())
+        choices = [(name, _choice_label(label)) for name, label in found.items()]
+        return sorted(choices, key=lambda choice: choice[1].lower())
+
+    def missing_label(self, value: str) -> str:
+        return f"{_choice_label(consumer_labels.labels([value])[value])} (none now)"
 
 
 class DeadEventFilter(ChoiceFilter):
@@ -145,21 +167,56 @@ class DeadEventFilter(ChoiceFilter):
         return queryset.filter(pk__in=dead)
 
 
+RETRYING = "retrying"
+
+
 class DeliveryStatusFilter(ChoiceFilter):
-    """States with an index (pending, processing, dead) or most rows (done); not `discarded`."""
+    """Each state has an index (pending, processing, dead, discarded) or most rows (done);
+    "retrying" is pending after a failure, waiting for its next attempt (delivery_retrying_idx)."""
 
     title = "status"
     parameter_name = "status"
     lookup = "status"
 
     def choice_values(self) -> list[tuple[str, str]]:
-        states = (
-            DeliveryStatus.PENDING,
-            DeliveryStatus.PROCESSING,
-            DeliveryStatus.DONE,
-            DeliveryStatus.DEAD,
-        )
-        return [(s.value, s.label) for s in states]
+        return [
+            (DeliveryStatus.PENDING.value, "pending"),
+            (RETRYING, "retrying (failed, waits)"),
+            (DeliveryStatus.PROCESSING.value, "processing"),
+            (DeliveryStatus.DONE.value, "done"),
+            (DeliveryStatus.DEAD.value, "dead"),
+            (DeliveryStatus.DISCARDED.value, "discarded"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is not None and value not in {v for v, _ in self.choice_values()}:
+            raise IncorrectLookupParameters(f"unknown status {value!r}")
+        if value == RETRYING:
+            return queryset.filter(status=DeliveryStatus.PENDING, last_error__isnull=False)
+        return super().queryset(request, queryset)
+
+
+class ActedOnFilter(SimpleListFilter):
+    """The deliveries one operator request acted on (reprocessed, discarded, retried), from the
+    audit trail (audit_request_idx): where the DLQ's message sends you after "Reprocess all
+    matching", since those letters have left the DLQ."""
+
+    title = "operator action"
+    parameter_name = "acted_in"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        chosen = self.value()
+        return [(chosen, f"request {chosen}")] if chosen else []
+
+    def has_output(self) -> bool:
+        return self.value() is not None
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        request_id = self.value()
+        if request_id is None:
+            return queryset
+        return queryset.filter(pk__in=selectors.acted_on(request_id))
 
 
 class DlqEventTypeFilter(EventTypeFilter):
@@ -170,12 +227,10 @@ class DlqEventTypeFilter(EventTypeFilter):
 
 
 class DlqConsumerFilter(ConsumerFilter):
-    """Consumers with dead letters (a loose scan), by the name an operator knows them by."""
+    """Consumers with dead letters (a loose scan)."""
 
-    def choice_values(self) -> list[tuple[str, str]]:
-        found = consumer_labels.labels(selectors.distinct_values("dead_consumer"))
-        choices = [(name, _choice_label(label)) for name, label in found.items()]
-        return sorted(choices, key=lambda choice: choice[1].lower())
+    def consumer_names(self) -> list[str]:
+        return selectors.distinct_values("dead_consumer")
 
 
 def _choice_label(label: ConsumerLabel) -> str:
@@ -185,6 +240,9 @@ def _choice_label(label: ConsumerLabel) -> str:
 class DlqOrganizationFilter(OrganizationFilter):
     def choice_values(self) -> list[tuple[str, str]]:
         return selectors.dead_organization_choices()
+
+    def missing_label(self, value: str) -> str:
+        return f"{selectors.organization_name(value) or value} (none now)"
 
 
 class DlqEntityKindFilter(EntityKindFilter):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -19,9 +20,12 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from eventbus import consumer_labels, tracebacks
 from eventbus.consumer_labels import ConsumerLabel
+from eventbus.models import SHORT_ID_CHARS
 
 SHORT_ERROR = 120
+T = TypeVar("T")
 
 
 def pretty_json(value: Any) -> SafeString:
@@ -41,7 +45,6 @@ def short(value: str | None, limit: int = SHORT_ERROR) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-SHORT_ID = 8
 EXACT_TIME = "Y-m-d H:i:s"  # deskcomm/formats DATETIME_FORMAT: one format on every page
 
 
@@ -66,10 +69,26 @@ def moment(value: dt.datetime | None, now: dt.datetime | None = None) -> SafeStr
     )
 
 
+def due(value: dt.datetime | None, now: dt.datetime | None = None) -> SafeString | str:
+    """'in 4 min' (or 'due now'), with the exact time on hover: when a pending delivery runs."""
+    if value is None:
+        return "-"
+    now = now or timezone.now()
+    text = f"in {age(now, value)}" if value > now else "due now"
+    return format_html(
+        '<time class="dc-when" datetime="{}" title="{}">{}</time>',
+        value.isoformat(),
+        exact_time(value),
+        text,
+    )
+
+
 def short_id(value: object, url: str = "") -> SafeString:
-    """The first characters of an id (linked when `url` is given) and a button copying it all."""
+    """An id by its last characters, "…1a2b3c4d" (linked when `url` is given), and a button
+    copying it all. The last ones: event ids are UUIDv7, whose first characters are the time
+    (alike on every row of a page) and the rest random. The search box accepts what is shown."""
     full = str(value)
-    shown = full[:SHORT_ID] if len(full) > SHORT_ID + 2 else full
+    shown = f"…{full[-SHORT_ID_CHARS:]}" if len(full) > SHORT_ID_CHARS + 2 else full
     label = format_html('<a href="{}">{}</a>', url, shown) if url else shown
     return format_html(
         '<span class="dc-id" title="{}"><code>{}</code>'
@@ -80,6 +99,24 @@ def short_id(value: object, url: str = "") -> SafeString:
         full,
         full,
     )
+
+
+def labelled(rows: Iterable[T]) -> list[T]:
+    """The rows (deliveries, status lines: anything with a `consumer` name), each carrying its
+    consumer's label as `consumer_label`; one lookup for them all (a query per source at most)."""
+    listed = list(rows)
+    found = consumer_labels.labels({row.consumer for row in listed})  # type: ignore[attr-defined]
+    for row in listed:
+        row.consumer_label = found[row.consumer]  # type: ignore[attr-defined]
+    return listed
+
+
+def consumer_of(row: Any) -> SafeString | str:
+    """A row's consumer by name: its label when `labelled` gave it one, else looked up."""
+    label = (
+        getattr(row, "consumer_label", None) or consumer_labels.labels([row.consumer])[row.consumer]
+    )
+    return consumer(label)
 
 
 def consumer(label: ConsumerLabel) -> SafeString | str:
@@ -256,6 +293,40 @@ def sparkline(values: list[int], *, height: int = 22, column_width: int = 7) -> 
         columns.append((i * (column_width + 1), height - h, h, value))
     width = len(values) * (column_width + 1)
     return Sparkline(columns, width, height, column_width, peak)
+
+
+def traceback(text: str | None) -> SafeString | str:
+    """A recorded traceback, collapsed: the innermost frame's `file:line` (and function) in the
+    summary, the whole text in a monospace block when opened; '-' when there is none."""
+    if not text:
+        return "-"
+    frame = tracebacks.last_frame(text)
+    where = (
+        format_html(
+            '<code class="dc-frame" title="{}">{}</code> in <code>{}</code>',
+            frame.file,
+            frame.where,
+            frame.function,
+        )
+        if frame
+        else "no frame"
+    )
+    return format_html(
+        '<details class="dc-trace"><summary>Traceback at {}</summary>'
+        '<pre class="dc-error">{}</pre></details>',
+        where,
+        text,
+    )
+
+
+def redelivered_flag(obj: Any) -> SafeString | str:
+    """A badge when an earlier run may have happened unrecorded; nothing otherwise (a list
+    column: the usual "no" is not worth a mark on every row)."""
+    if not getattr(obj, "redelivered", False):
+        return ""
+    return format_html(
+        '<span class="dc-badge dc-redelivered" title="{}">redelivered</span>', redelivery(obj)
+    )
 
 
 def redelivery(obj: Any) -> str:

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import BigIntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
 
 from core.admin_scope import visible_organizations
 from core.models import AuditLog, Organization
@@ -100,6 +101,15 @@ def dead_organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, 
     return [(str(pk), name) for pk, name in found]
 
 
+def organization_name(pk: str) -> str | None:
+    """The name of a visible organization by its id as text (None: unknown, hidden, not an id)."""
+    found = parse_uuid(pk)
+    if found is None:
+        return None
+    rows = visible_organizations(Organization.objects.filter(pk=found))
+    return rows.values_list("name", flat=True).first()
+
+
 def organization_choices(*, limit: int = CHOICES_LIMIT) -> list[tuple[str, str]]:
     """(id, name) of organizations for filters, by name."""
     found = visible_organizations(Organization.objects.all()).values_list("pk", "name")
@@ -124,6 +134,14 @@ def with_root_cause(deliveries: QuerySet[Delivery]) -> QuerySet[Delivery]:
     return deliveries.annotate(root_error=Subquery(earlier.values("error")[:1]))
 
 
+def waiting_to_retry(deliveries: QuerySet[Delivery]) -> QuerySet[Delivery]:
+    """Those pending again after a failure and not yet due: what Retry now moves
+    (eventbus/sql/retry_now.sql)."""
+    return deliveries.filter(
+        status=DeliveryStatus.PENDING, last_error__isnull=False, next_attempt_at__gt=timezone.now()
+    )
+
+
 def consumers_of(delivery_ids: Sequence[int]) -> list[str]:
     """The distinct consumers of some deliveries (by primary key)."""
     rows = Delivery.objects.filter(pk__in=delivery_ids).values_list("consumer", flat=True)
@@ -140,29 +158,14 @@ def request_id_match(request_id: str) -> Q:
     return Q(metadata__has_key="request_id") & Q(_request_id=request_id)
 
 
-def events_matching(term: str) -> QuerySet[EventLog]:
-    """Events whose id, entity id or request id is exactly `term`; every branch is indexed.
-
-    Entity ids are matched per known entity kind, so `event_log_entity_idx` (kind first) serves
-    them; ids by primary key; request ids by `event_log_request_idx`.
-    """
-    term = term.strip()
-    match = request_id_match(term)
-    as_uuid = parse_uuid(term)
-    if as_uuid is not None:
-        kinds = distinct_values("entity_kind")
-        match |= Q(pk=as_uuid) | Q(entity_kind__in=kinds, entity_id=as_uuid)
-    return event_queryset().filter(match)
-
-
 def event_queryset() -> QuerySet[EventLog]:
     """EventLog with the request id expression available to filters (`_request_id`)."""
-    return EventLog.objects.alias(_request_id=KeyTextTransform("request_id", "metadata"))
+    return EventLog.objects.alias(_request_id=request_id_expression())
 
 
-def deliveries_matching(deliveries: QuerySet[Delivery], term: str) -> QuerySet[Delivery]:
-    """Narrow to deliveries of the events matching `term` (event, entity or request id)."""
-    return deliveries.filter(event_id__in=Subquery(events_matching(term).values("pk")))
+def request_id_expression() -> KeyTextTransform:
+    """`metadata ->> 'request_id'`: the expression of event_log_request_idx."""
+    return KeyTextTransform("request_id", "metadata")
 
 
 def parse_uuid(value: str) -> uuid.UUID | None:
@@ -277,6 +280,28 @@ def correlation(request_id: str, *, limit: int = CORRELATION_LIMIT) -> Correlati
 def _delivery_time(delivery: Delivery) -> dt.datetime:
     # A finished delivery is shown when it finished; one still in flight at its last change.
     return delivery.finished_at or delivery.updated_at
+
+
+DELIVERY_TARGET = "eventbus.delivery"  # the audit trail's target type of delivery actions
+
+
+def acted_on(request_id: str) -> QuerySet[Any, dict[str, Any]]:
+    """The ids of the deliveries an operator request acted on (audit_request_idx), as a
+    subquery of bigints."""
+    rows = AuditLog.objects.filter(request_id=request_id, target_type=DELIVERY_TARGET)
+    return rows.annotate(delivery_id=Cast("target_id", BigIntegerField())).values("delivery_id")
+
+
+def delivery_history(delivery_id: int) -> QuerySet[AuditLog]:
+    """What operators did to one delivery, newest first (audit_target_idx)."""
+    rows = AuditLog.objects.filter(target_type=DELIVERY_TARGET, target_id=str(delivery_id))
+    return rows.order_by("-created_at", "-id")
+
+
+def last_traceback(delivery_id: int) -> str | None:
+    """The traceback of a delivery's latest failed attempt that recorded one."""
+    attempts = DeliveryAttempt.objects.filter(delivery_id=delivery_id, traceback__isnull=False)
+    return attempts.order_by("-created_at", "-id").values_list("traceback", flat=True).first()
 
 
 def ids_of(queryset: QuerySet[Delivery]) -> Sequence[int]:

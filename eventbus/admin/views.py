@@ -13,8 +13,10 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from core.replica.routing import replica_view
+from eventbus import consumer_labels
 from eventbus.admin import rendering, selectors, status_charts
 from eventbus.admin.status_charts import ChartFilterForm
+from eventbus.consumer_labels import ConsumerLabel
 from eventbus.registry import registry
 from eventbus.status import BusStatus, Row, bus_status, charts
 
@@ -30,6 +32,7 @@ class StatusLine:
     spark: rendering.Sparkline
     fail_rate: str = "-"
     latency: str = "-"  # emit -> done, "p50 / p95"
+    consumer: ConsumerLabel | None = None  # the row's consumer by name (by-type rows)
 
 
 @replica_view
@@ -88,17 +91,23 @@ def _dead_letter_section(status: BusStatus) -> dict[str, Any]:
 
 
 def _table_sections(status: BusStatus) -> dict[str, Any]:
+    labels = _consumer_labels(status)
     return {
-        "lines": [_line(row, status) for row in status.by_type],
+        "lines": [_line(row, status, labels[row.key[1]]) for row in status.by_type],
         "organizations": [_line(row, status) for row in status.by_organization],
     }
+
+
+def _consumer_labels(status: BusStatus) -> dict[str, ConsumerLabel]:
+    """The by-type rows' consumers by name (one lookup: a webhook's is its subscription's)."""
+    return consumer_labels.labels({row.key[1] for row in status.by_type})
 
 
 def _chart_consumers(status: BusStatus) -> list[str]:
     return sorted({c.name for c in registry.all()} | {row.key[1] for row in status.by_type})
 
 
-def _line(row: Row, status: BusStatus) -> StatusLine:
+def _line(row: Row, status: BusStatus, consumer: ConsumerLabel | None = None) -> StatusLine:
     counts = row.counts
     latency = "-"
     if counts.latency_p50 is not None:
@@ -111,6 +120,7 @@ def _line(row: Row, status: BusStatus) -> StatusLine:
         rendering.sparkline(counts.throughput),
         rendering.percent(counts.fail_rate),
         latency,
+        consumer,
     )
 
 
@@ -122,10 +132,11 @@ def _dead_by_type(status: BusStatus) -> list[tuple[str, int]]:
 
 
 def _pending_by_consumer(status: BusStatus) -> list[tuple[str, int]]:
+    labels = _consumer_labels(status)
     totals: dict[str, int] = defaultdict(int)
     for row in status.by_type:
         totals[row.key[1]] += row.counts.pending
-    return list(totals.items())
+    return [(labels[name].title, pending) for name, pending in totals.items()]
 
 
 class CorrelationForm(forms.Form):
@@ -147,6 +158,7 @@ def correlation_view(request: HttpRequest) -> TemplateResponse:
         result = selectors.correlation(form.cleaned_data["request_id"])
         if audit_hidden:
             result = selectors.without_audit(result)
+        rendering.labelled(e.item for e in result.entries if e.kind == "delivery")
     context = {
         **admin.site.each_context(request),
         "title": "Correlation: what did one request cause?",

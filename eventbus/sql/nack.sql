@@ -7,11 +7,13 @@
 -- hand the delivery to the broker) gives the claimed attempt back, since the consumer never
 -- ran, and counts towards OUTBOX_MAX_ATTEMPTS instead. A delivery that failed on its own has
 -- shown it does not kill its worker: `isolate` is cleared so its retry joins ordinary claims.
+-- The handler's traceback (bounded and redacted by eventbus/tracebacks.py; '' when there is
+-- none: a publish failure, an expired lease, an HTTP answer) goes with the attempt row only.
 WITH v AS (
     SELECT * FROM unnest(%(ids)s::bigint[], %(dead)s::bool[], %(next_at)s::timestamptz[],
                          %(errors)s::text[], %(classes)s::text[], %(durations)s::int[],
-                         %(publish)s::bool[])
-           AS v(id, dead, next_at, error, error_class, duration_ms, publish)
+                         %(publish)s::bool[], %(tracebacks)s::text[])
+           AS v(id, dead, next_at, error, error_class, duration_ms, publish, traceback)
 ), nacked AS (
     UPDATE eventbus_delivery d
        SET status = CASE WHEN v.dead THEN 'dead' ELSE 'pending' END,
@@ -25,13 +27,14 @@ WITH v AS (
      WHERE d.id = v.id AND d.lease_token = %(token)s AND d.status = 'processing'
     RETURNING d.id, d.event_id, d.organization_id, d.consumer, d.event_created_at,
               d.attempts + v.publish::int AS attempt,
-              v.dead, v.next_at, v.error, v.error_class, v.duration_ms, v.publish
+              v.dead, v.next_at, v.error, v.error_class, v.duration_ms, v.publish, v.traceback
 ), history AS (
     -- event_created_at: the delivery's partition key, which its attempts share.
     INSERT INTO eventbus_deliveryattempt (delivery_id, attempt, outcome, error_class, error,
-                                          duration_ms, worker, created_at, event_created_at)
+                                          duration_ms, worker, created_at, event_created_at,
+                                          traceback)
     SELECT id, attempt, CASE WHEN dead THEN 'dead' ELSE 'retry' END, error_class, error,
-           duration_ms, %(worker)s, %(now)s, event_created_at
+           duration_ms, %(worker)s, %(now)s, event_created_at, nullif(traceback, '')
       FROM nacked
 ), by_event AS (
     SELECT event_id, count(*) AS failures, bool_or(dead) AS any_dead, max(error) AS error,

@@ -71,11 +71,14 @@ def test_no_root_cause_when_every_attempt_failed_the_same_way(
 def test_rows_are_compact_short_ids_with_copy_and_relative_times(
     client_ops: Client, org: Organization
 ) -> None:
-    (dead,) = make_dead(org, 1)
+    first, second = make_dead(org, 2)  # one batch: their ids share the time digits
     html = client_ops.get(CHANGELIST).content.decode()
-    event_id = str(dead.event_id)
-    assert "<code><a href=" in html and f">{event_id[:8]}</a></code>" in html
-    assert f'data-copy="{event_id}"' in html
+    for dead in (first, second):
+        event_id = str(dead.event_id)
+        assert "<code><a href=" in html and f">…{event_id[-8:]}</a></code>" in html
+        assert f'data-copy="{event_id}"' in html
+        assert f">{event_id[:8]}</a>" not in html  # the time part, alike on every row
+    assert str(first.event_id)[-8:] != str(second.event_id)[-8:]
     exact = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
     assert re.search(
         rf'<time class="dc-when" datetime="[^"]+" title="{exact}">\d+ s ago</time>', html

@@ -20,8 +20,9 @@ from django.test.utils import CaptureQueriesContext
 
 import eventbus
 from core.models import Organization
+from eventbus import services
 from tests.support.admin import DLQ_OPERATOR, staff
-from tests.support.dlq import make_dead
+from tests.support.dlq import make_dead, make_retrying
 
 # Transactional, so the tables can be vacuumed: dead rows that earlier tests' rollbacks left (and
 # autovacuum, on a busy machine, has not cleared yet) would otherwise count as buffers read.
@@ -46,8 +47,16 @@ def seed_rare(org: Organization, org_b: Organization) -> dict[str, str]:
         eventbus.emit(
             "test.job", organization=org, entity_kind="lead", entity_id=ENTITY, payload={"n": 1}
         )
-        make_dead(org, 3, request_id="req-plan-1")
-    return {"org": str(org.pk), "org_b": str(org_b.pk), "rare_event": str(rare[0])}
+        dead = make_dead(org, 3, request_id="req-plan-1")
+        services.deliveries_discard(delivery_ids=[dead[2].pk], actor="test", reason="plan")
+        make_retrying(org, 1)
+    return {
+        "org": str(org.pk),
+        "org_b": str(org_b.pk),
+        "rare_event": str(rare[0]),
+        "rare_start": str(rare[0])[:23],
+        "dead_short": str(dead[0].event_id)[-8:],
+    }
 
 
 def seed_bulk(org: Organization, batches: range) -> None:
@@ -109,6 +118,19 @@ URLS = [
     "/admin/eventbus/delivery/",
     "/admin/eventbus/delivery/?consumer=effect-a-worker&status=pending",
     "/admin/ops/correlation/?request_id=req-plan-1",
+    # Partial search (eventbus/admin/search.py): each branch served by an index.
+    "/admin/eventbus/eventlog/?q=test.sl",
+    "/admin/eventbus/eventlog/?q={rare_start}",
+    "/admin/eventbus/eventlog/?q={dead_short}",
+    "/admin/eventbus/deadletter/?q={dead_short}",
+    "/admin/eventbus/deadletter/?q=always+fails",
+    "/admin/eventbus/deadletter/?q=flaky-wor",
+    "/admin/eventbus/deadletter/?q=test.fla",
+    "/admin/eventbus/delivery/?q={dead_short}",
+    "/admin/eventbus/delivery/?q={rare_start}",
+    "/admin/eventbus/delivery/?q=always+fails",
+    "/admin/eventbus/delivery/?status=retrying",
+    "/admin/eventbus/delivery/?status=discarded",
 ]
 
 

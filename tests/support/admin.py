@@ -13,6 +13,15 @@ DLQ_OPERATOR = (
     "eventbus.reprocess_deadletter",
     "eventbus.discard_deadletter",
 )
+# What an on-call engineer reads in the console: the DLQ (and its actions), events, deliveries,
+# webhook subscriptions and their deliveries.
+CONSOLE_READER = (
+    *DLQ_OPERATOR,
+    "eventbus.view_eventlog",
+    "eventbus.view_delivery",
+    "webhooks.view_subscription",
+    "webhooks.view_webhookdelivery",
+)
 # A platform operator: sees every organization (core.admin_scope).
 ALL_ORGANIZATIONS = "core.all_organizations"
 

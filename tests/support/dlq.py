@@ -30,6 +30,46 @@ def broken_consumer() -> Iterator[None]:
         yield
 
 
+TRACED = "traced-worker"  # consumes test.job while `traced_consumer()` is active
+TRACED_SECRET = "sk_live_abcdef1234567890"
+TRACED_EMAIL = "ana.silva@example.com"
+
+
+def call_the_crm(event: eventbus.Event) -> None:
+    raise ConnectionError(
+        f"crm refused {TRACED_SECRET} for {TRACED_EMAIL} (n={event.payload['n']})"
+    )
+
+
+def sync_order(event: eventbus.Event) -> None:
+    """Fails two frames deep (a traceback with a known innermost frame), or with a huge message."""
+    if event.payload.get("huge"):
+        raise ValueError("x" * 50_000)
+    call_the_crm(event)
+
+
+TRACED_RAISE_LINE = call_the_crm.__code__.co_firstlineno + 1
+
+
+@contextmanager
+def traced_consumer() -> Iterator[None]:
+    """Register `traced-worker` (test.job, fails in `call_the_crm` with a secret and an e-mail)."""
+    with registry.temporarily(make_consumer(TRACED, sync_order, events=["test.job"])):
+        yield
+
+
+def fail_traced(org: Organization, *, attempts: int, **payload: Any) -> Delivery:
+    """Emit one test.job and run `traced-worker` on it `attempts` times (each fails)."""
+    event = eventbus.emit(
+        "test.job", organization=org, entity_kind="thing", payload={"n": 7, **payload}
+    )
+    Delivery.objects.filter(event_id=event.pk).update(max_attempts=attempts)
+    for _ in range(attempts):
+        Delivery.objects.filter(event_id=event.pk).update(next_attempt_at=timezone.now())
+        drain([TRACED])
+    return Delivery.objects.get(event_id=event.pk, consumer=TRACED)
+
+
 def drain(consumers: list[str]) -> int:
     worker = Worker(WorkerOptions(consumers=consumers, listen=False))
     total = 0
@@ -66,6 +106,21 @@ def make_dead(
     Delivery.objects.filter(event_id__in=ids).update(max_attempts=1)
     drain([c.name for c in registry.for_event(event_type)])
     return list(Delivery.objects.filter(event_id__in=ids, status="dead").order_by("id"))
+
+
+def make_retrying(org: Organization, n: int = 1, *, max_attempts: int = 8) -> list[Delivery]:
+    """Emit `n` test.flaky events and let their consumer fail once: each delivery is pending
+    again, waiting for its next attempt (the retry table's first step, 30 s or more away)."""
+    ids = eventbus.emit_many(
+        [
+            {"event_type": "test.flaky", "entity_kind": "thing", "payload": {"n": i}}
+            for i in range(n)
+        ],
+        organization=org,
+    )
+    Delivery.objects.filter(event_id__in=ids).update(max_attempts=max_attempts)
+    drain([c.name for c in registry.for_event("test.flaky")])
+    return list(Delivery.objects.filter(event_id__in=ids).order_by("id"))
 
 
 def webhook_dead_letter(
