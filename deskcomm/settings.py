@@ -662,12 +662,14 @@ ENCRYPTION_KEYS = {
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
 # The worker registry (core/workers.py): every long-running process heartbeats this often; the
-# console shows it stale after this many missed beats; rows silent this long are deleted.
+# console shows it stale after this many missed beats; rows silent this long are deleted, and
+# rows of processes that stopped cleanly once stopped this many minutes (workers-purge job).
 WORKERS = given(
     {
         "HEARTBEAT_SECONDS": env.float("WORKER_HEARTBEAT_SECONDS", default=unset),
         "STALE_AFTER_BEATS": env.int("WORKER_STALE_AFTER_BEATS", default=unset),
         "PURGE_AFTER_HOURS": env.float("WORKER_PURGE_AFTER_HOURS", default=unset),
+        "KEEP_STOPPED_MINUTES": env.float("WORKER_KEEP_STOPPED_MINUTES", default=unset),
     }
 )
 
