@@ -108,8 +108,8 @@ class JobScheduleAdmin(PeriodicTaskAdmin):
     def run_now_button(self, obj: PeriodicTask) -> SafeString:
         """A button of the changelist's own form (its CSRF token) posting to this row's run."""
         return format_html(
-            '<button type="submit" class="button dc-run-now" name="run_now" style="white-space:nowrap" formaction="{}" '
-            'title="Run {} now, in this request">Run now</button>',
+            '<button type="submit" class="button dc-run-now" name="run_now" formaction="{}" '
+            'style="white-space:nowrap" title="Run {} now, in this request">Run now</button>',
             reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_run_now", args=[obj.pk]),
             obj.task,
         )
