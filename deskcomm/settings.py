@@ -356,6 +356,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.add_probe_operations",
         "core.api.schema.add_common_headers",
+        "core.api.schema.add_api_key_guide",
     ],
     # Versioned operations first, then webhooks, the legacy outbox last (Swagger UI's order).
     "TAGS": [

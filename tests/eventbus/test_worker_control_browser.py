@@ -21,7 +21,7 @@ from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-Console-1"
+PASSWORD = "pw-Console-1"  # pragma: allowlist secret
 BEATS = {"WORKER_HEARTBEAT_SECONDS": "0.3"}
 CONSUMER = "effect-a-worker"
 
