@@ -11,6 +11,11 @@ app_name = "eventbus_ops"
 
 urlpatterns = [
     path("status/", admin.site.admin_view(views.status_view), name="status"),
+    path(
+        "status/charts.json",
+        admin.site.admin_view(views.status_charts_view),
+        name="status-charts",
+    ),
     path("correlation/", admin.site.admin_view(views.correlation_view), name="correlation"),
     path("workers/", admin.site.admin_view(control.workers_view), name="workers"),
     re_path(
