@@ -207,6 +207,16 @@ def required_scope(view: Any, method: str) -> str | None:
 
 
 PROBE_RESPONSE = {"type": "object", "additionalProperties": True}
+HEALTHY: dict[str, Any] = {
+    "status": "ok",
+    "checks": {
+        "database": {"status": "ok", "required": True, "duration_ms": 3},
+        "storage": {"status": "ok", "required": True, "duration_ms": 1},
+        "broker": {"status": "ok", "required": True, "duration_ms": 4},
+    },
+    "version": "0.1.0",
+    "commit": "d7937ed",
+}
 PROBES = {
     "/api/ping": {
         "operationId": "probes_ping",
@@ -226,30 +236,18 @@ PROBES = {
         "responses": {
             "200": {
                 "description": "Every required check passed.",
-                "example": {
-                    "status": "ok",
-                    "checks": {
-                        "database": {"status": "ok", "required": True, "duration_ms": 3},
-                        "storage": {"status": "ok", "required": True, "duration_ms": 1},
-                        "broker": {"status": "ok", "required": True, "duration_ms": 4},
-                    },
-                    "duration_ms": 5,
-                    "version": "0.1.0",
-                    "commit": "d7937ed",
-                },
+                "example": {**HEALTHY, "duration_ms": 5},
             },
             "503": {
                 "description": "A required check failed or timed out.",
                 "example": {
+                    **HEALTHY,
                     "status": "fail",
                     "checks": {
-                        "database": {"status": "ok", "required": True, "duration_ms": 3},
-                        "storage": {"status": "ok", "required": True, "duration_ms": 1},
+                        **HEALTHY["checks"],
                         "broker": {"status": "timeout", "required": True},
                     },
                     "duration_ms": 2003,
-                    "version": "0.1.0",
-                    "commit": "d7937ed",
                 },
             },
         },

@@ -45,8 +45,6 @@ def short(value: str | None, limit: int = SHORT_ERROR) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-
-
 def moment(value: dt.datetime | None, now: dt.datetime | None = None) -> SafeString | str:
     """'3 h ago', with the exact time on hover (and in `datetime` for scripts and tests)."""
     if value is None:
