@@ -209,6 +209,14 @@ class WorkerProcess(models.Model):
     heartbeat_at = models.DateTimeField()
     last_claim_at = models.DateTimeField(null=True, blank=True)
     stopped_at = models.DateTimeField(null=True, blank=True)  # a clean exit said so
+    # What each pump runs at once ({"drain": 2, "relay": 1}); `concurrency` is their sum.
+    threads = models.JSONField(default=dict, blank=True)
+    # What the process says it does: "running", or "quiet" (claims nothing more, as asked).
+    mode = models.CharField(max_length=20, default="running")
+    # What an operator asked of it from the console (core.workers.ask): "", "quiet" or "stop".
+    command = models.CharField(max_length=10, blank=True, default="")
+    command_by = models.CharField(max_length=200, blank=True, default="")
+    command_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "core_worker_process"

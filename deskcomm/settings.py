@@ -356,6 +356,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "core.api.schema.add_probe_operations",
         "core.api.schema.add_common_headers",
+        "core.api.schema.add_api_key_guide",
     ],
     # Versioned operations first, then webhooks, the legacy outbox last (Swagger UI's order).
     "TAGS": [
@@ -662,12 +663,14 @@ ENCRYPTION_KEYS = {
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
 # The worker registry (core/workers.py): every long-running process heartbeats this often; the
-# console shows it stale after this many missed beats; rows silent this long are deleted.
+# console shows it stale after this many missed beats; rows silent this long are deleted, and
+# rows of processes that stopped cleanly once stopped this many minutes (workers-purge job).
 WORKERS = given(
     {
         "HEARTBEAT_SECONDS": env.float("WORKER_HEARTBEAT_SECONDS", default=unset),
         "STALE_AFTER_BEATS": env.int("WORKER_STALE_AFTER_BEATS", default=unset),
         "PURGE_AFTER_HOURS": env.float("WORKER_PURGE_AFTER_HOURS", default=unset),
+        "KEEP_STOPPED_MINUTES": env.float("WORKER_KEEP_STOPPED_MINUTES", default=unset),
     }
 )
 

@@ -83,6 +83,7 @@ class DrainPump:
         self.settling = threading.Lock()  # the runner's heartbeat never extends mid-settle
         self.leases = Leases()
         self._stopping = False
+        self._quiet = False  # asked from the console: claim nothing more, finish what is held
         self._interrupted = threading.Event()  # the database failed: start nothing
         self._alone = False  # an isolated delivery is in flight: claim nothing else
         self._isolated_waiting = False
@@ -144,6 +145,10 @@ class DrainPump:
     def stop(self) -> None:
         self._stopping = True
         self.pool.pause()
+
+    def quiet(self) -> None:
+        """Claim nothing more (probes included); what is claimed still runs and settles."""
+        self._quiet = True
 
     def close(self) -> None:
         """Let running handlers finish (each within its timeout), release the rest, settle."""
@@ -211,7 +216,7 @@ class DrainPump:
         self._results.extend(released)
         if released:
             logger.info("released %d claimed deliveries of paused consumers", len(released))
-        if self._stopping or self._interrupted.is_set() or self._alone:
+        if self._stopping or self._quiet or self._interrupted.is_set() or self._alone:
             return len(released)
         probes = breaker.claim_probes(paused, worker_id=self.worker_id)
         for batch in probes:
@@ -221,7 +226,7 @@ class DrainPump:
     # -- claiming -----------------------------------------------------------------------------
 
     def _claim(self) -> int:
-        if self._stopping or self._interrupted.is_set() or not self.names:
+        if self._stopping or self._quiet or self._interrupted.is_set() or not self.names:
             return 0
         if self._alone:
             if self.in_flight:

@@ -178,6 +178,10 @@ class Relay:
     def stop(self) -> None:
         self._stopping = True
 
+    def quiet(self) -> None:
+        """Publish nothing more (the relay holds nothing between two batches)."""
+        self._stopping = True
+
     def close(self) -> None:
         self.stop()
 

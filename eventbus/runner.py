@@ -12,7 +12,9 @@ owns the rest, once for all of them:
 - heartbeats: every third of the lease, extend what each pump holds; rows no longer ours (the
   worker stalled past its lease and was taken over) are reported to the pump, which starts none
   of them and drops their results. The same thread, on the same connection, beats the worker
-  registry (core.workers) every WORKERS["HEARTBEAT_SECONDS"];
+  registry (core.workers) every WORKERS["HEARTBEAT_SECONDS"], and brings back what an operator
+  asked of the process from the console: quiet (every pump claims nothing more; what it holds
+  still runs and settles) or stop (exactly as the first SIGTERM), acted on by the loop;
 - reaping: every idle pass (at most once a second) and every few seconds while busy, so a
   killed worker's claim is back within the lease plus a few seconds;
 - database back-off: a failed step tells every pump to start nothing more, then retries with
@@ -70,7 +72,7 @@ class Pump(Protocol):
 
     name: str
     processed: int
-    concurrency: int  # what it runs at once (the console's workers page shows the sum)
+    concurrency: int  # what it runs at once (the console's workers page shows each, and the sum)
     settling: threading.Lock  # held while settling: the heartbeat never races a settle
 
     def step(self) -> int: ...
@@ -81,6 +83,7 @@ class Pump(Protocol):
     def poke(self) -> None: ...
     def interrupted(self) -> None: ...
     def stop(self) -> None: ...
+    def quiet(self) -> None: ...  # claim nothing more; what is held still runs and settles
     def close(self) -> None: ...
     def wait_hint(self, poll_interval: float) -> float: ...
 
@@ -101,6 +104,9 @@ class RunnerOptions:
     max_events: int | None = None  # stop after this many deliveries processed
     listen: bool = True
     startup_jitter: float = 0.25
+    # In the worker registry (core.workers). Off for a pass run inside another process (the
+    # process-pending-webhooks job, in the jobs process, which is registered already).
+    presence: bool = True
 
     @classmethod
     def of(cls, options: Any) -> RunnerOptions:
@@ -111,6 +117,7 @@ class RunnerOptions:
             max_events=options.max_events,
             listen=options.listen,
             startup_jitter=options.startup_jitter,
+            presence=options.presence,
         )
 
 
@@ -134,6 +141,8 @@ class Runner:
         self._stop = threading.Event()
         self._signals_seen = 0
         self._next_reap = 0.0
+        self._asked = ""  # set by the heartbeat thread: "quiet" or "stop", from the console
+        self._quiet = False
         self.exit_code = 0
 
     @property
@@ -149,7 +158,7 @@ class Runner:
 
     def run(self) -> int:
         previous = self._install_signal_handlers()
-        presence = self._presence()
+        presence = self._presence() if self.options.presence else None
         threads = [self._start(lambda: self._heartbeat_loop(presence), "eventbus-heartbeat")]
         if self.options.listen:
             threads.append(self._start(self._listen_loop, "eventbus-listen"))
@@ -163,7 +172,8 @@ class Runner:
             self._flush_breaker_tally()
             for thread in threads:
                 thread.join(timeout=5)
-            presence.stop()
+            if presence is not None:
+                presence.stop()
             self._restore_signal_handlers(previous)
             connections.close_all()
         logger.info("worker %s stopped after %d deliveries", self.worker_id, self.processed)
@@ -176,13 +186,32 @@ class Runner:
             kind=self.kind,
             concurrency=sum(p.concurrency for p in self.pumps),
             pumps=", ".join(p.name for p in self.pumps),
+            threads={p.name: p.concurrency for p in self.pumps},
             sample=self._sample,
             execute=on_this_threads_connection,
+            on_command=self._on_command,
         )
 
     def _sample(self) -> Sample:
         in_flight = sum(p.in_flight for p in self.pumps)
-        return Sample(in_flight=in_flight, last_claim_at=claims.last_claim_at())
+        mode = "quiet" if self._quiet else "running"
+        return Sample(in_flight=in_flight, last_claim_at=claims.last_claim_at(), mode=mode)
+
+    def _on_command(self, command: str) -> None:
+        """The heartbeat thread brought back a command: the loop acts on it (`_obey`)."""
+        self._asked = command
+        self.wake.set()
+
+    def _obey(self) -> None:
+        """Act on what the console asked: quiet once, or stop as on the first SIGTERM."""
+        if self._asked == "stop":
+            logger.info("worker %s: asked to stop; finishing the running work", self.worker_id)
+            self.request_stop()
+        elif self._asked == "quiet" and not self._quiet:
+            logger.info("worker %s: asked to be quiet; claiming nothing more", self.worker_id)
+            self._quiet = True
+            for pump in self.pumps:
+                pump.quiet()
 
     def step(self) -> int:
         """One pass over the pumps (reaping first when due); returns their progress."""
@@ -196,6 +225,9 @@ class Runner:
     def _loop(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            self._obey()
+            if self._stop.is_set():
+                return
             try:
                 close_old_connections()
                 progress = self.step()
@@ -289,15 +321,16 @@ class Runner:
         thread.start()
         return thread
 
-    def _heartbeat_loop(self, presence: Presence) -> None:
+    def _heartbeat_loop(self, presence: Presence | None) -> None:
         """Extend every pump's leases every third of the lease, and beat the worker registry
         (registering first), each when due, on this thread's one connection."""
         now = time.monotonic()
-        leases_due, presence_due = now + bus_settings.LEASE_SECONDS / 3, now
+        leases_due = now + bus_settings.LEASE_SECONDS / 3
+        presence_due = now if presence is not None else float("inf")
         try:
             while not self._stop.wait(max(0.0, min(leases_due, presence_due) - time.monotonic())):
                 now = time.monotonic()
-                if now >= presence_due:
+                if presence is not None and now >= presence_due:
                     presence.tick()
                     presence_due = now + presence.interval()
                 if now >= leases_due:

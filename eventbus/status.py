@@ -8,7 +8,8 @@ and the emit-to-done latency from an index range over the last hour's done rows
 (`delivery_consumer_done_idx`), the failures from the last hour's attempt rows
 (`delivery_attempt_created_idx`). Backlog and throughput are grouped twice in one pass (GROUPING
 SETS): per (event type, consumer) and per organization. The charts (done / failed / dead and lag
-over the last hour and day) read the per-minute rollup (`eventbus.rollup`), not the deliveries.
+over the last hour, day or week: `RANGES`) read the per-minute rollup (`eventbus.rollup`), not
+the deliveries.
 """
 
 from __future__ import annotations
@@ -258,23 +259,53 @@ def _events_estimate() -> int:
 
 
 @dataclass(frozen=True)
-class Charts:
-    """The rollup's series for the charts, oldest first, optionally for one consumer/tenant."""
+class ChartRange:
+    """A window of the charts and the step of its points."""
 
-    hour: list[rollup.Bucket]  # per minute over the last hour
-    day: list[rollup.Bucket]  # per fifteen minutes over the last 24 hours
+    key: str  # "1h", "24h", "7d": the query parameter
+    label: str  # "1 h": the range switch
+    window: dt.timedelta
+    step: dt.timedelta
+    span: str  # "last hour" and ...
+    per: str  # ... "per minute": the charts' titles
+    time_format: str  # strftime of the time axis and of each point
+    ticks: int  # labelled times on the axis
 
 
-def charts(
+RANGES = {
+    r.key: r
+    for r in (
+        ChartRange("1h", "1 h", WINDOW, rollup.MINUTE, "last hour", "per minute", "%H:%M", 6),
+        ChartRange("24h", "24 h", DAY, QUARTER, "last 24 hours", "per 15 minutes", "%H:%M", 6),
+        ChartRange(
+            "7d",
+            "7 d",
+            dt.timedelta(days=7),
+            dt.timedelta(hours=1),
+            "last 7 days",
+            "per hour",
+            "%m-%d %H:%M",
+            4,
+        ),
+    )
+}
+DEFAULT_RANGE = "1h"
+
+
+def chart_series(
+    chart_range: ChartRange,
     *,
     now: dt.datetime | None = None,
     consumer: str | None = None,
     organization_id: uuid.UUID | None = None,
-) -> Charts:
-    """Two ranges of the rollup's primary key (an hour of minutes, a day of quarters)."""
-    now = now or timezone.now()
-    scope: dict[str, Any] = {"now": now, "consumer": consumer, "organization_id": organization_id}
-    return Charts(
-        hour=rollup.series(window=WINDOW, step=rollup.MINUTE, **scope),
-        day=rollup.series(window=DAY, step=QUARTER, **scope),
+) -> list[rollup.Bucket]:
+    """The rollup over `chart_range`, one bucket per step, oldest first, optionally for one
+    consumer and/or one tenant: a range of the rollup's primary key (steps that ended are
+    cached, so a refresh reads the newest ones only)."""
+    return rollup.series(
+        window=chart_range.window,
+        step=chart_range.step,
+        now=now or timezone.now(),
+        consumer=consumer,
+        organization_id=organization_id,
     )

@@ -36,6 +36,7 @@ class WorkerOptions:
     startup_jitter: float = 0.25
     drain: bool = True  # run the drain consumers (WORKER_ENABLED)
     relay: bool = False  # also publish broker-run deliveries (OUTBOX_RELAY_ENABLED)
+    presence: bool = True  # in the worker registry (off for a pass run inside another process)
 
 
 def worker_id() -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core import audit_archive, backup, read_only, services
+from core import audit_archive, backup, read_only, services, workers
 from jobs.registry import job
 
 
@@ -82,6 +82,13 @@ def _check_waha_sessions() -> int:
 def archive_audit_log() -> int:
     """Archive audit rows past AUDIT_LOG_HOT_DAYS (gzip NDJSON + manifest), then delete them."""
     return audit_archive.archive_due().rows
+
+
+@job("workers-purge", every=dt.timedelta(minutes=10))
+def purge_workers() -> int:
+    """Delete the worker registry's rows of processes stopped more than
+    WORKER_KEEP_STOPPED_MINUTES ago, or silent for WORKER_PURGE_AFTER_HOURS."""
+    return workers.purge()
 
 
 @job("read-only-buffer-replay", every=dt.timedelta(minutes=1))

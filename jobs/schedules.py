@@ -1,17 +1,24 @@
-"""Default schedules of the jobs, installed by name into django-celery-beat's tables.
+"""Default schedules of the jobs, installed by name into django-celery-beat's tables, and when
+each schedule runs next.
 
 `schedules_install()` creates a missing schedule, updates one still exactly as it last installed
 it (a new default reaches existing installs), and keeps any schedule an operator changed in the
 admin (other times, disabled...): the fingerprint of what was installed, kept in
 `DefaultSchedule`, tells the two apart.
+
+`next_run(task)` answers as the scheduler will fire: the schedule's own celery schedule (a
+crontab in its own time zone, an interval from the last run) from the last run, or now when it
+never ran; a slot already missed is due now (the scheduler fires it on its next tick).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask
 
 from jobs.models import DefaultSchedule
@@ -110,3 +117,35 @@ def _remember(task: PeriodicTask) -> None:
     DefaultSchedule.objects.update_or_create(
         name=task.name, defaults={"fingerprint": fingerprint(task)}
     )
+
+
+@dataclass(frozen=True)
+class NextRun:
+    """When a schedule fires next: `at` (None: it will not, see `why`), `due` when its slot is
+    already missed (the scheduler fires it on its next tick), `zone` a crontab's own zone."""
+
+    at: dt.datetime | None
+    due: bool = False
+    zone: dt.tzinfo | None = None
+    why: str = ""
+
+
+def next_run(task: PeriodicTask, *, now: dt.datetime | None = None) -> NextRun:
+    """When `task` fires next (see the module docstring)."""
+    now = now or timezone.now()
+    if not task.enabled:
+        return NextRun(None, why="disabled")
+    if task.one_off and task.total_run_count:
+        return NextRun(None, why="ran once (one-off)")
+    if task.scheduler is None:
+        return NextRun(None, why="no schedule")
+    zone = task.crontab.timezone if task.crontab is not None else None
+    at = _whole_second(now + task.schedule.remaining_estimate(task.last_run_at or now))
+    if task.start_time is not None and task.start_time > at:
+        at = task.start_time
+    return NextRun(max(at, now), due=at <= now, zone=zone)
+
+
+def _whole_second(moment: dt.datetime) -> dt.datetime:
+    """Rounded to the second: celery reads its own clock a moment after ours (03:59:59.998)."""
+    return (moment + dt.timedelta(microseconds=500_000)).replace(microsecond=0)

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
@@ -21,10 +21,11 @@ from core.api.authentication import ApiClient
 from core.api.conf import api_settings
 from core.api.errors import Gone
 from core.api.pagination import CursorField, Position, page
-from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
+from lgpd import api_examples as examples
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest
 from lgpd.scopes import LGPD_READ, LGPD_WRITE
@@ -86,11 +87,10 @@ class DataRequestPageSerializer(serializers.Serializer):
     next = serializers.URLField(allow_null=True)
 
 
-CREATE_EXAMPLE = OpenApiExample(
-    "A contact asked for a copy of their data",
-    request_only=True,
-    value={"contact_id": "3f2c681b-8281-48ec-9c16-bbe021c83df3", "kind": "access"},
+CREATE_EXAMPLE = request_example(
+    "A contact asked for a copy of their data", examples.CREATE_REQUEST
 )
+NOT_FOUND = "No such data request in this organization."
 
 
 class DataRequestsView(ApiView):
@@ -102,7 +102,7 @@ class DataRequestsView(ApiView):
         description="The organization's LGPD requests (access and redaction), newest first, "
         "with their status and legal due date; cursor-paginated (follow `next`).",
         parameters=[DataRequestFilter, REQUEST_ID_PARAMETER],
-        responses={200: DataRequestPageSerializer, **errors(400, 403)},
+        responses={200: ok(DataRequestPageSerializer, examples.PAGE), **errors(400, 403)},
     )
     @replica_view
     def get(self, request: Any) -> Response:
@@ -128,7 +128,7 @@ class DataRequestsView(ApiView):
         request=DataRequestInput,
         examples=[CREATE_EXAMPLE],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={201: DataRequestSerializer, **errors(400, 403, 413, 415)},
+        responses={201: ok(DataRequestSerializer, examples.RECEIVED), **errors(400, 403, 413, 415)},
     )
     def post(self, request: Any) -> Response:
         body = self.validated(DataRequestInput, request.data)
@@ -156,7 +156,10 @@ class DataRequestDetailView(ApiView):
         description="One request with its status, due date and timeline (received, "
         "processing, done or failed), and the export link once an access request is ready.",
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: DataRequestSerializer, **errors(403, 404)},
+        responses={
+            200: ok(DataRequestSerializer, examples.COMPLETED),
+            **errors(403, 404, e404=NOT_FOUND),
+        },
     )
     def get(self, request: Any, request_id: uuid.UUID) -> Response:
         return Response(DataRequestSerializer(_found(self.client(request), request_id)).data)
@@ -175,7 +178,7 @@ class DataRequestExportView(ApiView):
             (200, "application/json"): OpenApiResponse(
                 OpenApiTypes.BINARY, description="The export bundle, as an attachment."
             ),
-            **errors(403, 404, 410),
+            **errors(403, 404, 410, e404=NOT_FOUND),
         },
     )
     def get(self, request: Any, request_id: uuid.UUID) -> HttpResponseBase:

@@ -1,6 +1,7 @@
-"""Admin: pipelines (definition edited as JSON, validation errors by node, an SVG of the graph),
-the host allowlist, and executions with per-step status, duration and errors, plus a "re-run"
-action for failed ones. Writes go through pipelines.services (validated, audited)."""
+"""Admin: pipelines (definition edited as JSON text, kept as its author wrote it, validation
+errors by node, hosts checked against the allowlist, an SVG of the graph), the host allowlist,
+and executions with per-step status, duration and errors, plus a "re-run" action for failed
+ones. Writes go through pipelines.services (validated, audited)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -20,26 +22,56 @@ from pipelines import graph, services
 from pipelines.definition import DefinitionError, parse
 from pipelines.models import AllowedHost, Execution, Pipeline, Step
 
+# What a new pipeline's editor starts with: the smallest valid definition, to grow.
+SKELETON = """{
+  "nodes": [
+    {"id": "start", "type": "start"}
+  ],
+  "edges": []
+}"""
+
+
+class JSONText(InvalidJSONInput):
+    """JSON text shown exactly as written (Django's JSONField shows such a value as is)."""
+
 
 class DefinitionField(forms.JSONField):
-    """The definition as indented JSON, one node per few lines, easy to edit."""
+    """The definition as JSON text: shown as its author wrote it (key order, layout), on the
+    change page and again with the errors of a refused save; parsed in that order."""
 
-    def prepare_value(self, value: Any) -> Any:
-        if isinstance(value, dict | list):
-            return json.dumps(value, indent=2, ensure_ascii=False)
-        return super().prepare_value(value)
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        return None if data is None else JSONText(data)
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        if isinstance(initial, str):
+            try:
+                initial = json.loads(initial)
+            except ValueError:
+                return True
+        return bool(super().has_changed(initial, data))
 
 
 class PipelineForm(forms.ModelForm):
     definition = DefinitionField(
         widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "style": "font-family:monospace"}),
-        help_text='{"nodes": [...], "edges": [...]} (seed 004\'s shape). Node types: start, '
-        "http-request, set-status, emit-event, condition.",
+        help_text='{"nodes": [...], "edges": [...]}, kept as you write it. Node types: start, '
+        "http-request, set-status, emit-event, condition. An http-request's host must be on "
+        "the organization's allowed hosts.",
     )
 
     class Meta:
         model = Pipeline
         fields = ["organization", "name", "trigger", "enabled", "definition"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pipeline = self.instance
+        self.source = ""
+        if pipeline._state.adding:
+            self.initial["definition"] = JSONText(SKELETON)
+        else:
+            text = pipeline.authored_source or services.definition_text(pipeline.definition)
+            self.initial["definition"] = JSONText(text)
 
     def clean_trigger(self) -> str:
         try:
@@ -53,14 +85,16 @@ class PipelineForm(forms.ModelForm):
             parse(definition)
         except DefinitionError as exc:
             self.problems = exc.problems
-            raise forms.ValidationError(
-                [f"node {p.node!r}: {p.message}" if p.node else p.message for p in exc.problems]
-            ) from None
+            raise forms.ValidationError([str(p) for p in exc.problems]) from None
+        self.source = str(self.data.get(self.add_prefix("definition"), ""))
         return definition
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         organization = data.get("organization") or getattr(self.instance, "organization", None)
+        if organization is not None and "definition" in data:
+            for problem in services.unlisted_hosts(organization.pk, data["definition"]):
+                self.add_error("definition", str(problem))
         if data.get("enabled") and organization is not None and data.get("trigger"):
             others = Pipeline.objects.filter(
                 organization=organization, trigger=data["trigger"], enabled=True
@@ -87,7 +121,7 @@ class PipelineAdmin(admin.ModelAdmin):
 
     @admin.display(description="graph")
     def graph(self, obj: Pipeline) -> SafeString:
-        return graph.render_svg(obj.definition or {})
+        return graph.render_svg(obj.authored_definition or {})
 
     @admin.display(description="recent executions")
     def recent_executions(self, obj: Pipeline) -> SafeString:
@@ -105,7 +139,7 @@ class PipelineAdmin(admin.ModelAdmin):
         actor = audit.user_actor(request)
         if change:
             changes = {k: data[k] for k in ("name", "trigger", "enabled", "definition")}
-            services.pipeline_update(obj, actor=actor, **changes)
+            services.pipeline_update(obj, actor=actor, definition_source=form.source, **changes)
         else:
             created = services.pipeline_create(
                 organization=data["organization"],
@@ -114,6 +148,7 @@ class PipelineAdmin(admin.ModelAdmin):
                 definition=data["definition"],
                 enabled=data["enabled"],
                 actor=actor,
+                definition_source=form.source,
             )
             obj.pk = created.pk
 

@@ -4,8 +4,9 @@ the hosts its `http-request` nodes may call, and the tracking of each run: one e
 
 from __future__ import annotations
 
+import json
 import uuid
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.db import models
 
@@ -36,6 +37,9 @@ class Pipeline(models.Model):
     # Secret header values are not in `definition` (it holds pipelines.secrets.MASK there): they
     # are here, encrypted (context pipeline_secrets).
     definition = models.JSONField(default=dict)
+    # The definition as its author wrote it (key order, layout; secret header values masked):
+    # jsonb keeps neither, so the editor and the API show this text (pipelines.services).
+    definition_source = models.TextField(blank=True, default="", editable=False)
     secret_headers_encrypted = models.TextField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -52,6 +56,23 @@ class Pipeline(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.trigger})"
+
+    @property
+    def authored_source(self) -> str | None:
+        """`definition_source` while it still reads as `definition` (None: no text, or the
+        definition was changed without one)."""
+        try:
+            return self.definition_source if self._authored() == self.definition else None
+        except ValueError:
+            return None
+
+    @property
+    def authored_definition(self) -> Any:
+        """The definition in its author's key order, else as stored (jsonb's key order)."""
+        return self._authored() if self.authored_source else self.definition
+
+    def _authored(self) -> Any:
+        return json.loads(self.definition_source) if self.definition_source else None
 
     def secret_headers(self) -> dict[str, dict[str, str]]:
         """The decrypted secret header values, by node id and header name."""

@@ -87,6 +87,22 @@ def split(definition: Any) -> tuple[Any, Secrets]:
     return masked, found
 
 
+def mask_source(source: str, found: Secrets, masked: Any) -> str | None:
+    """`source` (the author's JSON text) with every secret header value in `found` replaced by
+    MASK, layout and key order kept; None unless the result reads back exactly as `masked` (a
+    value spelled with escapes, or the same string elsewhere in the text: the caller then
+    stores the masked definition re-indented instead, never a secret)."""
+    text = source
+    for headers in found.values():
+        for value in headers.values():
+            for spelled in {json.dumps(value), json.dumps(value, ensure_ascii=False)}:
+                text = text.replace(spelled, json.dumps(MASK))
+    try:
+        return text if json.loads(text) == masked else None
+    except ValueError:
+        return None
+
+
 def seal(secrets: Secrets) -> str:
     return crypto.encrypt(CONTEXT, json.dumps(secrets, sort_keys=True)) if secrets else ""
 

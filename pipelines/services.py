@@ -1,7 +1,10 @@
 """Pipeline writes (validated, audited) and seed 004's order flow.
 
 - `pipeline_create` / `pipeline_update`: the definition is validated on save
-  (`DefinitionError` names the node of each problem); one enabled pipeline per trigger.
+  (`DefinitionError` names the node of each problem); one enabled pipeline per trigger. The
+  text the author wrote is kept as written (`definition_source`, secret values masked; an API
+  body's key order re-indented): jsonb sorts keys. `unlisted_hosts` lists the http-request
+  nodes whose literal host the organization's allowlist does not name (the admin refuses them).
 - `order_create`: runs the organization's enabled `order.pre` pipeline in the request, then
   writes the order, its fat `order.confirmed` and every event order.pre's emit-event nodes
   collected (each with `causation_id` = the order.confirmed id), plus the order.pre execution,
@@ -12,9 +15,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
@@ -91,25 +96,30 @@ def pipeline_create(
     definition: Mapping[str, Any],
     enabled: bool = True,
     actor: str,
+    definition_source: str | None = None,
 ) -> Pipeline:
+    """`definition_source`: the definition's JSON text as its author wrote it (the admin's
+    editor), kept as written; None: the definition's own key order, indented."""
     org_id = organization.pk if isinstance(organization, Organization) else organization
     trigger = check_trigger(trigger)
     pipeline = Pipeline(organization_id=org_id, name=name, trigger=trigger, enabled=enabled)
-    _set_definition(pipeline, definition)
+    _set_definition(pipeline, definition, definition_source)
     _save(pipeline, force_insert=True)
     _audit(pipeline, actor, "pipeline.create")
     return pipeline
 
 
 def pipeline_update(pipeline: Pipeline, *, actor: str, **changes: Any) -> Pipeline:
-    """Change name, trigger, definition and/or enabled; the result is validated as a whole."""
-    unknown = set(changes) - {"name", "trigger", "definition", "enabled"}
+    """Change name, trigger, definition (with `definition_source`, its text as written) and/or
+    enabled; the result is validated as a whole."""
+    unknown = set(changes) - {"name", "trigger", "definition", "enabled", "definition_source"}
     if unknown:
         raise ValueError(f"unknown field(s) {sorted(unknown)}")
     if "trigger" in changes:
         changes["trigger"] = check_trigger(changes["trigger"])
+    source = changes.pop("definition_source", None)
     if "definition" in changes:
-        _set_definition(pipeline, changes.pop("definition"))
+        _set_definition(pipeline, changes.pop("definition"), source)
         changes_names = [*changes, "definition"]
     else:
         changes_names = list(changes)
@@ -120,9 +130,12 @@ def pipeline_update(pipeline: Pipeline, *, actor: str, **changes: Any) -> Pipeli
     return pipeline
 
 
-def _set_definition(pipeline: Pipeline, definition: Mapping[str, Any]) -> None:
+def _set_definition(
+    pipeline: Pipeline, definition: Mapping[str, Any], source: str | None = None
+) -> None:
     """Validate `definition` (its masked secret headers keep their stored values) and set it on
-    `pipeline` with its secret header values moved to the encrypted column (pipelines.secrets)."""
+    `pipeline` with its secret header values moved to the encrypted column (pipelines.secrets),
+    and its text: `source` as written (secret values masked), else the definition indented."""
     stored = pipeline.secret_headers() if pipeline.secret_headers_encrypted else {}
     try:
         full = secrets.restore(definition, stored)
@@ -131,6 +144,49 @@ def _set_definition(pipeline: Pipeline, definition: Mapping[str, Any]) -> None:
     parse(full)
     pipeline.definition, found = secrets.split(full)
     pipeline.secret_headers_encrypted = secrets.seal(found)
+    written = secrets.mask_source(source, found, pipeline.definition) if source else None
+    pipeline.definition_source = written or definition_text(pipeline.definition)
+
+
+def definition_text(definition: Any) -> str:
+    """A definition as JSON text in its own key order, two-space indented (what the editor
+    shows when no text was written for it)."""
+    return json.dumps(definition, indent=2, ensure_ascii=False)
+
+
+def unlisted_hosts(organization_id: uuid.UUID, definition: Any) -> list[Problem]:
+    """The http-request nodes whose URL names a host (literally: a templated host is only known
+    at run time) that the organization's allowlist does not name: every run would fail there."""
+    nodes = definition.get("nodes") if isinstance(definition, Mapping) else None
+    problems = []
+    for node in nodes if isinstance(nodes, list) else []:
+        if not isinstance(node, Mapping) or node.get("type") != "http-request":
+            continue
+        config = node.get("config")
+        host = literal_host(config.get("url") if isinstance(config, Mapping) else None)
+        if host and not engine.host_allowed(organization_id, host):
+            problems.append(
+                Problem(
+                    str(node.get("id")),
+                    f"host {host!r} is not on this organization's pipeline host allowlist "
+                    "(Pipelines > Allowed hosts): add it first, or every run fails at this step",
+                )
+            )
+    return problems
+
+
+def literal_host(url: object) -> str | None:
+    """The host of `url` when it is written out (no template in it), lower case; else None."""
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+    except ValueError:
+        return None
+    if not host or "{" in parts.netloc or "%" in parts.netloc:
+        return None
+    return host
 
 
 def _save(pipeline: Pipeline, **kwargs: Any) -> None:

@@ -22,7 +22,8 @@ def wake_webhooks() -> int:
     """Wake idle senders (NOTIFY) and send a bounded batch of due webhooks (seed 000 §7.3).
 
     The fallback for when no `deliver_webhooks` process is running: the same worker class, run
-    until nothing is due or the limit is reached.
+    until nothing is due or the limit is reached. It is a pass of the jobs process, which is in
+    the worker registry already: the pass registers no worker of its own.
     """
     # The sender (httpx, ~11 MB) is imported by the run, not by every process that loads jobs.
     from webhooks.worker import WebhookWorker, WebhookWorkerOptions
@@ -31,7 +32,9 @@ def wake_webhooks() -> int:
         cursor.execute("SELECT pg_notify(%s, 'process-pending-webhooks')", [WAKEUP_CHANNEL])
     limit = int(job_setting("process-pending-webhooks", "LIMIT", 500))
     worker = WebhookWorker(
-        WebhookWorkerOptions(once=True, max_events=limit, listen=False, startup_jitter=0)
+        WebhookWorkerOptions(
+            once=True, max_events=limit, listen=False, startup_jitter=0, presence=False
+        )
     )
     worker.run()
     return worker.processed

@@ -106,6 +106,7 @@ class WebhookPump:
         self._per_consumer: Counter[str] = Counter()  # claimed, not settled, per consumer
         self._waiting: list[settle.Finished | _Released] = []  # finished, not settled yet
         self._stopping = False
+        self._quiet = False  # asked from the console: claim nothing more, finish what is held
         self._interrupted = False
         self._drained = False
         self.pauses = pauses.Watch(prefix=CONSUMER_PREFIX)  # paused subscriptions
@@ -173,6 +174,10 @@ class WebhookPump:
         self._stopping = True
         self.pool.pause()
 
+    def quiet(self) -> None:
+        """Claim nothing more; what is claimed is still sent and settled."""
+        self._quiet = True
+
     def close(self) -> None:
         """On exit: let running requests finish, release the unstarted, settle everything."""
         self.stop()
@@ -192,7 +197,7 @@ class WebhookPump:
     # -- claiming -----------------------------------------------------------------------------
 
     def _claim(self) -> int:
-        if self._stopping or self._interrupted:
+        if self._stopping or self._quiet or self._interrupted:
             return 0
         free = min(PREFETCH * self.options.concurrency - self.in_flight, self._room())
         if free <= 0:

@@ -1,18 +1,25 @@
-"""OpenAPI (drf-spectacular) pieces shared by every endpoint: auth scheme, error shape, headers.
+"""OpenAPI (drf-spectacular) pieces shared by every endpoint: auth scheme, error shape and its
+examples, response examples, headers, how to get an API key.
 
 Imported by `DeskcommConfig.ready()` so the authentication extension is registered before the
-first schema is generated.
+first schema is generated. Every operation documents its answers with an example: `ok()` for
+its success (each app's `api/examples.py` holds the values), `errors()` for its error statuses
+(one example each, in the one error shape). A schema's description is its serializer's own
+docstring only, never a base class's (`IntegratorSchema`): those are written for developers.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import get_doc
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
+
+from core import scopes
 
 ERROR_DESCRIPTIONS = {
     400: "Invalid input (`validation_error`, `parse_error`).",
@@ -24,6 +31,31 @@ ERROR_DESCRIPTIONS = {
     413: "The request body is over the size limit.",
     415: "The body is not JSON.",
     429: "Rate limit exceeded; retry after `Retry-After` seconds.",
+}
+EXAMPLE_REQUEST_ID = "9b2f6c1e-5d4a-4f3b-8e7d-2a1c0b9f8e7d"
+# One example answer per error status: (code, message, fields).
+ERROR_EXAMPLES: dict[int, tuple[str, str, dict[str, list[str]]]] = {
+    400: (
+        "validation_error",
+        "The request is invalid; see `fields` for each problem.",
+        {"reason": ["Not a valid string."]},
+    ),
+    401: ("not_authenticated", "Authentication credentials were not provided.", {}),
+    403: (
+        "permission_denied",
+        "This API key lacks the scope 'events:write' needed here.",
+        {},
+    ),
+    404: ("not_found", "No such event in this organization.", {}),
+    409: (
+        "invalid_state",
+        "Nothing to reprocess: no dead delivery (or done, for a consumer).",
+        {},
+    ),
+    410: ("gone", "The export expired on 2026-04-01 and was deleted.", {}),
+    413: ("payload_too_large", "The request body is larger than this server accepts.", {}),
+    415: ("unsupported_media_type", 'Unsupported media type "text/plain" in request.', {}),
+    429: ("throttled", "Request was throttled. Expected available in 12 seconds.", {}),
 }
 
 REQUEST_ID_PARAMETER = OpenApiParameter(
@@ -64,10 +96,55 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
 
 
-def errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The documented error responses of an operation (401 and 429 apply to every one)."""
+Said = str | tuple[str, str]  # an example's message, or its (code, message)
+
+
+def error_example(status: int, said: Said = "") -> dict[str, Any]:
+    """The error document of an example answer with `status`: its usual code and message, or
+    the message (with the code) `said`."""
+    code, message, fields = ERROR_EXAMPLES[status]
+    if said:
+        code, message = said if isinstance(said, tuple) else (code, said)
+        fields = {}
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "fields": fields,
+            "request_id": EXAMPLE_REQUEST_ID,
+        }
+    }
+
+
+def errors(*statuses: int, **said: Said) -> dict[int, OpenApiResponse]:
+    """The documented error responses of an operation (401 and 429 apply to every one), each
+    with an example; `said` (`e409="..."`, or `e403=(code, message)`) gives an operation's own
+    example for a status."""
     wanted = sorted({401, 429, *statuses})
-    return {code: OpenApiResponse(ErrorSerializer, ERROR_DESCRIPTIONS[code]) for code in wanted}
+    responses = {}
+    for status in wanted:
+        body = error_example(status, said.get(f"e{status}", ""))
+        example = OpenApiExample(body["error"]["code"], value=body)
+        responses[status] = OpenApiResponse(
+            ErrorSerializer, ERROR_DESCRIPTIONS[status], examples=[example]
+        )
+    return responses
+
+
+def ok(
+    serializer: Any, example: Any, *, summary: str = "", description: str = ""
+) -> OpenApiResponse:
+    """A success response documented with an example answer (`example`: its body)."""
+    return OpenApiResponse(
+        serializer,
+        description,
+        examples=[OpenApiExample(summary or "Example", value=example)],
+    )
+
+
+def request_example(summary: str, value: Any) -> OpenApiExample:
+    """An example request body."""
+    return OpenApiExample(summary, value=value, request_only=True)
 
 
 def add_common_headers(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -89,13 +166,26 @@ def add_common_headers(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 
 class IntegratorSchema(AutoSchema):
-    """Operation descriptions for integrators: the operation's own text (its `extend_schema`
-    description, else its handler's docstring), never a base class's; then the scope it needs."""
+    """Descriptions for integrators: an operation's own text (its `extend_schema` description,
+    else its handler's docstring), never a base class's, then the scope it needs; a schema's is
+    its serializer's own docstring, never a base class's (a mixin's notes are for developers)."""
 
     def get_description(self) -> str:
         handler = getattr(self.view, self.method.lower(), None)
         own_doc = handler.__doc__ if handler is not None else None
         return get_doc(handler) if own_doc else ""
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        own = type(serializer).__dict__.get("__doc__")
+        extended = getattr(serializer, "_spectacular_annotation", {}).get("description")
+        if extended:
+            return schema
+        if own:
+            schema["description"] = inspect.cleandoc(own)
+        else:
+            schema.pop("description", None)
+        return schema
 
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         operation = super().get_operation(*args, **kwargs)
@@ -117,6 +207,16 @@ def required_scope(view: Any, method: str) -> str | None:
 
 
 PROBE_RESPONSE = {"type": "object", "additionalProperties": True}
+HEALTHY: dict[str, Any] = {
+    "status": "ok",
+    "checks": {
+        "database": {"status": "ok", "required": True, "duration_ms": 3},
+        "storage": {"status": "ok", "required": True, "duration_ms": 1},
+        "broker": {"status": "ok", "required": True, "duration_ms": 4},
+    },
+    "version": "0.1.0",
+    "commit": "d7937ed",
+}
 PROBES = {
     "/api/ping": {
         "operationId": "probes_ping",
@@ -124,7 +224,7 @@ PROBES = {
         "description": 'Answers `{"status": "ok"}` as soon as the process is up; it touches '
         "no database and needs no API key. Use it for load balancer liveness probes; readiness "
         "is `/api/v1/health`.",
-        "responses": {"200": {"description": "The process is up."}},
+        "responses": {"200": {"description": "The process is up.", "example": {"status": "ok"}}},
     },
     "/api/v1/health": {
         "operationId": "probes_health",
@@ -134,11 +234,55 @@ PROBES = {
         "with `status: fail` otherwise; `checks` has one entry per check. No API key needed, "
         "not rate-limited.",
         "responses": {
-            "200": {"description": "Every required check passed."},
-            "503": {"description": "A required check failed or timed out."},
+            "200": {
+                "description": "Every required check passed.",
+                "example": {**HEALTHY, "duration_ms": 5},
+            },
+            "503": {
+                "description": "A required check failed or timed out.",
+                "example": {
+                    **HEALTHY,
+                    "status": "fail",
+                    "checks": {
+                        **HEALTHY["checks"],
+                        "broker": {"status": "timeout", "required": True},
+                    },
+                    "duration_ms": 2003,
+                },
+            },
         },
     },
 }
+
+
+API_KEYS = """
+
+## Getting an API key
+
+Every operation but the health probes needs an API key of your organization, sent as
+`Authorization: Bearer dck_<prefix>_<secret>`. A platform operator creates it, with the scopes
+the integration needs and nothing more, in the admin (*API keys*, *Add API key*) or on the server:
+
+    python manage.py create_api_key --organization <your-slug> --name "ERP sync" \\
+        --scopes events:read events:write
+
+The key is printed once, then only its prefix is shown; `manage.py revoke_api_key <prefix>`
+revokes it. Each operation states the scope it needs (**Required scope**); a key without it gets
+`403 permission_denied`. The scopes:
+
+"""
+
+
+def add_api_key_guide(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """POSTPROCESSING_HOOKS: how to get an API key, and every declared scope, in the API's
+    description (core.scopes: what each app declared, so the list is never stale)."""
+    table = "\n".join(
+        ["| scope | allows |", "|---|---|"]
+        + [f"| `{name}` | {text} |" for name, text in scopes.declared().items()]
+    )
+    info = result.setdefault("info", {})
+    info["description"] = f"{info.get('description', '')}{API_KEYS}{table}\n"
+    return result
 
 
 def add_probe_operations(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -151,8 +295,13 @@ def add_probe_operations(result: dict[str, Any], **kwargs: Any) -> dict[str, Any
 
 
 def _probe(spec: dict[str, Any]) -> dict[str, Any]:
-    json_body = {"application/json": {"schema": PROBE_RESPONSE}}
-    responses = {code: {**r, "content": json_body} for code, r in spec["responses"].items()}
+    responses = {
+        code: {
+            "description": r["description"],
+            "content": {"application/json": {"schema": PROBE_RESPONSE, "example": r["example"]}},
+        }
+        for code, r in spec["responses"].items()
+    }
     return {**spec, "tags": ["health"], "security": [], "responses": responses}
 
 

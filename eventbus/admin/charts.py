@@ -1,9 +1,10 @@
 """Line charts over time for the status page, as geometry the templates draw as inline SVG.
 
 A chart is a plot area with a time axis (labelled ticks), a value axis (0, half, top), one
-polyline per series with a marked, titled point for every non-zero value, and a legend. No
-script draws anything: the numbers are here, the markup in
-`templates/admin/eventbus/includes/line_chart.svg.html`.
+polyline per series with a marked, titled point for every non-zero value, and a legend. The
+geometry is computed here only: the page draws it from
+`templates/admin/eventbus/includes/line_chart.svg.html`, and the live update
+(`static/eventbus/status.js`) redraws the same elements from `as_json(chart)`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
@@ -100,14 +102,19 @@ def line_chart(
     tick_every: int,
     value_label: Callable[[float], str] = lambda v: f"{v:,.0f}",
     seconds: bool = False,
+    time_format: str = "%H:%M",
 ) -> LineChart:
     """Geometry of `series` (one value per time, oldest first), a time label every
-    `tick_every` points; `seconds`: the values are durations (the axis top a round one)."""
+    `tick_every` points (`time_format`: strftime); `seconds`: the values are durations (the axis
+    top a round one)."""
     peak = max((v for s in series for v in s.values), default=0.0)
     top = _nice_seconds(peak) if seconds else _nice(peak)
     xs = _xs(len(times))
-    lines = [Line(s.name, s.label, _points(xs, times, s, top, value_label)) for s in series]
-    x_ticks = [Tick(xs[i], f"{times[i]:%H:%M}") for i in range(0, len(times), tick_every)]
+    lines = [
+        Line(s.name, s.label, _points(xs, times, s, top, value_label, time_format=time_format))
+        for s in series
+    ]
+    x_ticks = [Tick(xs[i], f"{times[i]:{time_format}}") for i in range(0, len(times), tick_every)]
     y_ticks = [Tick(_y(v, top), value_label(v)) for v in (0.0, top / 2, top)]
     legend = [LegendItem(LEFT + i * LEGEND_STEP, s.name, s.label) for i, s in enumerate(series)]
     return LineChart(name, title, lines, x_ticks, y_ticks, legend)
@@ -129,11 +136,36 @@ def _points(
     series: Series,
     top: float,
     value_label: Callable[[float], str],
+    *,
+    time_format: str,
 ) -> list[Point]:
     return [
-        Point(x, _y(value, top), value, f"{at:%H:%M} · {value_label(value)} {series.label}")
+        Point(x, _y(value, top), value, f"{at:{time_format}} · {value_label(value)} {series.label}")
         for x, at, value in zip(xs, times, series.values, strict=True)
     ]
+
+
+def as_json(chart: LineChart) -> dict[str, Any]:
+    """The chart's geometry as JSON (what the live update redraws), rounded as the template."""
+    return {
+        "name": chart.name,
+        "title": chart.title,
+        "box": [chart.width, chart.height, chart.left, chart.top, chart.right, chart.bottom],
+        "x_ticks": [[round(t.at, 1), t.label] for t in chart.x_ticks],
+        "y_ticks": [[round(t.at, 1), t.label] for t in chart.y_ticks],
+        "lines": [
+            {
+                "name": line.name,
+                "label": line.label,
+                "path": line.path,
+                "marks": [
+                    [round(p.x, 1), round(p.y, 1), f"{p.value:g}", p.title] for p in line.marks
+                ],
+            }
+            for line in chart.lines
+        ],
+        "legend": [[item.x, item.name, item.label] for item in chart.legend],
+    }
 
 
 def _nice(peak: float) -> float:

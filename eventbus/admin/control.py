@@ -1,9 +1,11 @@
-"""Console pages for running the bus: the worker processes, the consumers with their pause and
-circuit-breaker states (pause / resume, audited, through eventbus.services), and the replay of
-one consumer over a time window (eventbus.replays: preview first, then replay, audited)."""
+"""Console pages for running the bus: the worker processes (quiet / stop a bus process,
+audited, platform operators only), the consumers with their pause and circuit-breaker states
+(pause / resume, audited, through eventbus.services), and the replay of one consumer over a time
+window (eventbus.replays: preview first, then replay, audited)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -14,31 +16,108 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from core import audit, workers
-from core.models import Organization
+from core import admin_time, audit, workers
+from core.admin_scope import sees_all
+from core.models import Organization, WorkerProcess
 from core.replica.routing import replica_view
 from eventbus import replays, selectors, services
 from eventbus.registry import registry
 
 PAUSE_PERMISSION = "eventbus.pause_consumer"
 REPLAY_PERMISSION = "eventbus.replay_consumer"
+WORKER_CONTROL_PERMISSION = "core.change_workerprocess"
+# The processes that obey quiet and stop: the bus's runner (eventbus/runner.py) drives them.
+CONTROLLABLE = ("drain_events", "deliver_webhooks")
+# What each pump's number counts, for the concurrency column's explanation.
+THREAD_MEANINGS = {
+    "drain": "handler threads (--concurrency)",
+    "relay": "outbox relay publisher",
+    "webhooks": "requests in flight (--concurrency)",
+}
+
+
+@dataclass(frozen=True)
+class WorkerLine:
+    """One row of the workers page, ready to draw."""
+
+    row: workers.WorkerRow
+    threads: str  # "drain 2 + relay 1", "" when the process reports no split
+    started: Any
+    heartbeat: Any
+    last_claim: Any
+    asked: str  # "quiet asked by user:ops 12 s ago", "" when nothing was asked
+    controllable: bool  # alive, a bus process, not asked to stop yet
+
+    @property
+    def process(self) -> Any:
+        return self.row.process
 
 
 @replica_view
 def workers_view(request: HttpRequest) -> TemplateResponse:
-    """Every registered process: alive, stale (missed heartbeats) or stopped."""
+    """Every registered process: alive, stale (missed heartbeats) or stopped; quiet / stop
+    buttons for a platform operator holding the change permission."""
     _require(request, "core.view_workerprocess")
     rows = workers.workers()
+    meanings = sorted({name for r in rows for name in r.process.threads})
     context = {
         **admin.site.each_context(request),
         "title": "Workers",
-        "rows": rows,
+        "rows": [_worker_line(r) for r in rows],
         "alive": sum(1 for r in rows if r.state == "alive"),
         "stale": sum(1 for r in rows if r.state == "stale"),
         "heartbeat": workers.worker_settings.HEARTBEAT_SECONDS,
         "stale_after": workers.worker_settings.STALE_AFTER_BEATS,
+        "can_control": _may_control(request),
+        "thread_meanings": [(n, THREAD_MEANINGS[n]) for n in meanings if n in THREAD_MEANINGS],
     }
     return TemplateResponse(request, "admin/eventbus/workers.html", context)
+
+
+def _worker_line(row: workers.WorkerRow) -> WorkerLine:
+    p = row.process
+    asked = ""
+    if p.command and p.command_at:
+        asked = f"{p.command} asked by {p.command_by} {admin_time.relative(p.command_at)}"
+    return WorkerLine(
+        row,
+        " + ".join(f"{name} {count}" for name, count in p.threads.items()),
+        admin_time.when(p.started_at),
+        admin_time.when(p.heartbeat_at),
+        admin_time.when(p.last_claim_at) if p.last_claim_at else "never",
+        asked,
+        row.state == "alive" and p.kind in CONTROLLABLE and p.command != "stop",
+    )
+
+
+def _may_control(request: HttpRequest) -> bool:
+    """Platform operators only (every organization), with the change permission."""
+    return sees_all(request.user) and request.user.has_perm(WORKER_CONTROL_PERMISSION)
+
+
+@require_POST
+def worker_action_view(request: HttpRequest, worker_id: str, action: str) -> HttpResponse:
+    """POST quiet / stop for one live bus process (audited); back to the workers page."""
+    if not _may_control(request):
+        raise PermissionDenied
+    process = WorkerProcess.objects.filter(pk=worker_id).first()
+    if process is None or process.kind not in CONTROLLABLE:
+        messages.error(request, f"{worker_id}: no such bus process ({', '.join(CONTROLLABLE)})")
+        return HttpResponseRedirect(reverse("eventbus_ops:workers"))
+    try:
+        workers.ask(worker_id, action, actor=audit.user_actor(request))
+    except workers.NotAsked as exc:
+        messages.warning(request, str(exc))
+    else:
+        beat = f"{workers.worker_settings.HEARTBEAT_SECONDS:g} s"
+        what = {
+            "quiet": "claims nothing more (what it holds still runs)",
+            "stop": "finishes what it runs and exits, as on SIGTERM",
+        }[action]
+        messages.success(
+            request, f"Asked {process.kind} pid {process.pid} to {action}: it {what} within {beat}"
+        )
+    return HttpResponseRedirect(reverse("eventbus_ops:workers"))
 
 
 @replica_view

@@ -16,10 +16,10 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin_time import exact_time
 from eventbus import consumer_labels, tracebacks
 from eventbus.consumer_labels import ConsumerLabel
 from eventbus.models import SHORT_ID_CHARS
@@ -43,17 +43,6 @@ def short(value: str | None, limit: int = SHORT_ERROR) -> str:
     """First line of `value`, at most `limit` characters (escaped later by the admin)."""
     line = (value or "").strip().splitlines()[0] if (value or "").strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-EXACT_TIME = "Y-m-d H:i:s"  # deskcomm/formats DATETIME_FORMAT: one format on every page
-
-
-def exact_time(value: dt.datetime | None) -> str:
-    """'2026-11-02 12:00:00 UTC' (the admin's own format), '-' when there is none."""
-    if value is None:
-        return "-"
-    zone = timezone.get_current_timezone_name()
-    return f"{date_format(timezone.localtime(value), EXACT_TIME)} {zone}"
 
 
 def moment(value: dt.datetime | None, now: dt.datetime | None = None) -> SafeString | str:

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
 
+from core import admin_scope, admin_time
 from core.replica.routing import replica_view
 from eventbus import consumer_labels
 from eventbus.admin import rendering, selectors, status_charts
 from eventbus.admin.status_charts import ChartFilterForm
 from eventbus.consumer_labels import ConsumerLabel
 from eventbus.registry import registry
-from eventbus.status import BusStatus, Row, bus_status, charts
+from eventbus.status import RANGES, BusStatus, ChartRange, Row, bus_status, chart_series
 
-REFRESH_SECONDS = 30  # the auto-refresh toggle's period (static/eventbus/status.js)
+REFRESH_SECONDS = 30  # the tables' reload toggle's period (static/eventbus/status.js)
+LIVE_SECONDS = 5  # the charts' live update period (static/eventbus/status.js)
+# The organization of a staff user bound to none: no tenant has it, so the charts are empty (and
+# their cached steps, keyed by it, are every viewer's zeros).
+NOBODY = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True)
@@ -63,21 +73,57 @@ def _summary_section(status: BusStatus) -> dict[str, Any]:
 
 def _charts_section(request: HttpRequest, status: BusStatus) -> dict[str, Any]:
     form = ChartFilterForm(request.GET or None, consumers=_chart_consumers(status))
-    scope = form.scope() if form.is_valid() else {}
-    data = charts(now=status.now, **scope)
+    chart_range, scope = _chart_scope(request, form)
+    buckets = chart_series(chart_range, now=status.now, **scope)
     return {
         "chart_filters": form,
-        "charts_scoped": bool(scope),
-        "outcome_charts": [
-            status_charts.outcomes(data.hour, name="hour", title="Last hour, per minute"),
-            status_charts.outcomes(data.day, name="day", title="Last 24 hours, per 15 minutes"),
-        ],
-        "lag_charts": [
-            status_charts.lag(data.hour, name="lag-hour", title="Lag, last hour (per minute)"),
-            status_charts.lag(data.day, name="lag-day", title="Lag, last 24 hours (per 15 min)"),
-        ],
+        "charts_scoped": bool(form.is_valid() and form.scope()),
+        "chart_range": chart_range,
+        "chart_ranges": [(r, _with_range(request, r.key)) for r in RANGES.values()],
+        "line_charts": status_charts.charts(buckets, chart_range),
+        "live_url": reverse("eventbus_ops:status-charts"),
+        "live_seconds": LIVE_SECONDS,
         "refresh_seconds": REFRESH_SECONDS,
     }
+
+
+def _chart_scope(request: HttpRequest, form: ChartFilterForm) -> tuple[ChartRange, dict[str, Any]]:
+    """The range and the filters of the charts. An organization-scoped staff user always sees
+    the organization they work in (the tenant wall would hide the rest anyway; the filter must
+    not key the cached steps with another tenant's id), or nothing when bound to none."""
+    scope = form.scope() if form.is_valid() else {}
+    if admin_scope.organizations_of(request) is not None:
+        scope["organization_id"] = admin_scope.active_organization(request) or NOBODY
+    return form.chart_range(), scope
+
+
+def _with_range(request: HttpRequest, key: str) -> str:
+    """This page's query string with another range (the other filters kept)."""
+    query = request.GET.copy()
+    query["range"] = key
+    return "?" + urlencode(sorted(query.items()))
+
+
+@never_cache
+@replica_view
+def status_charts_view(request: HttpRequest) -> JsonResponse:
+    """The charts of the status page as JSON, for its live update: GET with the page's filters
+    (`range`, `consumer`, `organization`); 400 with the form's errors for a bad one."""
+    _require(request, "eventbus.view_delivery")
+    form = ChartFilterForm(request.GET, consumers=None)
+    if not form.is_valid():
+        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+    chart_range, scope = _chart_scope(request, form)
+    now = timezone.now()
+    buckets = chart_series(chart_range, now=now, **scope)
+    return JsonResponse(
+        {
+            "range": chart_range.key,
+            "as_of": now.isoformat(),
+            "as_of_text": admin_time.exact_time(now),
+            "charts": status_charts.charts_json(buckets, chart_range),
+        }
+    )
 
 
 def _dead_letter_section(status: BusStatus) -> dict[str, Any]:

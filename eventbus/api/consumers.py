@@ -17,12 +17,18 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.response import Response
 
-from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView
 from core.models import SYSTEM_ORGANIZATION_ID
 from eventbus import pauses, replays, services
-from eventbus.api import scopes
+from eventbus.api import examples, scopes
+from eventbus.api.serializers import StrictCharField, StrictSerializer
 from eventbus.registry import registry
+
+PLATFORM_ONLY = (
+    "crm-sync-worker is a platform-wide consumer: only a key of the platform's system "
+    "organization may read or change its state."
+)
 
 
 class ConsumerStateSerializer(serializers.Serializer):
@@ -35,12 +41,12 @@ class ConsumerStateSerializer(serializers.Serializer):
     changed = serializers.BooleanField(required=False)
 
 
-class PauseSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, help_text="Why (kept in the audit trail).")
+class PauseSerializer(StrictSerializer):
+    reason = StrictCharField(max_length=2000, help_text="Why (kept in the audit trail).")
 
 
-class ResumeSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+class ResumeSerializer(StrictSerializer):
+    reason = StrictCharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class ConsumerView(ApiView):
@@ -110,7 +116,10 @@ class ConsumerDetailView(ConsumerView):
             "registered consumer only to keys of the system organization."
         ),
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: ConsumerStateSerializer, **errors(403, 404)},
+        responses={
+            200: ok(ConsumerStateSerializer, examples.CONSUMER_STATE),
+            **errors(403, 404, e403=PLATFORM_ONLY),
+        },
     )
     def get(self, request: Any, consumer: str) -> Response:
         self.owner(request, consumer)
@@ -130,8 +139,12 @@ class ConsumerPauseView(ConsumerView):
             "that is already paused changes nothing (`changed` is false)."
         ),
         request=PauseSerializer,
+        examples=[request_example("Pause during a maintenance", examples.PAUSE_REQUEST)],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
+        responses={
+            200: ok(ConsumerStateSerializer, examples.PAUSED),
+            **errors(400, 403, 404, 413, 415, e403=PLATFORM_ONLY),
+        },
     )
     def post(self, request: Any, consumer: str) -> Response:
         return self.act(request, consumer, PauseSerializer, services.consumer_pause)
@@ -149,26 +162,32 @@ class ConsumerResumeView(ConsumerView):
             "breaker by hand. Audited; resuming a running consumer changes nothing."
         ),
         request=ResumeSerializer,
+        examples=[request_example("Resume after the maintenance", examples.RESUME_REQUEST)],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: ConsumerStateSerializer, **errors(400, 403, 404, 413, 415)},
+        responses={
+            200: ok(ConsumerStateSerializer, examples.RESUMED),
+            **errors(400, 403, 404, 413, 415, e403=PLATFORM_ONLY),
+        },
     )
     def post(self, request: Any, consumer: str) -> Response:
         return self.act(request, consumer, ResumeSerializer, services.consumer_resume)
 
 
-class ReplaySerializer(serializers.Serializer):
+class ReplaySerializer(StrictSerializer):
     since = serializers.DateTimeField(help_text="Start of the window (events emitted at or after).")
     until = serializers.DateTimeField(
         required=False, help_text="End of the window, exclusive (default: now)."
     )
-    event_type = serializers.CharField(
-        required=False, help_text="Only this event type (one the consumer consumes)."
+    event_type = StrictCharField(
+        required=False,
+        max_length=200,
+        help_text="Only this event type (one the consumer consumes).",
     )
     organization_id = serializers.UUIDField(
         required=False,
         help_text="System-organization keys only: replay one organization (default: all).",
     )
-    reason = serializers.CharField(max_length=2000, help_text="Why (kept in the audit trail).")
+    reason = StrictCharField(max_length=2000, help_text="Why (kept in the audit trail).")
     dry_run = serializers.BooleanField(default=False, help_text="Count only; change nothing.")
     replay_id = serializers.UUIDField(
         required=False, help_text="Continue an earlier replay (nothing is queued twice)."
@@ -207,11 +226,24 @@ class ConsumerReplayView(ApiView):
             "no other consumer is touched. A key replays its own organization's events only; a "
             "key of the system organization may name one organization or replay all. Sending "
             "the same `replay_id` again queues nothing twice. Use `dry_run` to see what would "
-            "run. Audited. Registered consumers only (to re-send webhooks, use event reprocess)."
+            "run. Audited. Registered consumers only (to re-send webhooks, use event reprocess). "
+            "A key without the `consumers:replay` scope is refused with 403."
         ),
         request=ReplaySerializer,
+        examples=[request_example("Count a two-hour window first", examples.REPLAY_REQUEST)],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: ReplayReportSerializer, **errors(400, 404, 413, 415)},
+        responses={
+            200: ok(ReplayReportSerializer, examples.REPLAY_REPORT),
+            **errors(
+                400,
+                403,
+                404,
+                413,
+                415,
+                e403="This API key lacks the scope 'consumers:replay' needed here.",
+                e404="No such consumer.",
+            ),
+        },
     )
     def post(self, request: Any, consumer: str) -> Response:
         if registry.find(consumer) is None:

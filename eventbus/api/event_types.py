@@ -15,10 +15,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.schema import REQUEST_ID_PARAMETER, errors, ok
 from core.api.views import ApiView
 from eventbus import catalog
-from eventbus.api import scopes
+from eventbus.api import examples, scopes
 
 
 class SchemaVersionSerializer(serializers.Serializer):
@@ -99,7 +99,7 @@ class EventTypesView(ApiView):
         "Any other type sent to POST /api/v1/events is refused with 403 "
         "`event_type_not_emittable`.",
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: EventTypeListSerializer, **errors(403)},
+        responses={200: ok(EventTypeListSerializer, examples.EVENT_TYPES), **errors(403)},
     )
     def get(self, request: Any) -> Response:
         may_write = scopes.EVENTS_WRITE in self.client(request).scopes

@@ -25,11 +25,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from core.api.pagination import CursorField
-from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView
 from core.replica.routing import replica_view
 from eventbus import selectors, services
-from eventbus.api import scopes
+from eventbus.api import examples, scopes
 from eventbus.api.serializers import EventFilterSerializer, StrictCharField, StrictSerializer
 from eventbus.api.views import EventView, events_page_response
 from eventbus.models import EventLog
@@ -51,9 +51,10 @@ class OutboxFilterSerializer(StrictSerializer):
 
 
 class OutboxRowSerializer(serializers.Serializer):
-    """Seed 004's event envelope, in this API's snake_case."""
+    """An event in the outbox's envelope (aggregate, correlation and causation ids), in this
+    API's snake_case."""
 
-    id = serializers.UUIDField(help_text="The event id (seed 004: outbox row id = event_id).")
+    id = serializers.UUIDField(help_text="The event id (an outbox row's id is its event's id).")
     event_type = serializers.CharField()
     event_version = serializers.SerializerMethodField()
     organization_id = serializers.UUIDField()
@@ -115,7 +116,7 @@ class OutboxListView(ApiView):
         "Kept for integrations written against the outbox; new ones should use "
         "`GET /api/v1/events`.",
         parameters=[OutboxFilterSerializer, REQUEST_ID_PARAMETER],
-        responses={200: OutboxPageSerializer, **errors(400, 403)},
+        responses={200: ok(OutboxPageSerializer, examples.OUTBOX_PAGE), **errors(400, 403)},
     )
     @replica_view
     def get(self, request: Any) -> Response:
@@ -134,8 +135,22 @@ class OutboxReprocessView(EventView):
         "again. 409 for a row in any other status. New integrations should use "
         "`POST /api/v1/events/{event_id}/reprocess`.",
         request=OutboxReprocessSerializer,
+        examples=[
+            request_example("Retry after the ERP came back", examples.OUTBOX_REPROCESS_REQUEST)
+        ],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: OutboxReprocessResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
+        responses={
+            200: ok(OutboxReprocessResultSerializer, examples.OUTBOX_REPROCESSED),
+            **errors(
+                400,
+                403,
+                404,
+                409,
+                413,
+                415,
+                e409="The row is PUBLISHED; only FAILED rows can be reprocessed.",
+            ),
+        },
     )
     def post(self, request: Any, event_id: uuid.UUID) -> Response:
         moved, event = self.act(

@@ -8,10 +8,8 @@ EVENTS_READ = declare("events:read", "List and read events and their per-consume
 EVENTS_WRITE = declare("events:write", "Emit events (POST /api/v1/events).")
 EVENTS_REPROCESS = declare("events:reprocess", "Re-run an event's dead (or done) deliveries.")
 EVENTS_DISCARD = declare("events:discard", "Discard an event's dead deliveries (with a reason).")
-OUTBOX_READ = declare("outbox:read", "List outbox rows (seed 004: GET /api/outbox).")
-OUTBOX_REPROCESS = declare(
-    "outbox:reprocess", "Put a FAILED outbox row back to PENDING (seed 004)."
-)
+OUTBOX_READ = declare("outbox:read", "List outbox rows (GET /api/outbox).")
+OUTBOX_REPROCESS = declare("outbox:reprocess", "Put a FAILED outbox row back to PENDING.")
 CONSUMERS_READ = declare(
     "consumers:read", "Read a consumer's pause / circuit-breaker state (GET /api/v1/consumers/...)."
 )

@@ -17,12 +17,12 @@ from core.api import idempotency
 from core.api.conf import api_settings
 from core.api.errors import InvalidState
 from core.api.pagination import Position, page
-from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView, found_or_404
 from core.models import Organization
 from core.replica.routing import replica_view
 from eventbus import selectors, services
-from eventbus.api import scopes
+from eventbus.api import examples, scopes
 from eventbus.api.serializers import (
     ActionResultSerializer,
     DiscardSerializer,
@@ -77,7 +77,7 @@ class EventsView(ApiView):
         "event type, entity, consumer or creation time. Pages are cursor-based: follow `next` "
         "until it is null (a page never skips or repeats an event while new ones arrive).",
         parameters=[EventFilterSerializer, REQUEST_ID_PARAMETER],
-        responses={200: EventPageSerializer, **errors(400, 403)},
+        responses={200: ok(EventPageSerializer, examples.EVENT_PAGE), **errors(400, 403)},
     )
     @replica_view
     def get(self, request: Any) -> Response:
@@ -108,7 +108,22 @@ class EventsView(ApiView):
         request=EmitSerializer,
         examples=[EMIT_EXAMPLE],
         parameters=[IDEMPOTENCY_PARAMETER, REQUEST_ID_PARAMETER],
-        responses={201: EventSerializer, **errors(400, 403, 409, 413, 415)},
+        responses={
+            201: ok(EventSerializer, {**examples.EVENT, "status": "pending"}),
+            **errors(
+                400,
+                403,
+                409,
+                413,
+                415,
+                e403=(
+                    "event_type_not_emittable",
+                    "lead.won is owned by crm and cannot be emitted through the API: only the "
+                    "types listed by GET /api/v1/event-types as emittable are",
+                ),
+                e409="This Idempotency-Key was already used with a different request body.",
+            ),
+        },
     )
     def post(self, request: Any) -> Response:
         body = self.validated(EmitSerializer, request.data)
@@ -179,7 +194,7 @@ class EventDetailView(EventView):
         "(pending, processing, done, dead), attempts and last error. Events of other "
         "organizations answer 404.",
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: EventDetailSerializer, **errors(403, 404)},
+        responses={200: ok(EventDetailSerializer, examples.EVENT_DETAIL), **errors(403, 404)},
     )
     def get(self, request: Any, event_id: uuid.UUID) -> Response:
         return Response(EventDetailSerializer(self.event(request, event_id)).data)
@@ -195,8 +210,12 @@ class EventReprocessView(EventView):
         "that consumer's delivery even if it succeeded. Each starts again from attempt 1. "
         "409 when there is nothing to reprocess. Recorded in the audit log with your key.",
         request=ReprocessSerializer,
+        examples=[request_example("Run one consumer again", examples.REPROCESS_REQUEST)],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
+        responses={
+            200: ok(ActionResultSerializer, examples.REPROCESSED),
+            **errors(400, 403, 404, 409, 413, 415),
+        },
     )
     def post(self, request: Any, event_id: uuid.UUID) -> Response:
         moved, event = self.act(
@@ -219,8 +238,20 @@ class EventDiscardView(EventView):
         "they will not be retried. A `reason` is required and kept in the audit log. 409 when "
         "the event has no failed delivery.",
         request=DiscardSerializer,
+        examples=[request_example("Give up on one consumer", examples.DISCARD_REQUEST)],
         parameters=[REQUEST_ID_PARAMETER],
-        responses={200: ActionResultSerializer, **errors(400, 403, 404, 409, 413, 415)},
+        responses={
+            200: ok(ActionResultSerializer, examples.DISCARDED),
+            **errors(
+                400,
+                403,
+                404,
+                409,
+                413,
+                415,
+                e409="Nothing to discard: the event has no dead delivery.",
+            ),
+        },
     )
     def post(self, request: Any, event_id: uuid.UUID) -> Response:
         moved, event = self.act(

@@ -17,7 +17,10 @@ MAX_TOTAL_CENTS = 10**13
 
 
 class PipelineSerializer(serializers.ModelSerializer[Pipeline]):
-    definition = serializers.JSONField(help_text="`{nodes, edges}` (seed 004's shape).")
+    definition = serializers.JSONField(
+        source="authored_definition",
+        help_text="`{nodes, edges}`, in the key order it was written in.",
+    )
 
     class Meta:
         model = Pipeline

@@ -20,11 +20,12 @@ from rest_framework.response import Response
 from core.api import idempotency
 from core.api.errors import InvalidState, error_body
 from core.api.permissions import HasRequiredScope
-from core.api.schema import REQUEST_ID_PARAMETER, ErrorSerializer, errors
+from core.api.schema import REQUEST_ID_PARAMETER, ErrorSerializer, errors, ok, request_example
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from eventbus.errors import EmitRateLimited, EventValidationError
 from pipelines import selectors, services
+from pipelines.api import examples
 from pipelines.api.serializers import (
     ExecutionFilterSerializer,
     ExecutionListSerializer,
@@ -41,38 +42,8 @@ from pipelines.scopes import ORDERS_WRITE, PIPELINES_READ, PIPELINES_WRITE
 
 ViewMethod = TypeVar("ViewMethod", bound=Callable[..., Response])
 READ_METHODS = ("GET", "HEAD")
-SEED_EXAMPLE = OpenApiExample(
-    "Seed 004: notify an ERP, then set the status",
-    request_only=True,
-    value={
-        "name": "ERP",
-        "trigger": "order.post",
-        "definition": {
-            "nodes": [
-                {"id": "start", "type": "start"},
-                {
-                    "id": "notify",
-                    "type": "http-request",
-                    "config": {
-                        "method": "POST",
-                        "url": "https://erp.example.com/orders",
-                        "body": {"number": "{{orderNumber}}", "total": "{{order.totalAmount}}"},
-                    },
-                    "onError": "abort",
-                },
-                {
-                    "id": "ok",
-                    "type": "set-status",
-                    "config": {"statusTag": "success", "name": "Integrado ao ERP"},
-                },
-            ],
-            "edges": [
-                {"from": "start", "to": "notify"},
-                {"from": "notify", "to": "ok", "branch": "success"},
-            ],
-        },
-    },
-)
+SEED_EXAMPLE = request_example("Notify an ERP, then set the status", examples.CREATE_REQUEST)
+NOT_FOUND = "No such pipeline in this organization."
 IDEMPOTENCY_SCOPE = "orders.create"
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
     idempotency.HEADER,
@@ -99,6 +70,7 @@ PRE_FAILED = OpenApiResponse(
     ErrorSerializer,
     "`pipeline_failed`: the order.pre pipeline failed; `fields` names the step "
     "(`pipeline.<node id>`). Nothing was written.",
+    examples=[OpenApiExample("pipeline_failed", value=examples.PRE_FAILED)],
 )
 
 
@@ -167,7 +139,7 @@ class PipelinesView(PipelineView):
         description="The organization's pipelines, oldest first: trigger, enabled flag and "
         "definition.",
         scope=PIPELINES_READ,
-        responses={200: PipelineListSerializer, **errors(403)},
+        responses={200: ok(PipelineListSerializer, examples.PIPELINES), **errors(403)},
     )
     @replica_view
     def get(self, request: Any) -> Response:
@@ -185,7 +157,18 @@ class PipelinesView(PipelineView):
         scope=PIPELINES_WRITE,
         request=PipelineInputSerializer,
         examples=[SEED_EXAMPLE],
-        responses={201: PipelineSerializer, **errors(400, 403, 409, 413, 415)},
+        responses={
+            201: ok(PipelineSerializer, examples.PIPELINE),
+            **errors(
+                400,
+                403,
+                409,
+                413,
+                415,
+                e409="another enabled pipeline of this organization runs on order.post: "
+                "disable it first",
+            ),
+        },
     )
     def post(self, request: Any) -> Response:
         data = self.validated(PipelineInputSerializer, request.data)
@@ -205,7 +188,10 @@ class PipelineDetailView(PipelineView):
         description="One pipeline: its trigger, whether it is enabled, and its definition "
         "(nodes and edges).",
         scope=PIPELINES_READ,
-        responses={200: PipelineSerializer, **errors(403, 404)},
+        responses={
+            200: ok(PipelineSerializer, examples.PIPELINE),
+            **errors(403, 404, e404=NOT_FOUND),
+        },
     )
     def get(self, request: Any, pipeline_id: uuid.UUID) -> Response:
         return Response(PipelineSerializer(self.pipeline(request, pipeline_id)).data)
@@ -217,7 +203,21 @@ class PipelineDetailView(PipelineView):
         "stay. A new definition is validated like on create.",
         scope=PIPELINES_WRITE,
         request=PipelineUpdateSerializer,
-        responses={200: PipelineSerializer, **errors(400, 403, 404, 409, 413, 415)},
+        examples=[request_example("Switch it off", examples.UPDATE_REQUEST)],
+        responses={
+            200: ok(PipelineSerializer, examples.DISABLED),
+            **errors(
+                400,
+                403,
+                404,
+                409,
+                413,
+                415,
+                e404=NOT_FOUND,
+                e409="another enabled pipeline of this organization runs on order.post: "
+                "disable it first",
+            ),
+        },
     )
     def patch(self, request: Any, pipeline_id: uuid.UUID) -> Response:
         pipeline = self.pipeline(request, pipeline_id)
@@ -236,7 +236,10 @@ class PipelineExecutionsView(PipelineView):
         "bounded excerpt of its input and output, and its error.",
         scope=PIPELINES_READ,
         parameters=[ExecutionFilterSerializer],
-        responses={200: ExecutionListSerializer, **errors(400, 403, 404)},
+        responses={
+            200: ok(ExecutionListSerializer, examples.EXECUTIONS),
+            **errors(400, 403, 404, e404=NOT_FOUND),
+        },
     )
     @replica_view
     def get(self, request: Any, pipeline_id: uuid.UUID) -> Response:
@@ -256,7 +259,10 @@ class SeedPipelineExecutionsView(PipelineExecutionsView):
         "unversioned path that integrations written against the outbox API use.",
         scope=PIPELINES_READ,
         parameters=[ExecutionFilterSerializer],
-        responses={200: ExecutionListSerializer, **errors(400, 403, 404)},
+        responses={
+            200: ok(ExecutionListSerializer, examples.EXECUTIONS),
+            **errors(400, 403, 404, e404=NOT_FOUND),
+        },
     )
     def get(self, request: Any, pipeline_id: uuid.UUID) -> Response:
         return super().get(request, pipeline_id)
@@ -269,7 +275,7 @@ class OrdersView(ApiView):
         name="create",
         tag="orders",
         summary="Create (confirm) an order",
-        description="Seed 004's order flow: validates the order, runs the organization's "
+        description="The order flow: validates the order, runs the organization's "
         "enabled `order.pre` pipeline in the request, then writes the order, its "
         "`order.confirmed` event (a fat event: totals, external codes, items) and the events "
         "order.pre's `emit-event` nodes produced (each with `causation_id` = the "
@@ -278,11 +284,12 @@ class OrdersView(ApiView):
         "`Idempotency-Key` to retry safely.",
         scope=ORDERS_WRITE,
         request=OrderCreateSerializer,
+        examples=[request_example("Two T-shirts", examples.ORDER_REQUEST)],
         parameters=[IDEMPOTENCY_PARAMETER],
         responses={
-            201: OrderSerializer,
+            201: ok(OrderSerializer, examples.ORDER),
             422: PRE_FAILED,
-            **errors(400, 403, 409, 413, 415),
+            **errors(400, 403, 409, 413, 415, e409="order 'A-1042' is already confirmed"),
         },
     )
     def post(self, request: Any) -> Response:

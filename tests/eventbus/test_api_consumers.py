@@ -138,3 +138,23 @@ def test_replay_needs_its_own_scope(org: Organization) -> None:
     body = {"since": "2020-01-01T00:00:00Z", "reason": "r"}
     response = api_client(org, "consumers:write").post(f"{BASE}/replay", body, format="json")
     assert response.status_code == 403
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (f"{BASE}/pause", {"reason": 123}),
+        (f"{BASE}/resume", {"reason": 123}),
+        (f"{BASE}/replay", {"since": "2020-01-01T00:00:00Z", "reason": 123}),
+        (f"{BASE}/replay", {"since": "2020-01-01T00:00:00Z", "reason": "r", "event_type": 7}),
+        (f"{BASE}/pause", {"reason": "r", "until": "tomorrow"}),  # unknown field: a typo
+    ],
+    ids=["pause", "resume", "replay", "replay-event-type", "pause-unknown-field"],
+)
+def test_reasons_are_strings_not_numbers(platform: Organization, path: str, body: dict) -> None:
+    client = api_client(platform, "consumers:write", "consumers:replay")
+    error = error_of(client.post(path, body, format="json"), 400, "validation_error")
+    wrong = [name for name, value in body.items() if not isinstance(value, str)] or ["until"]
+    assert set(error["fields"]) == set(wrong), error
+    assert not ConsumerState.objects.exists()
+    assert not AuditLog.objects.filter(action__startswith="consumer.").exists()

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
+from html import unescape as html_unescape
 
 import pytest
 import time_machine
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import eventbus
@@ -22,6 +26,7 @@ pytestmark = pytest.mark.django_db
 
 T0 = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
 STATUS = reverse("eventbus_ops:status")
+CHARTS = reverse("eventbus_ops:status-charts")
 
 
 def later(event: eventbus.Event) -> None:
@@ -139,19 +144,85 @@ def test_status_charts_are_drawn_from_the_rollup_and_filtered(
     client.force_login(staff("oncall", "eventbus.view_delivery"))
     with time_machine.travel(T0, tick=False):
         html = client.get(STATUS).content.decode()
+        day = client.get(STATUS, {"range": "24h"}).content.decode()
         acme = client.get(STATUS, {"organization": str(org.pk)}).content.decode()
         consumer = client.get(STATUS, {"consumer": "effect-b-worker"}).content.decode()
         unknown = client.get(STATUS, {"organization": "not-an-id"}).content.decode()
-    for chart in ("hour", "day", "lag-hour", "lag-day"):
-        assert f'id="chart-{chart}"' in html
+    for chart in ("outcomes", "lag"):
+        assert f'id="chart-{chart}"' in html and f'id="chart-{chart}"' in day
     # effect-a's 4 acks 32 minutes ago; org_b's 2 deaths 10 minutes ago (one per consumer).
     assert "<title>11:28 · 4 done</title>" in html
     assert "<title>11:50 · 2 dead</title>" in html
-    assert "11:28 · 4 done" in acme and "dead</title>" not in acme.split('id="chart-day"')[0]
-    assert "done</title>" not in consumer.split('id="chart-lag-hour"')[0]
+    assert "Last hour, per minute" in html and "Last 24 hours, per 15 minutes" in day
+    assert "<title>11:15 · 4 done</title>" in day  # the quarter holding 11:28
+    assert "11:28 · 4 done" in acme and "dead</title>" not in acme.split('id="chart-lag"')[0]
+    assert "done</title>" not in consumer.split('id="chart-lag"')[0]
     assert "unknown filter value" in unknown and "11:28 · 4 done" in unknown
     assert 'id="dc-auto-refresh" data-seconds="30"' in html
     assert "eventbus/status.js" in html
+    assert 'data-live-url="/admin/ops/status/charts.json" data-live-seconds="5"' in html
+    ranges = re.findall(r'<a href="([^"]+)" class="dc-range[^"]*" data-range="(\w+)"', acme)
+    assert [key for _, key in ranges] == ["1h", "24h", "7d"]
+    assert f"organization={org.pk}" in html_unescape(ranges[2][0])  # the filters are kept
+
+
+def test_the_charts_json_redraws_a_range_with_the_pages_filters(
+    client: Client, traffic: None, org: Organization, org_b: Organization
+) -> None:
+    client.force_login(staff("oncall", "eventbus.view_delivery"))
+    with time_machine.travel(T0, tick=False):
+        hour = client.get(CHARTS)
+        week = client.get(CHARTS, {"range": "7d", "organization": str(org_b.pk)})
+        bad = client.get(CHARTS, {"range": "1y", "organization": "not-an-id"})
+    assert hour.status_code == 200 and hour["Cache-Control"].startswith("max-age=0")
+    body = hour.json()
+    assert (body["range"], body["as_of_text"]) == ("1h", "2026-11-02 12:00:00 UTC")
+    outcomes, lag = body["charts"]
+    assert (outcomes["name"], outcomes["title"], lag["name"]) == (
+        "outcomes",
+        "Last hour, per minute",
+        "lag",
+    )
+    done = next(line for line in outcomes["lines"] if line["name"] == "done")
+    assert [mark[3] for mark in done["marks"]] == ["11:28 · 4 done"]
+    assert [tick[1] for tick in outcomes["x_ticks"]][:2] == ["11:01", "11:11"]
+    weekly = week.json()["charts"][0]
+    assert weekly["title"] == "Last 7 days, per hour"
+    assert all(re.fullmatch(r"1[01]-\d\d \d\d:00", tick[1]) for tick in weekly["x_ticks"])
+    dead = next(line for line in weekly["lines"] if line["name"] == "dead")
+    assert [mark[2] for mark in dead["marks"]] == ["2"]  # org_b's only
+    assert bad.status_code == 400
+    assert set(bad.json()["errors"]) == {"range", "organization"}
+
+
+def test_the_charts_json_needs_the_permission_and_keeps_scoped_staff_in_their_organization(
+    client: Client, traffic: None, org: Organization, org_b: Organization
+) -> None:
+    client.force_login(staff("someone"))
+    assert client.get(CHARTS).status_code == 403
+    client.force_login(staff("acme-ops", "eventbus.view_delivery", organizations=[org]))
+    with time_machine.travel(T0, tick=False):
+        asked_for_b = client.get(CHARTS, {"organization": str(org_b.pk)})
+        everything = client.get(CHARTS)
+    assert asked_for_b.status_code == 400  # not one of its organizations
+    outcomes = everything.json()["charts"][0]
+    values = {line["name"]: [m[2] for m in line["marks"]] for line in outcomes["lines"]}
+    assert values == {"done": ["4"], "failed": [], "dead": []}  # acme's acks, not b's deaths
+
+
+def test_a_live_update_reads_the_newest_steps_only(client: Client, traffic: None) -> None:
+    """Polled every few seconds by every open status page: a fixed number of statements, and a
+    week's chart reads the rollup's last two hours, not 10,080 minutes (the rest is cached)."""
+    client.force_login(staff("oncall", "eventbus.view_delivery"))
+    with time_machine.travel(T0, tick=False):
+        client.get(CHARTS, {"range": "7d"})  # the ended steps go to the cache
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(CHARTS, {"range": "7d"}).status_code == 200
+    # session, user, two permission lookups, the admin's scope and its reset, organizations,
+    # the rollup
+    assert len(queries) <= 8, [q["sql"][:80] for q in queries]
+    [series] = [q["sql"] for q in queries if "rollup_series" in q["sql"]]
+    assert "bucket_start >= '2026-11-02 11:00:00+00:00'" in series
 
 
 def test_chart_axes_are_round_and_labelled() -> None:

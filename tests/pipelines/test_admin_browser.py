@@ -1,5 +1,7 @@
 """The pipeline editor and an execution in a real browser (headless Chromium) at 1280 px: the
-graph is drawn, the failed step is shown, nothing scrolls sideways.
+editor starts with a valid skeleton, refuses a host off the allowlist naming the node and the
+host, keeps the definition as typed (order and layout), the graph is drawn, the failed step is
+shown, nothing scrolls sideways.
 
 Skipped, with the reason, where Chromium or ChromeDriver is missing (a failure under CI=true).
 """
@@ -12,9 +14,9 @@ from crm.services import order_confirm
 from eventbus.models import EventLog
 from pipelines import engine, services
 from pipelines.context import order_context
-from pipelines.models import Execution
+from pipelines.models import AllowedHost, Execution, Pipeline
 from tests.support.browser import Console, open_add_form
-from tests.support.pipelines import seed_example
+from tests.support.pipelines import AUTHORED, seed_example
 
 
 def test_editor_graph_and_execution_read_well_at_1280_px(
@@ -31,10 +33,26 @@ def test_editor_graph_and_execution_read_well_at_1280_px(
     browser.find_element(By.NAME, "name").send_keys("ERP")
     browser.find_element(By.NAME, "trigger").send_keys("order.post")
     definition = browser.find_element(By.NAME, "definition")
+    assert '"type": "start"' in definition.get_attribute("value")  # a skeleton, not null
     definition.clear()
     definition.send_keys('{"nodes": [{"id": "start", "type": "start"}], "edges": [{"from": "start"')
     browser.find_element(By.NAME, "_save").click()
     console.wait_for_text("Enter a valid JSON")
+
+    definition = browser.find_element(By.NAME, "definition")
+    definition.clear()
+    definition.send_keys(AUTHORED)
+    browser.find_element(By.NAME, "_save").click()
+    console.wait_for_text("node 'notify': host 'erp.example.com' is not on this organization's")
+    assert browser.find_element(By.NAME, "definition").get_attribute("value") == AUTHORED
+    console.shot("pipeline-host-refused", width=1280)
+    AllowedHost.objects.create(organization=org, host="erp.example.com")
+    browser.find_element(By.NAME, "_save").click()
+    console.wait_for_text("was added successfully")
+    authored = Pipeline.objects.get(name="ERP")
+    console.open(f"/admin/pipelines/pipeline/{authored.pk}/change/")
+    assert console.find("textarea[name=definition]").get_attribute("value") == AUTHORED
+    authored.delete()  # the next one runs on the same trigger
 
     pipeline = services.pipeline_create(
         organization=org,

@@ -29,6 +29,13 @@ def side_effect_rows() -> list[tuple[str, str, int]]:
         return list(cursor.fetchall())
 
 
+def side_effect_pids(consumer: str) -> set[int]:
+    """The processes that ran `consumer`'s side effects."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT pid FROM test_side_effect WHERE consumer = %s", [consumer])
+        return {row[0] for row in cursor.fetchall()}
+
+
 def database_url() -> str:
     """The URL of the database the tests run on (pytest-django's test database)."""
     s = connection.settings_dict

@@ -66,3 +66,18 @@ DOS_TEMPLATES = {
     "huge-literal": "{{ " + "9" * 5000 + " }}",
     "doubling": "{% set x = 'a'*1000 %}" + "{% set x = x ~ x %}" * 40,
 }
+
+
+# The author's text: "nodes" before "edges", their own layout (jsonb would sort and re-indent).
+AUTHORED = """{
+  "nodes": [
+    {"id": "start", "type": "start"},
+    {"id": "notify", "type": "http-request",
+     "config": {"url": "https://erp.example.com/orders/{{orderNumber}}", "method": "POST"}},
+    {"id": "ok", "type": "set-status", "config": {"statusTag": "success"}}
+  ],
+  "edges": [
+    {"from": "start", "to": "notify"},
+    {"from": "notify", "to": "ok", "branch": "success"}
+  ]
+}"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eventbus
-from core.models import Organization
+from core.models import Organization, WorkerProcess
 from eventbus.models import Delivery, EventLog
 from jobs.registry import job_run
 from tests.support.receiver import Receiver
@@ -33,3 +33,17 @@ def test_job_sends_due_webhooks(
         "status", flat=True
     )
     assert set(statuses) == {"done"}
+
+
+def test_a_job_run_registers_no_worker_of_its_own(
+    org: Organization, subscribe: Subscribe, receiver: Receiver
+) -> None:
+    """The pass runs inside the jobs process (registered already): every minute's run used to
+    leave one more "stopped deliver_webhooks" row on the workers page."""
+    subscribe(receiver.url(), ["test.job"])
+    for run in range(3):
+        eventbus.emit("test.job", organization=org, entity_kind="t", payload={"n": run})
+        result = job_run(name="process-pending-webhooks", trigger="manual")
+        assert completed_rows(result.run_id) == 1
+    assert len(receiver.requests) == 3
+    assert not WorkerProcess.objects.exists()

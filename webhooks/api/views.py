@@ -14,16 +14,17 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from core.api.errors import InvalidState
 from core.api.permissions import HasRequiredScope
-from core.api.schema import REQUEST_ID_PARAMETER, errors
+from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from webhooks import selectors, services
+from webhooks.api import examples
 from webhooks.api.serializers import (
     WebhookDeliveryDetailSerializer,
     WebhookDeliveryFilterSerializer,
@@ -41,15 +42,9 @@ from webhooks.scopes import WEBHOOKS_READ, WEBHOOKS_WRITE
 ViewMethod = TypeVar("ViewMethod", bound=Callable[..., Response])
 
 READ_METHODS = ("GET", "HEAD")
-SUBSCRIBE_EXAMPLE = OpenApiExample(
-    "Leads and new contacts to a CRM",
-    request_only=True,
-    value={
-        "url": "https://crm.example.com/deskcomm-hooks",
-        "event_types": ["lead.*", "contact.created"],
-        "description": "CRM sync",
-    },
-)
+SUBSCRIBE_EXAMPLE = request_example("Leads and new contacts to a CRM", examples.SUBSCRIBE_REQUEST)
+NOT_FOUND = "No such webhook subscription in this organization."
+DISABLED_PING = "the subscription is disabled: enable it before a test ping"
 SCOPE_NOTES = {
     True: f"Scope: `{WEBHOOKS_READ}` (or `{WEBHOOKS_WRITE}`).",
     False: f"Scope: `{WEBHOOKS_WRITE}`.",
@@ -123,7 +118,10 @@ class SubscriptionsView(WebhookView):
         summary="List webhook subscriptions",
         description="The organization's subscriptions, oldest first, with their URL, event "
         "types, state and failure count (never their secrets).",
-        responses={200: WebhookSubscriptionListSerializer, **errors(403)},
+        responses={
+            200: ok(WebhookSubscriptionListSerializer, examples.SUBSCRIPTIONS),
+            **errors(403),
+        },
     )
     @replica_view
     def get(self, request: Any) -> Response:
@@ -138,7 +136,10 @@ class SubscriptionsView(WebhookView):
         "once, store it to verify signatures.",
         request=WebhookSubscriptionInputSerializer,
         examples=[SUBSCRIBE_EXAMPLE],
-        responses={201: WebhookSubscriptionSecretSerializer, **errors(400, 403, 413, 415)},
+        responses={
+            201: ok(WebhookSubscriptionSecretSerializer, examples.WITH_SECRET),
+            **errors(400, 403, 413, 415),
+        },
     )
     def post(self, request: Any) -> Response:
         data = self.validated(WebhookSubscriptionInputSerializer, request.data)
@@ -158,7 +159,10 @@ class SubscriptionDetailView(WebhookView):
         summary="Get a webhook subscription",
         description="One subscription: URL, event types, enabled state, consecutive "
         "failures and why it was disabled, if it was. Never its secret.",
-        responses={200: WebhookSubscriptionSerializer, **errors(403, 404)},
+        responses={
+            200: ok(WebhookSubscriptionSerializer, examples.SUBSCRIPTION),
+            **errors(403, 404, e404=NOT_FOUND),
+        },
     )
     def get(self, request: Any, subscription_id: uuid.UUID) -> Response:
         return Response(
@@ -171,7 +175,11 @@ class SubscriptionDetailView(WebhookView):
         description="Changes the URL, event types or description; fields left out "
         "stay as they are.",
         request=WebhookSubscriptionInputSerializer,
-        responses={200: WebhookSubscriptionSerializer, **errors(400, 403, 404, 413, 415)},
+        examples=[request_example("Every contact event too", examples.UPDATE_REQUEST)],
+        responses={
+            200: ok(WebhookSubscriptionSerializer, examples.UPDATED),
+            **errors(400, 403, 404, 413, 415, e404=NOT_FOUND),
+        },
     )
     def patch(self, request: Any, subscription_id: uuid.UUID) -> Response:
         subscription = self.subscription(request, subscription_id)
@@ -187,7 +195,7 @@ class SubscriptionDetailView(WebhookView):
         summary="Delete a webhook subscription",
         description="Deletes the subscription; deliveries still waiting to be sent to "
         "it are dropped unsent.",
-        responses={204: None, **errors(403, 404)},
+        responses={204: None, **errors(403, 404, e404=NOT_FOUND)},
     )
     def delete(self, request: Any, subscription_id: uuid.UUID) -> Response:
         services.subscription_delete(
@@ -205,7 +213,10 @@ class SubscriptionRotateSecretView(WebhookView):
         "grace window deliveries are signed with both the new and the old "
         "secret, so receivers can switch without losing any.",
         request=None,
-        responses={200: WebhookSubscriptionSecretSerializer, **errors(403, 404)},
+        responses={
+            200: ok(WebhookSubscriptionSecretSerializer, examples.ROTATED),
+            **errors(403, 404, e404=NOT_FOUND),
+        },
     )
     def post(self, request: Any, subscription_id: uuid.UUID) -> Response:
         subscription = self.subscription(request, subscription_id)
@@ -223,7 +234,10 @@ class SubscriptionEnableView(WebhookView):
         "again from 0. Deliveries that already failed are not retried: resend "
         "them.",
         request=None,
-        responses={200: WebhookSubscriptionSerializer, **errors(403, 404)},
+        responses={
+            200: ok(WebhookSubscriptionSerializer, examples.SUBSCRIPTION),
+            **errors(403, 404, e404=NOT_FOUND),
+        },
     )
     def post(self, request: Any, subscription_id: uuid.UUID) -> Response:
         subscription = services.subscription_enable(
@@ -240,7 +254,10 @@ class SubscriptionDisableView(WebhookView):
         description="Stops sending to the endpoint; new events are not delivered to it. "
         "Emits one `webhook.subscription_disabled` event.",
         request=None,
-        responses={200: WebhookSubscriptionSerializer, **errors(403, 404)},
+        responses={
+            200: ok(WebhookSubscriptionSerializer, examples.DISABLED),
+            **errors(403, 404, e404=NOT_FOUND),
+        },
     )
     def post(self, request: Any, subscription_id: uuid.UUID) -> Response:
         subscription = self.subscription(request, subscription_id)
@@ -261,7 +278,10 @@ class SubscriptionPingView(WebhookView):
         "check the endpoint and its signature verification. It is sent within "
         "seconds; see it in the deliveries.",
         request=None,
-        responses={202: WebhookPingSerializer, **errors(403, 404, 409)},
+        responses={
+            202: ok(WebhookPingSerializer, examples.PING),
+            **errors(403, 404, 409, e404=NOT_FOUND, e409=DISABLED_PING),
+        },
     )
     def post(self, request: Any, subscription_id: uuid.UUID) -> Response:
         subscription = self.subscription(request, subscription_id)
@@ -279,7 +299,7 @@ class DeliveriesView(WebhookView):
         description="Deliveries to the organization's subscriptions, newest first, with "
         "their state and attempt count; filter by subscription or state.",
         parameters=[WebhookDeliveryFilterSerializer],
-        responses={200: WebhookDeliveryListSerializer, **errors(400, 403)},
+        responses={200: ok(WebhookDeliveryListSerializer, examples.DELIVERIES), **errors(400, 403)},
     )
     @replica_view
     def get(self, request: Any) -> Response:
@@ -300,7 +320,10 @@ class DeliveryDetailView(WebhookView):
         summary="Get a webhook delivery",
         description="One delivery with every attempt: when, the HTTP status or connection "
         "error, and the response time.",
-        responses={200: WebhookDeliveryDetailSerializer, **errors(403, 404)},
+        responses={
+            200: ok(WebhookDeliveryDetailSerializer, examples.DELIVERY_DETAIL),
+            **errors(403, 404, e404="No such webhook delivery in this organization."),
+        },
     )
     def get(self, request: Any, delivery_id: int) -> Response:
         delivery = self.delivery(request, delivery_id, with_attempts=True)
@@ -315,7 +338,16 @@ class DeliveryResendView(WebhookView):
         "(`webhook-id` header), so receivers that deduplicate by id see it "
         "once.",
         request=None,
-        responses={202: WebhookDeliverySerializer, **errors(403, 404, 409)},
+        responses={
+            202: ok(WebhookDeliverySerializer, examples.RESENT),
+            **errors(
+                403,
+                404,
+                409,
+                e404="No such webhook delivery in this organization.",
+                e409="the subscription is disabled: enable it before resending",
+            ),
+        },
     )
     def post(self, request: Any, delivery_id: int) -> Response:
         delivery = self.delivery(request, delivery_id)
