@@ -20,7 +20,7 @@ from core import admin_time, audit, workers
 from core.admin_scope import sees_all
 from core.models import Organization, WorkerProcess
 from core.replica.routing import replica_view
-from eventbus import replays, selectors, services
+from eventbus import consumer_labels, replays, selectors, services
 from eventbus.registry import registry
 
 PAUSE_PERMISSION = "eventbus.pause_consumer"
@@ -124,10 +124,12 @@ def worker_action_view(request: HttpRequest, worker_id: str, action: str) -> Htt
 def consumers_view(request: HttpRequest) -> TemplateResponse:
     """Each consumer's state (running, paused, breaker open / half-open), since when, why."""
     _require(request, "eventbus.view_consumerstate")
+    lines = selectors.consumer_lines()
+    labels = consumer_labels.labels({line.name for line in lines})  # subscriptions by name
     context = {
         **admin.site.each_context(request),
         "title": "Consumers",
-        "lines": selectors.consumer_lines(),
+        "lines": [(line, labels[line.name]) for line in lines],
         "can_pause": request.user.has_perm(PAUSE_PERMISSION),
         "can_replay": request.user.has_perm(REPLAY_PERMISSION),
     }

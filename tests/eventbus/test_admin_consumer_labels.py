@@ -119,3 +119,17 @@ def test_labels_are_looked_up_once_per_page_not_per_row(ops: Client, org: Organi
     for n in range(4):
         webhook_dead_letter(org, description=f"Hook {n}", enabled=True)
     assert queries() == one
+
+
+def test_the_consumers_page_names_a_paused_subscription(
+    client: Client, webhook: tuple[Any, Delivery]
+) -> None:
+    from eventbus import services
+
+    subscription, _ = webhook
+    services.consumer_pause(consumer=subscription.consumer, actor="test", reason="receiver down")
+    client.force_login(staff("ops", *CONSOLE_READER, "eventbus.view_consumerstate"))
+    html = client.get(reverse("eventbus_ops:consumers")).content.decode()
+    row = re.search(rf'data-consumer="{subscription.consumer}".*?</tr>', html, re.S)
+    assert row, html
+    shows_name_not_uuid(row.group(0), subscription)
