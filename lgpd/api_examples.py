@@ -4,6 +4,7 @@ every example against its schema (tests/core/test_api_docs.py)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 REQUEST_ID = "1c9e2f4a-6b8d-4a0c-9e1f-3a5b7c9d1e2f"
@@ -37,7 +38,7 @@ COMPLETED: dict[str, Any] = {
     "status": "completed",
     "export_generated_at": "2026-03-09T12:00:04.000000Z",
     "export_expires_at": "2026-04-08T12:00:04.000000Z",
-    "export_sha256": "9f2c4e6a8b0d1f3e5a7c9b1d3f5e7a9c1b3d5f7e9a1c3b5d7f9e1a3c5b7d9f1e",
+    "export_sha256": hashlib.sha256(b"the export file").hexdigest(),
     "export_link_sent_at": "2026-03-09T12:00:05.000000Z",
     "export_url": f"https://deskcomm.example.com/api/v1/lgpd/data-requests/{REQUEST_ID}/export",
     "completed_at": "2026-03-09T12:00:04.000000Z",

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ops(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser("ops", password="pw-not-used"))
+    client.force_login(User.objects.create_superuser("ops"))
     return client
 
 

@@ -21,7 +21,7 @@ from tests.support.browser import Console, log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "pw-Console-1"
+PASSWORD = "pw-Console-1"  # pragma: allowlist secret
 LAPTOP = (1280, 800)
 INDEX_LINKS = "#content-main .module th[scope=row] a"
 # The link names (of `arguments[0]`) printed on more than one line.

@@ -22,7 +22,7 @@ DLQ = "/admin/eventbus/deadletter/"
 
 @pytest.fixture
 def ops(client: Client) -> Client:
-    client.force_login(User.objects.create_superuser("ops", password="pw-not-used"))
+    client.force_login(User.objects.create_superuser("ops"))
     return client
 
 

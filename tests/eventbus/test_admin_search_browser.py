@@ -20,7 +20,7 @@ from tests.support.dlq import (
     traced_consumer,
 )
 
-PASSWORD = "pw-Console-1"
+PASSWORD = "pw-Console-1"  # pragma: allowlist secret
 LAPTOP = (1280, 800)
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ def broken_consumer() -> Iterator[None]:
 
 
 TRACED = "traced-worker"  # consumes test.job while `traced_consumer()` is active
-TRACED_SECRET = "sk_live_abcdef1234567890"
+TRACED_SECRET = "sk_live_abcdef1234567890"  # pragma: allowlist secret
 TRACED_EMAIL = "ana.silva@example.com"
 
 

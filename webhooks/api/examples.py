@@ -46,7 +46,7 @@ WITH_SECRET: dict[str, Any] = {
 ROTATED: dict[str, Any] = {
     **WITH_SECRET,
     "secret": "whsec_HyAhIiMkJSYnKCkqKywtLi8wMTIzNDU2Nzg5Ojs8PT4=",  # pragma: allowlist secret
-    "secret_rotation_ends_at": "2026-03-03T12:00:00.000000Z",
+    "secret_rotation_ends_at": "2026-03-03T12:00:00.000000Z",  # pragma: allowlist secret
 }
 SUBSCRIPTIONS: dict[str, Any] = {"results": [SUBSCRIPTION]}
 PING: dict[str, Any] = {"event_id": PING_EVENT_ID}
