@@ -160,6 +160,8 @@ def run_bus(conninfo: str, batch_size: int, consumers: Sequence[str]) -> Probe:
             params = {
                 "consumers": list(consumers),
                 "probing": [],
+                "key_start": str(uuid.uuid4()),
+                "per_key": 1,
                 "start": uuid.uuid4(),
                 "batch": batch_size,
                 "now": now,

@@ -84,13 +84,24 @@ def claim(
     worker_id: str,
     now: dt.datetime | None = None,
     probing: Sequence[str] = (),
+    per_key: int = 1,
 ) -> Claim:
     """Claim up to `batch_size` due deliveries of `consumers`, fairly across organizations
     (deliveries waiting to run alone excepted: see `claim_isolated`; paused consumers too,
-    except those in `probing`: the half-open probes the caller took, eventbus/breaker.py)."""
+    except those in `probing`: the half-open probes the caller took, eventbus/breaker.py).
+
+    An ordered consumer's key gives one delivery, its head; with `per_key` above 1, up to that
+    many of the key's next deliveries in id order (a run), which the caller must run one at a
+    time in id order and stop at the first that does not succeed (eventbus/drain.py's lanes).
+    """
     if not consumers or batch_size < 1:
         return Claim(uuid.uuid4(), [])
-    params = {"consumers": list(consumers), "probing": list(probing)}
+    params = {
+        "consumers": list(consumers),
+        "probing": list(probing),
+        "key_start": str(uuid.uuid4()),  # where the ordered claim's walk over keys begins
+        "per_key": max(1, per_key),
+    }
     return _claim("claim", params, batch_size, worker_id, now)
 
 
@@ -467,6 +478,7 @@ _EVENT_COLUMNS = {
     "max_attempts": "max_attempts",
     "redelivered": "redelivered",
     "redelivery_reason": "redelivery_reason",
+    "ordering_key": "ordering_key",
     "event_id": "id",
     "organization_id": "organization_id",
     "event_type": "event_type",

@@ -5,6 +5,9 @@ claim), gives up runs past their timeout, releases what waits behind stuck slots
 more while the queue is short, so the slots never wait for a settle or a claim. Deliveries
 marked `isolate` (their worker died holding them with others) run one at a time with nothing
 else in flight: a delivery that kills its worker is then the only one that worker held.
+An ordered consumer's claim may bring a run of one key's deliveries (claim.sql): they share a
+lane of the slot pool, so they run one at a time in id order whatever the concurrency, and once
+one of them fails, times out or is released, the rest of its run are released, never run.
 When the database fails, nothing more is started; what finished is kept and settled after the
 reconnection, and what had not started is released, never charged. A handler that fails
 because the worker's own connection died is released too: the failure was not its own.
@@ -89,6 +92,10 @@ class DrainPump:
         self._isolated_waiting = False
         self._next_isolation_check = 0.0
         self._drained = False  # the last claim found nothing due
+        # (claim token, lane) of ordered runs stopped by a delivery that did not succeed: the
+        # rest of the run is released (written by the slot threads and, for a timeout, under
+        # the pool's lock before the lane opens again; read by the slots before each run).
+        self._broken: set[tuple[uuid.UUID, str]] = set()
         self.pauses = pauses.Watch(names=self.names)
         self.pool: SlotPool[Finished] = SlotPool(
             concurrency,
@@ -98,6 +105,8 @@ class DrainPump:
             signal_every=max(1, batch_size // 2),
             low_water=self._low_water,
             can_start=self.leases.trusted,
+            lane_limit=1,  # an ordered key's run, one at a time (unkeyed jobs have no lane)
+            on_abandon=self._break_run,
             name="eventbus-handler",
         )
 
@@ -174,10 +183,21 @@ class DrainPump:
     # -- running ------------------------------------------------------------------------------
 
     def _run(self, job: Job) -> Finished:
-        return run_job(self.consumers[job.event.consumer], job, self.interrupted)
+        if job.lane is not None and (job.token, job.lane) in self._broken:
+            return Finished(job, "released")  # an earlier delivery of its run did not succeed
+        finished = run_job(self.consumers[job.event.consumer], job, self.interrupted)
+        if finished.kind in ("failed", "released"):
+            self._break_run(job)
+        return finished
 
     def _failed(self, job: Job, exc: BaseException, elapsed: float) -> Finished:
+        self._break_run(job)
         return failed(job, exc, elapsed, self.interrupted)
+
+    def _break_run(self, job: Job) -> None:
+        """The rest of this job's ordered run must not run: its key waits for this one."""
+        if job.lane is not None:
+            self._broken.add((job.token, job.lane))
 
     def _timed_out(self, job: Job, elapsed: float) -> Finished:
         metrics.HANDLER_TIMEOUTS.labels(job.event.consumer).inc()
@@ -269,7 +289,9 @@ class DrainPump:
         size = self._room()
         if size <= 0:
             return 0
-        batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
+        batch = claims.claim(
+            consumers=self.names, batch_size=size, worker_id=self.worker_id, per_key=size
+        )
         self._drained = not batch.events
         self._submit(batch)
         return len(batch.events)
@@ -285,7 +307,7 @@ class DrainPump:
         self.leases.hold(batch.token, batch.ids)
         batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
         timeouts = {name: c.timeout_seconds() for name, c in self.consumers.items()}
-        self.pool.submit(Job(batch.token, e, timeouts[e.consumer]) for e in batch.events)
+        self.pool.submit(Job(batch.token, e, timeouts[e.consumer], _lane(e)) for e in batch.events)
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -314,6 +336,9 @@ class DrainPump:
                 del left[token]
         finally:  # on a database error, what was not settled is kept for the next pass
             self._results = [r for r in self._results if r.job.token in left] if left else []
+        if self._broken:  # forget the runs of claims no longer held
+            held = self.leases.held()
+            self._broken = {b for b in self._broken if b[0] in held}
         return settled
 
     def _recover(self) -> None:
@@ -507,6 +532,14 @@ def connection_lost(exc: BaseException) -> bool:
 
 # Deliveries are numbered as they are emitted: oldest first, with a C-level sort key.
 _EMIT_ORDER = attrgetter("delivery_id")
+
+
+def _lane(event: Event) -> str | None:
+    """The slot pool's lane of an ordered consumer's delivery: its (consumer, organization,
+    key); None (no lane) for the rest."""
+    if event.ordering_key is None:
+        return None
+    return f"{event.consumer}\x1f{event.organization_id}\x1f{event.ordering_key}"
 
 
 def _correlation(event: Event) -> dict[str, str]:

@@ -41,7 +41,8 @@ class Event:
     `redelivered` is true when an earlier run of this delivery may have happened without its
     outcome being recorded (its worker died, stalled past its lease or lost the database while
     holding it): check the idempotency key before repeating a side effect.
-    `redelivery_reason` says what happened.
+    `redelivery_reason` says what happened. `ordering_key` is the delivery's key when its
+    consumer is ordered (one at a time per key, in emit order), else None.
     """
 
     __slots__ = (
@@ -57,6 +58,7 @@ class Event:
         "event_type",
         "id",
         "max_attempts",
+        "ordering_key",
         "organization_id",
         "redelivered",
         "redelivery_reason",
@@ -74,6 +76,7 @@ class Event:
     max_attempts: int
     redelivered: bool
     redelivery_reason: str | None
+    ordering_key: str | None
     _payload: dict[str, Any] | str
     _metadata: dict[str, Any] | str
     _correlation: dict[str, str] | None
@@ -96,6 +99,7 @@ class Event:
         correlation: dict[str, str] | None = None,
         redelivered: bool = False,
         redelivery_reason: str | None = None,
+        ordering_key: str | None = None,
     ) -> None:
         init = object.__setattr__
         init(self, "id", id)
@@ -113,6 +117,7 @@ class Event:
         init(self, "_correlation", correlation)
         init(self, "redelivered", redelivered)
         init(self, "redelivery_reason", redelivery_reason)
+        init(self, "ordering_key", ordering_key)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Event is read-only: cannot set {name!r}")
@@ -164,6 +169,7 @@ class Event:
             metadata=metadata,
             correlation=self._correlation,
             redelivery_reason=self.redelivery_reason,
+            ordering_key=self.ordering_key,
         )
 
     def _decoded(self, slot: str) -> dict[str, Any]:
@@ -199,6 +205,7 @@ _DEFAULTS: dict[str, object] = {
     "max_attempts": 0,
     "redelivered": False,
     "redelivery_reason": None,
+    "ordering_key": None,
 }
 
 

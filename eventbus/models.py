@@ -250,6 +250,13 @@ class Delivery(models.Model):
                 condition=Q(ordering_key__isnull=False, status__in=["pending", "processing"]),
                 name="delivery_ordering_idx",
             ),
+            # Ordered consumers: is one of this key's deliveries running? One probe per
+            # candidate head, whatever the key's backlog (claim.sql). Only running keyed rows.
+            models.Index(
+                fields=["consumer", "organization", "ordering_key"],
+                condition=Q(ordering_key__isnull=False, status="processing"),
+                name="delivery_ordering_busy_idx",
+            ),
             # claim_isolated.sql: deliveries waiting to run alone (usually none).
             models.Index(
                 fields=["next_attempt_at"],

@@ -161,9 +161,11 @@ class SlotPool(Generic[R]):
         signal_every: int = 1,
         low_water: int = 0,
         can_start: Callable[[Job], bool] = lambda job: True,
+        on_abandon: Callable[[Job], None] = lambda job: None,
         name: str = "eventbus-slot",
     ) -> None:
         self._run = run
+        self._on_abandon = on_abandon
         self._can_start = can_start
         self._on_error = on_error
         self._on_progress = on_progress
@@ -339,6 +341,7 @@ class SlotPool(Generic[R]):
         slot.thread.start()
 
     def _abandon(self, slot: _Slot, job: Job) -> None:
+        self._on_abandon(job)  # under the lock: before the job's lane lets the next one start
         slot.abandoned = True
         self._slots.remove(slot)
         self.orphans += 1

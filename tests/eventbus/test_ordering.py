@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -14,8 +16,10 @@ import eventbus
 from core.models import Organization
 from eventbus import catalog
 from eventbus import claim as claims
+from eventbus.drain import DrainPump
 from eventbus.errors import EventValidationError
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.registry import Consumer, make_consumer, registry
 from eventbus.retry import Verdict
 from tests.support.consumers import ORDER_PROBE_TABLES_SQL
 from tests.support.processes import Drain, start_drain
@@ -50,6 +54,28 @@ def claim_ordered(now: dt.datetime | None = None) -> list[int]:
 
 def settle(consumer: str = ORDERED) -> claims.Claim:
     return claims.claim(consumers=[consumer], batch_size=50, worker_id=WORKER)
+
+
+@contextmanager
+def one_conversation_pump(
+    org: Organization, consumer: Consumer, *, events: int, concurrency: int
+) -> Iterator[DrainPump]:
+    """`consumer` registered, `events` probes of one conversation emitted, a drain pump for it."""
+    conversation = uuid.uuid4()
+    with registry.temporarily(consumer):
+        for seq in range(events):
+            probe(org, conversation, seq)
+        pump = DrainPump([consumer], worker_id=WORKER, concurrency=concurrency, batch_size=50)
+        try:
+            yield pump
+        finally:
+            pump.close()
+
+
+def states(consumer: str) -> dict[int, tuple[str, int]]:
+    """seq -> (status, attempts) of the consumer's deliveries."""
+    rows = Delivery.objects.filter(consumer=consumer).select_related("event")
+    return {d.event.payload["seq"]: (d.status, d.attempts) for d in rows}
 
 
 # -- the key: from the catalog or the emit --------------------------------------------------
@@ -191,6 +217,93 @@ def test_a_keys_backlog_does_not_block_other_keys(org: Organization) -> None:
         probe(org, conversation, 1000 + n)
     assert claim_ordered() == [0, 1000, 1001, 1002, 1003, 1004]
     assert claim_ordered() == []
+
+
+def test_a_claim_may_take_each_keys_run_in_id_order(org: Organization) -> None:
+    a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    for seq in range(4):
+        probe(org, a, seq)
+        probe(org, b, 10 + seq)
+    probe(org, c, 20)
+    probe(org, c, 21)
+    # c's second is waiting to run alone (its worker died): c's run stops before it.
+    Delivery.objects.filter(consumer=ORDERED, event__payload__seq=21).update(isolate=True)
+    batch = claims.claim(consumers=[ORDERED], batch_size=50, worker_id=WORKER, per_key=3)
+    by_key: dict[str | None, list[int]] = {}
+    for event in sorted(batch.events, key=lambda e: e.delivery_id):
+        by_key.setdefault(event.ordering_key, []).append(event.payload["seq"])
+    assert by_key == {str(a): [0, 1, 2], str(b): [10, 11, 12], str(c): [20]}
+    assert claim_ordered() == []  # every key has deliveries running
+    claims.ack(batch.token, batch.ids)
+    assert claim_ordered() == [3, 13]  # the rest of each run, one per key again
+
+
+def test_a_runs_length_is_the_batch_spread_over_its_keys(org: Organization) -> None:
+    keys = [uuid.uuid4() for _ in range(4)]
+    for seq in range(40):
+        probe(org, keys[seq % 4], seq)
+    batch = claims.claim(consumers=[ORDERED], batch_size=10, worker_id=WORKER, per_key=50)
+    counts = sorted(sum(1 for e in batch.events if e.ordering_key == str(k)) for k in keys)
+    assert len(batch.events) == 10 and counts in ([2, 2, 3, 3], [3, 3, 2, 2])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drained_run_stops_at_its_first_failure_and_releases_the_rest(
+    org: Organization,
+) -> None:
+    ran: list[int] = []
+
+    def fail_on_one(event: eventbus.Event) -> None:
+        ran.append(event.payload["seq"])
+        if event.payload["seq"] == 1:
+            raise RuntimeError("the second message cannot be sent yet")
+
+    consumer = make_consumer(
+        "run-probe-worker", fail_on_one, events=["message.order_probe"], ordered=True
+    )
+    with one_conversation_pump(org, consumer, events=4, concurrency=4) as pump:
+        assert pump.step() == 4  # one claim: the whole run of the conversation
+        wait_for(pump.pool.idle, timeout=10, what="the run to finish")
+        pump.step()  # settles it
+    assert ran == [0, 1]  # in order, one at a time, nothing after the failure
+    rows = states("run-probe-worker")
+    assert rows[0] == ("done", 1)
+    assert rows[1][0] == "pending" and rows[1][1] == 1  # charged: it retries first
+    assert rows[2] == rows[3] == ("pending", 0)  # released, never run, not charged
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_whose_head_times_out_releases_the_rest(org: Organization) -> None:
+    ran: list[int] = []
+    unblock = threading.Event()
+
+    def hang_on_zero(event: eventbus.Event) -> None:
+        ran.append(event.payload["seq"])
+        if event.payload["seq"] == 0:
+            unblock.wait(30)  # past its timeout: the slot is abandoned
+
+    consumer = make_consumer(
+        "hang-probe-worker",
+        hang_on_zero,
+        events=["message.order_probe"],
+        ordered=True,
+        timeout=0.2,
+    )
+    try:
+        with one_conversation_pump(org, consumer, events=3, concurrency=2) as pump:
+            pump.step()
+
+            def settled() -> bool:
+                pump.step()
+                return "processing" not in {s for s, _ in states("hang-probe-worker").values()}
+
+            wait_for(settled, timeout=20, what="the timed-out run to be settled")
+    finally:
+        unblock.set()
+    assert ran == [0]  # the rest of the run never started
+    rows = states("hang-probe-worker")
+    assert rows[0] == ("pending", 1)  # the timeout is its failure: retried first
+    assert rows[1] == rows[2] == ("pending", 0)
 
 
 def test_events_without_a_key_run_unordered_for_an_ordered_consumer(org: Organization) -> None:

@@ -85,6 +85,8 @@ def claim_plan(*, start: uuid.UUID, consumers: list[str], now: dt.datetime) -> s
                 "batch": 100,
                 "consumers": consumers,
                 "probing": [],
+                "key_start": str(uuid.uuid4()),
+                "per_key": 1,
                 "now": now,
                 "token": start,
                 "worker": "w",
