@@ -11,7 +11,8 @@ What happens (everything on this machine, loopback only, bounded in requests and
 2. gunicorn starts with the project's `gunicorn.conf.py` (threaded workers sized for 2 cores;
    `WEB_CONCURRENCY`/`GUNICORN_THREADS` or --workers/--threads override) on a free port of
    127.0.0.1, with the bench consumers loaded (each event fans out to one delivery) and the rate
-   limit raised so it never refuses (it is still checked: one upsert per request).
+   limits raised so they never refuse (the API key's and the emit door's: both still checked,
+   one upsert each per request; the bench event type is open to the API door).
 3. For each scenario, `--concurrency` clients (threads spread over `--client-procs` processes,
    each with a keep-alive connection) send `--requests` requests in total after a warm-up, and
    every latency (send -> full response read) is recorded:
@@ -366,6 +367,7 @@ def server_env(scratch: ScratchDatabase, args: argparse.Namespace) -> dict[str, 
     extra = {
         "EVENTBUS_HANDLER_MODULES": "bench.bench_consumers",
         "API_THROTTLE_RATE": "1000000000/minute",  # checked, never refusing
+        "EVENTBUS_DOOR_EMIT_RATE": "1000000000/minute",  # the door's own limit: the same
         "LOG_LEVEL": "WARNING",
         "GUNICORN_LOG_LEVEL": "warning",
         "DB_CONN_MAX_AGE": "600",

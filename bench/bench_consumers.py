@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 
+from eventbus import catalog
 from eventbus.catalog import declare
 from eventbus.event import Event
 from eventbus.registry import consumer
@@ -32,7 +33,14 @@ FANOUT_CONSUMERS: tuple[str, ...] = (
 )
 ENTITY_KIND = "bench_item"
 
-declare(SINGLE_EVENT, required=("seq",), description="drain benchmark: one consumer")
+# Open to the integrators' API door (its owner, the benchmark, says so): bench/api_load.py emits
+# it through POST /api/v1/events.
+declare(
+    SINGLE_EVENT,
+    required=("seq",),
+    description="drain benchmark: one consumer",
+    doors=(catalog.API,),
+)
 declare(FANOUT_EVENT, required=("seq",), description="drain benchmark: three consumers")
 ORDERED_EVENT = "bench.ordered"
 ORDERED_CONSUMERS: tuple[str, ...] = ("bench-ordered-worker",)
