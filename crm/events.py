@@ -59,3 +59,5 @@ catalog.declare(
     required=("order_id", "number", "total_cents", "currency", "confirmed_at"),
     description="seed 004: an order was confirmed (fat event: the order summary)",
 )
+
+from crm import conversation_events  # noqa: E402, F401  (conversation.sla_breached)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import ClassVar
 
+from django.conf import settings
 from django.db import models
 
 from core.models import Organization
@@ -109,6 +110,11 @@ class Contact(models.Model):
         self.cpf_digest = crypto.blind_index(self.CPF_CONTEXT, cpf_digits(value))
 
 
+class ConversationStatus(models.TextChoices):
+    OPEN = "open"
+    RESOLVED = "resolved"
+
+
 class Conversation(models.Model):
     """A conversation with a contact on one channel (e.g. a WhatsApp chat)."""
 
@@ -127,9 +133,27 @@ class Conversation(models.Model):
     # WhatsApp's customer-service window: free-form messages only within 24 h of this.
     last_inbound_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The lifecycle (crm.conversations): open until an agent resolves it; reopened by an agent
+    # or the API. Each change emits conversation.assigned/resolved/reopened with the row.
+    status = models.CharField(
+        max_length=16, choices=ConversationStatus.choices, default=ConversationStatus.OPEN
+    )
+    assigned_to = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.CharField(max_length=200, blank=True, default="")  # an audit actor
 
     class Meta:
         db_table = "deskcomm_conversation"  # kept from the deskcomm app
+        indexes = [
+            models.Index(fields=["organization", "status", "assigned_to"], name="conv_status_idx")
+        ]
 
     def __str__(self) -> str:
         return f"{self.channel} {self.id}"
@@ -401,3 +425,15 @@ class Product(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# Handoff, SLA, CSAT, suggestions, notifications and analytics (crm.conversations, crm.handlers).
+from crm.conversation_models import (  # noqa: E402, F401
+    AgentNotification,
+    AnalyticsCounted,
+    AnalyticsDaily,
+    ConversationSla,
+    CsatRequest,
+    HandoffRouting,
+    TemplateSuggestion,
+)

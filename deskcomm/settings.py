@@ -803,6 +803,18 @@ NUVEMSHOP = given(
     }
 )
 
+# The CRM (crm app): the conversation lifecycle and its consumers, read through `crm.conf`.
+CRM = given(
+    {
+        "WINDOW_HOURS": env.float("CRM_WINDOW_HOURS", default=unset),
+        "START_KEYWORDS": env.list("CRM_START_KEYWORDS", default=unset),
+        "SLA_FIRST_RESPONSE_SECONDS": env.float("CRM_SLA_FIRST_RESPONSE_SECONDS", default=unset),
+        "SLA_RESOLUTION_SECONDS": env.float("CRM_SLA_RESOLUTION_SECONDS", default=unset),
+        "CSAT_QUESTION": env.str("CRM_CSAT_QUESTION", default=unset),
+        "REENGAGE_TEMPLATE": env.str("CRM_REENGAGE_TEMPLATE", default=unset),
+    }
+)
+
 # WhatsApp through WAHA (whatsapp app), read at call time through `whatsapp.conf`.
 WHATSAPP = given(
     {

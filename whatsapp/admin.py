@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
+from crm.conf import crm_settings
 from crm.models import Conversation, Message
 from eventbus.models import EventLog
 from whatsapp import client as waha
@@ -292,6 +293,6 @@ class ConversationAdmin(ReadOnlyAdmin):
     def window(self, obj: Conversation) -> str:
         if obj.last_inbound_at is None:
             return "closed (no inbound message)"
-        closes = obj.last_inbound_at + dt.timedelta(hours=whatsapp_settings.WINDOW_HOURS)
+        closes = obj.last_inbound_at + dt.timedelta(hours=crm_settings.WINDOW_HOURS)
         state = "open until" if closes > timezone.now() else "closed at"
         return f"{state} {timezone.localtime(closes).strftime('%Y-%m-%d %H:%M')}"

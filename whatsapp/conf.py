@@ -49,8 +49,7 @@ class WhatsappSettings(AppSettings, namespace="WHATSAPP"):
     STOP_KEYWORDS: tuple[str, ...] = ("stop", "sair", "parar", "cancelar", "descadastrar")
     # The consent a send needs: a contact whose latest record of it is a withdrawal is refused.
     CONSENT_TYPE: str = "marketing_whatsapp"
-    # WhatsApp's customer-service window: free-form messages within this many hours.
-    WINDOW_HOURS: float = 24.0
+    # The customer-service window (24 h) is the CRM's knob: crm.conf WINDOW_HOURS.
 
 
 whatsapp_settings = WhatsappSettings()

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 import eventbus
 from core.alerts import alert
+from crm.conf import crm_settings
 from crm.models import Contact, Conversation, Message
 from eventbus.models import Delivery
 from jobs.registry import integration_check, job
@@ -163,7 +164,7 @@ def expire_24h_windows() -> int:
     """Emit `system.window_24h_expired` once per conversation whose customer window closed
     (24 h after its last inbound message) since the last runs."""
     now = timezone.now()
-    window = dt.timedelta(hours=whatsapp_settings.WINDOW_HOURS)
+    window = dt.timedelta(hours=crm_settings.WINDOW_HOURS)
     closed = Conversation.objects.filter(
         channel="whatsapp",
         last_inbound_at__lte=now - window,

@@ -40,6 +40,7 @@ from django.utils import timezone
 import eventbus
 from core import pooler
 from core.db import conninfo
+from crm.conf import crm_settings
 from crm.models import ConsentRecord, Conversation, Message
 from whatsapp import client as waha
 from whatsapp import metrics
@@ -306,7 +307,7 @@ def blocker(message: Message) -> str | None:
     if latest is not None and not latest.granted:
         return "no_consent"
     if not message.is_template:
-        window = dt.timedelta(hours=whatsapp_settings.WINDOW_HOURS)
+        window = dt.timedelta(hours=crm_settings.WINDOW_HOURS)
         if conversation.last_inbound_at is None or (
             timezone.now() - conversation.last_inbound_at > window
         ):
