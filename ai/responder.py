@@ -36,6 +36,8 @@ from ai.prompts import build_prompt
 from ai.rag.retrieval import retrieve
 from ai.sentiment import classify_inbound
 from core import flags
+from crm.conversation_models import TemplateSuggestion
+from crm.conversations import suggest_template, window_open
 from crm.models import Message
 from crm.services import send_message
 from eventbus.models import EventLog
@@ -91,11 +93,13 @@ def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
     """Why no model call is made (bot off, replied, handoff), or None to go on (the budget is
     checked, and the call reserved, by `budget_reserve` next)."""
     conversation = inbound.conversation
-    switched_off = _switched_off(event, inbound)
-    if switched_off:
-        return switched_off
-    if _already_replied(event, inbound):
-        return "already_replied"
+    stopped = (
+        _switched_off(event, inbound)
+        or ("already_replied" if _already_replied(event, inbound) else None)
+        or _unreachable(event, inbound)  # blocked contact, closed window: no model call
+    )
+    if stopped:
+        return stopped
     if asks_for_human(inbound.text):
         handoff_trigger(conversation=conversation, reason="human_requested")
         return "handoff"
@@ -104,6 +108,33 @@ def _before_the_model(event: eventbus.Event, inbound: Inbound) -> str | None:
         return "handoff"
     if _classified_negative(event, inbound):
         return "handoff"  # classify_inbound handed it off
+    return None
+
+
+def _unreachable(event: eventbus.Event, inbound: Inbound) -> str | None:
+    """No model call (nor a sentiment one) when no answer could be sent:
+
+    - `contact_blocked`: the contact is blocked (STOP, an operator). The stop message itself
+      gets nothing; a later message (the customer writes again without a start keyword) is
+      handed to a person, who sees it on the handoffs screen and may unblock the contact.
+    - `outside_window`: the message is answered after the 24-hour window closed (a backlog, a
+      late retry): the agent gets a template suggestion instead.
+    """
+    conversation = inbound.conversation
+    contact = conversation.contact
+    if contact.blocked_at is not None:
+        message = inbound.message
+        if message is not None and message.created_at > contact.blocked_at:
+            handoff_trigger(conversation=conversation, reason="blocked_contact_wrote")
+        return "contact_blocked"
+    wrote_at = inbound.message.created_at if inbound.message is not None else event.created_at
+    if not window_open(conversation, inbound_at=wrote_at):
+        suggest_template(
+            conversation=conversation,
+            reason=TemplateSuggestion.Reason.OUTSIDE_WINDOW,
+            source_event_id=event.id,
+        )
+        return "outside_window"
     return None
 
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 
 from core.admin_tables import ReadOnlyMixin
+from crm import conversation_admin  # noqa: F401  (conversations, handoffs, notifications)
 from crm.models import Contact
 
 REDACTED_FORMAT = "Y-m-d H:i"

@@ -238,12 +238,18 @@ def opt_in(*, contact: Contact, keyword: str, message_id: Any) -> bool:
     return bool(changed)
 
 
-def window_open(conversation: Conversation, *, now: dt.datetime | None = None) -> bool:
-    """The customer-service window is open: the contact wrote within `CRM["WINDOW_HOURS"]`."""
-    if conversation.last_inbound_at is None:
+def window_open(
+    conversation: Conversation,
+    *,
+    inbound_at: dt.datetime | None = None,
+    now: dt.datetime | None = None,
+) -> bool:
+    """The customer-service window is open: the contact wrote within `CRM["WINDOW_HOURS"]`
+    (their last message: the conversation's `last_inbound_at`, or `inbound_at` when later)."""
+    last = max((t for t in (conversation.last_inbound_at, inbound_at) if t), default=None)
+    if last is None:
         return False
-    window = dt.timedelta(hours=crm_settings.WINDOW_HOURS)
-    return (now or timezone.now()) - conversation.last_inbound_at <= window
+    return (now or timezone.now()) - last <= dt.timedelta(hours=crm_settings.WINDOW_HOURS)
 
 
 def suggest_template(

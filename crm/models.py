@@ -437,3 +437,11 @@ from crm.conversation_models import (  # noqa: E402, F401
     HandoffRouting,
     TemplateSuggestion,
 )
+
+
+class Handoff(Conversation):
+    """A conversation handed to a person (its bot is off): the admin's handoffs screen."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "handoff"

@@ -30,6 +30,7 @@ urlpatterns = [
     path("v1/webhooks/", include(webhook_urlpatterns)),
     path("v1/lgpd/", include(lgpd_urlpatterns)),
     path("v1/", include(pipeline_urlpatterns)),
+    path("v1/", include("crm.api.conversation_urls")),
     *outbox_urlpatterns,
     *pipeline_seed_urlpatterns,
     path("webhooks/nuvemshop/", include(nuvemshop_webhook_urlpatterns)),

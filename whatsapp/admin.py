@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 
 from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from crm.conf import crm_settings
+from crm.conversation_admin import LifecycleActions
 from crm.models import Conversation, Message
 from eventbus.models import EventLog
 from whatsapp import client as waha
@@ -267,10 +268,21 @@ class MessageInline(ReadOnlyMixin, admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdmin):
-    list_display = ["short_id", "contact", "channel", "window", "bot_active", "created_at"]
-    list_filter = ["channel", "bot_active"]
-    list_select_related = ["contact"]
+class ConversationAdmin(LifecycleActions, ReadOnlyAdmin):
+    """Conversations by status and assignee; the lifecycle actions (crm.conversation_admin)."""
+
+    list_display = [
+        "short_id",
+        "contact",
+        "channel",
+        "status",
+        "assigned_to",
+        "window",
+        "bot_active",
+        "created_at",
+    ]
+    list_filter = ["status", "assigned_to", "channel", "bot_active"]
+    list_select_related = ["contact", "assigned_to"]
     ordering = ["-created_at"]
     fields = (
         "id",
@@ -278,6 +290,11 @@ class ConversationAdmin(ReadOnlyAdmin):
         "contact",
         "channel",
         "external_chat_id",
+        "status",
+        "assigned_to",
+        "assigned_at",
+        "resolved_at",
+        "resolved_by",
         "bot_active",
         "last_inbound_at",
         "window",

@@ -4,7 +4,8 @@
   id (`Message.external_id`, unique per organization: a redelivered webhook writes nothing);
   the contact and conversation resolved by chat id or created (`conversation.opened`);
   `message.received` v2 (ids only); a stop keyword blocks the contact (`contact.blocked`,
-  `system.contact_blocked_by_stop`).
+  `system.contact_blocked_by_stop`); a start keyword from a contact blocked by STOP unblocks it
+  (crm.conversations.opt_in, audited as `contact.opted_in`).
   A sender WhatsApp addresses by its privacy id (`<n>@lid`, no phone number) is stored too: its
   conversation's chat id is the lid (replies go to it) and its contact has no phone until
   `sync-sessions` resolves the lid through WAHA (`GET /api/{session}/lids/{lid}`).
@@ -25,10 +26,11 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 import eventbus
+from crm.conversations import opt_in
 from crm.models import Contact, Conversation, Message
 from whatsapp.client import message_key, normalize_chat_id, normalize_message_id
 from whatsapp.models import PendingAck, WahaSession
-from whatsapp.stop import stop_keyword
+from whatsapp.stop import start_keyword, stop_keyword
 
 ACK_DELIVERED = 2
 ACK_READ = (3, 4)
@@ -138,6 +140,9 @@ def _store(session: WahaSession, payload: dict[str, Any], waha_id: str, chat_id:
     keyword = stop_keyword(body_text)
     if keyword and contact.blocked_at is None:
         _block_by_stop(contact, keyword, message)
+    start = start_keyword(body_text) if contact.blocked_at is not None else None
+    if start:
+        opt_in(contact=contact, keyword=start, message_id=message.pk)
     return "stored"
 
 
