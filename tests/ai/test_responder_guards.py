@@ -95,3 +95,39 @@ def test_a_contact_writing_while_the_budget_is_exhausted_gets_the_fallback_and_a
     assert EventLog.objects.filter(event_type="message.queued", entity_id=reply.pk).exists()
     conversation.refresh_from_db()
     assert conversation.bot_active is False
+
+
+def test_no_model_call_for_a_blocked_contact(
+    conversation: Conversation, ai_on_fake: OpenAIFake
+) -> None:
+    from django.utils import timezone
+
+    from crm.models import Contact
+
+    Contact.objects.filter(pk=conversation.contact_id).update(
+        blocked_at=timezone.now(), blocked_reason="stop_keyword"
+    )
+    inbound, _ = receive(conversation, "Oi, ainda estão aí?")  # wrote again after STOP
+    run_responder()
+    assert ai_on_fake.requests == []  # the fake model server saw nothing
+    assert ai_replies(inbound) == []
+    assert [h["reason"] for h in handoffs()] == ["blocked_contact_wrote"]
+
+
+def test_no_model_call_outside_the_window_but_a_template_suggestion(
+    conversation: Conversation, ai_on_fake: OpenAIFake
+) -> None:
+    import datetime as dt
+
+    import time_machine
+    from django.utils import timezone
+
+    from crm.conversation_models import TemplateSuggestion
+
+    inbound, _ = receive(conversation, "Qual o prazo?")
+    with time_machine.travel(timezone.now() + dt.timedelta(hours=25)):
+        run_responder()  # a backlog answered after the window closed
+    assert ai_on_fake.requests == []  # the fake model server saw nothing
+    assert ai_replies(inbound) == []
+    (suggestion,) = TemplateSuggestion.objects.all()
+    assert (suggestion.conversation_id, suggestion.reason) == (conversation.pk, "outside_window")

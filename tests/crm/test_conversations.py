@@ -21,7 +21,9 @@ def conversation(org: Organization) -> Conversation:
     return ConversationFactory(organization=org)
 
 
-def test_assign_resolve_reopen_emit_their_events(org: Organization, conversation: Conversation) -> None:
+def test_assign_resolve_reopen_emit_their_events(
+    org: Organization, conversation: Conversation
+) -> None:
     ana = agent(org, "ana")
     conversations.assign(conversation=conversation, user=ana, actor="user:boss")
     conversations.resolve(conversation=conversation, actor="user:ana", note="done")
@@ -64,7 +66,9 @@ def test_each_change_rolls_back_with_its_event(
     assert conversation.status == ("resolved" if step == "reopen" else "open")
 
 
-def test_wrong_states_and_strangers_are_refused(org: Organization, org_b: Organization, conversation: Conversation) -> None:
+def test_wrong_states_and_strangers_are_refused(
+    org: Organization, org_b: Organization, conversation: Conversation
+) -> None:
     with pytest.raises(conversations.ConversationStateError):
         conversations.reopen(conversation=conversation, actor="user:x")
     conversations.resolve(conversation=conversation, actor="user:x")
@@ -79,16 +83,25 @@ def test_wrong_states_and_strangers_are_refused(org: Organization, org_b: Organi
 def test_handoffs_go_round_robin_then_to_the_owner(org: Organization) -> None:
     ana, bia = agent(org, "ana"), agent(org, "bia")
     chosen = [
-        conversations.handoff_assign(conversation=ConversationFactory(organization=org), actor="system:t")
+        conversations.handoff_assign(
+            conversation=ConversationFactory(organization=org), actor="system:t"
+        )
         for _ in range(3)
     ]
     assert chosen == [ana, bia, ana]
     assert {e.payload["mode"] for e in events("conversation.assigned")} == {"round_robin"}
     HandoffRouting.objects.filter(organization=org).update(owner=bia)
-    assert conversations.handoff_assign(conversation=ConversationFactory(organization=org), actor="system:t") == bia
+    assert (
+        conversations.handoff_assign(
+            conversation=ConversationFactory(organization=org), actor="system:t"
+        )
+        == bia
+    )
 
 
-def test_no_agent_leaves_the_handoff_unassigned(org: Organization, conversation: Conversation) -> None:
+def test_no_agent_leaves_the_handoff_unassigned(
+    org: Organization, conversation: Conversation
+) -> None:
     assert conversations.handoff_assign(conversation=conversation, actor="system:t") is None
     assert events("conversation.assigned") == []
 
@@ -104,7 +117,9 @@ def test_resume_bot_turns_it_back_on_audited(conversation: Conversation) -> None
 def test_opt_in_lifts_a_stop_block_only(org: Organization) -> None:
     from django.utils import timezone
 
-    stopped = ContactFactory(organization=org, blocked_at=timezone.now(), blocked_reason="stop_keyword")
+    stopped = ContactFactory(
+        organization=org, blocked_at=timezone.now(), blocked_reason="stop_keyword"
+    )
     manual = ContactFactory(organization=org, blocked_at=timezone.now(), blocked_reason="manual")
     assert conversations.opt_in(contact=stopped, keyword="start", message_id="m1")
     assert not conversations.opt_in(contact=manual, keyword="start", message_id="m2")

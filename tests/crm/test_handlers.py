@@ -49,14 +49,20 @@ def test_a_handoff_reaches_an_agent_and_can_be_resumed(org: Organization) -> Non
     (email,) = mail.outbox
     assert email.to == ["ana@example.test"] and "needs a person" in email.subject
     (note,) = AgentNotification.objects.all()
-    assert (note.kind, note.recipient_id, note.target_id) == ("handoff", ana.pk, str(conversation.pk))
+    assert (note.kind, note.recipient_id, note.target_id) == (
+        "handoff",
+        ana.pk,
+        str(conversation.pk),
+    )
     run("notification-worker")  # nothing more to do: one e-mail, one notification
     assert len(mail.outbox) == 1
     assert resume_bot(conversation=conversation, actor="user:ana")
     assert Conversation.objects.get(pk=conversation.pk).bot_active
 
 
-def test_the_aggregator_counts_an_event_once_under_redelivery(org: Organization, org_b: Organization) -> None:
+def test_the_aggregator_counts_an_event_once_under_redelivery(
+    org: Organization, org_b: Organization
+) -> None:
     conversation = ConversationFactory(organization=org)
     row = eventbus.emit(
         "message.delivered",
@@ -110,7 +116,10 @@ def test_an_expired_window_suggests_a_template(org: Organization) -> None:
 def test_sla_breaches_are_detected_emitted_and_alerted(org: Organization, settings: object) -> None:
     start = timezone.now()
     with time_machine.travel(start, tick=False) as clock:
-        late, answered = ConversationFactory(organization=org), ConversationFactory(organization=org)
+        late, answered = (
+            ConversationFactory(organization=org),
+            ConversationFactory(organization=org),
+        )
         for conversation in (late, answered):
             eventbus.emit(
                 "conversation.opened",
