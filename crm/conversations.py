@@ -23,6 +23,7 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -270,3 +271,19 @@ def suggest_template(
         },
     )
     return suggestion
+
+
+def conversation_of(event: eventbus.Event) -> Conversation | None:
+    """The conversation an event's payload names (`conversation_id`), in the event's
+    organization only; None when it names none, a malformed id or no row there."""
+    named = event.payload.get("conversation_id")
+    if not named:
+        return None
+    try:
+        return (
+            Conversation.objects.filter(organization_id=event.organization_id, pk=str(named))
+            .select_related("contact")
+            .first()
+        )
+    except (ValueError, ValidationError):
+        return None

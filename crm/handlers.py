@@ -17,11 +17,14 @@ and audited), then looked up within `event.organization_id`.
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+from django.db.models import F
+
 import eventbus
 from crm import analytics, notifications, sla
 from crm.conf import crm_settings
 from crm.conversation_models import CsatRequest, TemplateSuggestion
-from crm.conversations import suggest_template, window_open
+from crm.conversations import conversation_of, suggest_template, window_open
 from crm.models import Conversation, Order
 from crm.services import send_message
 from eventbus.tenancy import guard_payload
@@ -85,21 +88,27 @@ def csat_trigger(event: eventbus.Event) -> None:
 
 def _csat_conversation(event: eventbus.Event) -> Conversation | None:
     """The conversation to ask in: the resolved one, or the fulfilled order's contact's latest."""
-    scoped = Conversation.objects.filter(organization_id=event.organization_id).select_related(
-        "contact"
-    )
     if event.event_type == "conversation.resolved":
-        return scoped.filter(pk=event.payload.get("conversation_id")).first()
-    order = (
-        Order.objects.filter(
-            organization_id=event.organization_id, pk=event.payload.get("order_id")
+        return conversation_of(event)
+    order_id = event.payload.get("order_id")
+    try:
+        order = (
+            Order.objects.filter(organization_id=event.organization_id, pk=str(order_id)).first()
+            if order_id
+            else None
         )
-        .exclude(contact=None)
+    except (ValueError, ValidationError):
+        return None
+    if order is None or order.contact_id is None:
+        return None
+    return (
+        Conversation.objects.filter(
+            organization_id=event.organization_id, contact_id=order.contact_id
+        )
+        .select_related("contact")
+        .order_by(F("last_inbound_at").desc(nulls_last=True))
         .first()
     )
-    if order is None:
-        return None
-    return scoped.filter(contact_id=order.contact_id).order_by("-last_inbound_at").first()
 
 
 @eventbus.consumer(
@@ -108,9 +117,7 @@ def _csat_conversation(event: eventbus.Event) -> Conversation | None:
 def template_suggester(event: eventbus.Event) -> None:
     """The window closed: suggest the re-engagement template to the conversation's agent."""
     guard_payload(event, CONVERSATION)
-    conversation = Conversation.objects.filter(
-        organization_id=event.organization_id, pk=event.payload.get("conversation_id")
-    ).first()
+    conversation = conversation_of(event)
     if conversation is not None:
         suggest_template(
             conversation=conversation,

@@ -20,8 +20,7 @@ from django.utils import timezone
 import eventbus
 from core import alerts, audit
 from crm.conversation_models import AgentNotification
-from crm.conversations import agents_of, handoff_assign
-from crm.models import Conversation
+from crm.conversations import agents_of, conversation_of, handoff_assign
 
 CONSUMER = "notification-worker"
 HANDOFFS_PATH = "/admin/crm/handoff/"
@@ -37,14 +36,8 @@ def handle(event: eventbus.Event) -> None:
         _sla_breached(event)
 
 
-def _conversation(event: eventbus.Event) -> Conversation | None:
-    return Conversation.objects.filter(
-        organization_id=event.organization_id, pk=event.payload.get("conversation_id")
-    ).first()
-
-
 def _handoff(event: eventbus.Event) -> None:
-    conversation = _conversation(event)
+    conversation = conversation_of(event)
     if conversation is None:
         return
     agent = handoff_assign(conversation=conversation, actor=audit.system_actor(CONSUMER))
@@ -74,11 +67,15 @@ def _lead_assigned(event: eventbus.Event) -> None:
 
 
 def _sla_breached(event: eventbus.Event) -> None:
-    conversation = _conversation(event)
+    conversation = conversation_of(event)
     if conversation is None:
         return
     kind = str(event.payload.get("kind") or "")
-    agent = User.objects.filter(pk=conversation.assigned_to_id).first()
+    agent = (
+        User.objects.filter(pk=conversation.assigned_to_id).first()
+        if conversation.assigned_to_id
+        else None
+    )
     created = _notify(
         event,
         kind=AgentNotification.Kind.SLA_BREACH,

@@ -11,6 +11,7 @@ a deadline that passed without it, marks the breach and emits `conversation.sla_
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,6 +19,7 @@ from django.utils import timezone
 import eventbus
 from crm.conf import crm_settings
 from crm.conversation_models import ConversationSla
+from crm.conversations import conversation_of
 from crm.models import Conversation, ConversationStatus, Message
 
 RESPONDERS = (Message.Sender.AGENT, Message.Sender.AI)
@@ -29,9 +31,7 @@ def _seconds(value: float) -> dt.timedelta:
 
 
 def track(event: eventbus.Event) -> None:
-    conversation = Conversation.objects.filter(
-        organization_id=event.organization_id, pk=event.payload.get("conversation_id")
-    ).first()
+    conversation = conversation_of(event)
     if conversation is None:
         return
     at = event.created_at
@@ -96,7 +96,11 @@ def check_breaches(*, now: dt.datetime | None = None) -> int:
 
 
 def _breach(
-    row: ConversationSla, kind: str, due: dt.datetime, now: dt.datetime, fields: dict[str, object]
+    row: ConversationSla,
+    kind: str,
+    due: dt.datetime,
+    now: dt.datetime,
+    fields: Mapping[str, dt.datetime],
 ) -> int:
     with transaction.atomic():
         marked = ConversationSla.objects.filter(pk=row.pk, **{f"{kind}_breached_at": None}).update(
