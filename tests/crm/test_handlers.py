@@ -152,3 +152,44 @@ def test_sla_breaches_are_detected_emitted_and_alerted(org: Organization, settin
     assert [m.subject for m in mail.outbox if "SLA" in m.subject] == [
         "[Deskcomm] Conversation SLA breached"
     ]  # the alert (core.alerts) mailed to ADMINS
+
+
+def test_a_fulfilled_order_asks_the_contacts_conversation_once(org: Organization) -> None:
+    from tests.support.factories import OrderFactory
+
+    order = OrderFactory(organization=org)
+    conversation = ConversationFactory(
+        organization=org, contact=order.contact, last_inbound_at=timezone.now()
+    )
+    for _ in range(2):  # the same fact twice (idempotency key): one event, one question
+        eventbus.emit(
+            "nuvemshop.order_fulfilled",
+            organization=org,
+            entity_kind="order",
+            entity_id=order.pk,
+            payload={"order_id": str(order.pk), "fulfilled_at": timezone.now().isoformat()},
+            idempotency_key=f"nuvemshop.order_fulfilled:{order.pk}",
+        )
+    run("csat-trigger-worker")
+    (asked,) = CsatRequest.objects.all()
+    assert (asked.conversation_id, asked.cause) == (conversation.pk, "nuvemshop.order_fulfilled")
+    assert Message.objects.filter(conversation=conversation, sender="system").count() == 1
+
+
+def test_a_lead_assigned_to_an_agent_notifies_them(org: Organization, org_b: Organization) -> None:
+    import uuid
+
+    ana = agent(org, "ana", "ana@example.test")
+    bruno = agent(org_b, "bruno", "bruno@example.test")
+    for owner in (ana, bruno):  # bruno is another organization's: nobody of org is told
+        eventbus.emit(
+            "lead.assigned",
+            organization=org,
+            entity_kind="lead",
+            entity_id=uuid.uuid4(),
+            payload={"to_owner_id": owner.pk},
+        )
+    run("notification-worker")
+    notes = AgentNotification.objects.order_by("id")
+    assert [n.recipient_id for n in notes] == [ana.pk, None]
+    assert [m.to for m in mail.outbox] == [["ana@example.test"]]
