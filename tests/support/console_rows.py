@@ -144,3 +144,17 @@ def _records(org: Organization) -> None:
         last_sync_at=now,
         last_sync_error=LONG_ERROR,
     )
+    # A conversation handed to a person (the handoffs screen lists only those), with a long
+    # notification text on the agents' list.
+    from crm.conversation_models import AgentNotification
+    from tests.support.factories import ConversationFactory
+
+    handed_off = ConversationFactory(organization=org, bot_active=False, last_inbound_at=now)
+    AgentNotification.objects.create(
+        organization=org,
+        kind=AgentNotification.Kind.HANDOFF,
+        target_type="conversation",
+        target_id=str(handed_off.pk),
+        text=f"Conversation {str(handed_off.pk)[:8]} needs a person (human_requested).",
+        source_event_id=uuid.uuid4(),
+    )
