@@ -239,7 +239,8 @@ def test_a_subscription_deleted_mid_flight_settles_cleanly(
             worker.run_once()
     finally:
         worker.close()
-    assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+    webhook_deliveries = Delivery.objects.filter(consumer__startswith="webhook:")
+    assert set(webhook_deliveries.values_list("status", flat=True)) == {"done"}
     assert len(receiver.requests) == 2
     assert Attempt.objects.count() == 2  # logged although the subscription is gone
 
