@@ -172,9 +172,23 @@ class AgentNotificationAdmin(ReadOnlyMixin, admin.ModelAdmin):
 @admin.register(TemplateSuggestion)
 class TemplateSuggestionAdmin(ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("created_at", "conversation", "reason", "template", "used_at")
-    list_filter = ("reason",)
+    list_filter = ("reason", ("used_at", admin.EmptyFieldListFilter))
     ordering = ("-created_at",)
+    actions = ["send_template"]
     show_facets = admin.ShowFacets.NEVER
+
+    def has_send_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(CHANGE))
+
+    @admin.action(description="Send the template to the contact", permissions=["send"])
+    def send_template(self, request: HttpRequest, queryset: QuerySet[TemplateSuggestion]) -> None:
+        for suggestion in queryset.select_related("conversation"):
+            try:
+                conversations.send_suggestion(suggestion=suggestion)
+            except ValueError as exc:
+                self.message_user(request, f"{suggestion.pk}: {exc}", messages.WARNING)
+            else:
+                self.message_user(request, f"{suggestion.pk}: queued", messages.SUCCESS)
 
 
 @admin.register(HandoffRouting)

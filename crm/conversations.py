@@ -32,7 +32,8 @@ from core import audit
 from core.models import StaffOrganization
 from crm.conf import crm_settings
 from crm.conversation_models import HandoffRouting, TemplateSuggestion
-from crm.models import Contact, Conversation, ConversationStatus
+from crm.models import Contact, Conversation, ConversationStatus, Message
+from crm.services import send_message
 from eventbus.models import EventLog
 
 MANUAL = "manual"
@@ -287,3 +288,18 @@ def conversation_of(event: eventbus.Event) -> Conversation | None:
         )
     except (ValueError, ValidationError):
         return None
+
+
+def send_suggestion(*, suggestion: TemplateSuggestion) -> Message:
+    """Send a suggested template (a template message may go outside the window) and mark the
+    suggestion used, in one transaction; ConversationStateError when it was used already."""
+    with transaction.atomic():
+        current = TemplateSuggestion.objects.select_for_update().get(pk=suggestion.pk)
+        if current.used_at is not None:
+            raise ConversationStateError("this suggestion was sent already")
+        message = send_message(
+            conversation=current.conversation, body=current.template, is_template=True
+        )
+        current.used_at = timezone.now()
+        current.save(update_fields=["used_at"])
+    return message

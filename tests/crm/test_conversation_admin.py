@@ -21,6 +21,7 @@ AGENT = (
     "crm.view_conversation",
     "crm.change_conversation",
     "crm.view_agentnotification",
+    "crm.view_templatesuggestion",
 )
 
 
@@ -82,3 +83,29 @@ def test_a_reader_without_change_permission_gets_no_actions(org: Organization) -
         "/admin/crm/handoff/", {"action": "resume_bot", "_selected_action": [str(conversation.pk)]}
     )
     assert Conversation.objects.get(pk=conversation.pk).bot_active is False
+
+
+def test_a_suggested_template_is_sent_once_as_a_template(org: Organization) -> None:
+    import uuid
+
+    from crm.conversation_models import TemplateSuggestion
+    from crm.models import Message
+
+    conversation = ConversationFactory(organization=org)
+    suggestion = TemplateSuggestion.objects.create(
+        organization=org,
+        conversation=conversation,
+        reason="window_expired",
+        template="Podemos continuar?",
+        source_event_id=uuid.uuid4(),
+    )
+    client, _ = agent_client(org)
+    for _ in range(2):
+        client.post(
+            "/admin/crm/templatesuggestion/",
+            {"action": "send_template", "_selected_action": [str(suggestion.pk)]},
+        )
+    (sent,) = Message.objects.filter(conversation=conversation)
+    assert (sent.body, sent.is_template, sent.status) == ("Podemos continuar?", True, "queued")
+    suggestion.refresh_from_db()
+    assert suggestion.used_at is not None

@@ -193,3 +193,26 @@ def test_a_lead_assigned_to_an_agent_notifies_them(org: Organization, org_b: Org
     notes = AgentNotification.objects.order_by("id")
     assert [n.recipient_id for n in notes] == [ana.pk, None]
     assert [m.to for m in mail.outbox] == [["ana@example.test"]]
+
+
+def test_a_handoff_naming_another_tenants_conversation_is_refused(
+    org: Organization, org_b: Organization
+) -> None:
+    from core.models import AuditLog
+    from eventbus.models import Delivery
+
+    agent(org, "ana")
+    theirs = ConversationFactory(organization=org_b)
+    eventbus.emit(
+        "ai.handoff_triggered",
+        organization=org,
+        entity_kind="conversation",
+        entity_id=theirs.pk,
+        payload={"conversation_id": str(theirs.pk), "reason": "human_requested", "from": "bot"},
+    )
+    run("notification-worker")
+    assert Delivery.objects.get(consumer="notification-worker").status == "dead"
+    theirs.refresh_from_db()
+    assert theirs.assigned_to_id is None
+    assert not AgentNotification.objects.exists() and mail.outbox == []
+    assert AuditLog.objects.filter(action="security.cross_tenant_refused").count() == 1
