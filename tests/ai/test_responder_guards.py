@@ -131,3 +131,19 @@ def test_no_model_call_outside_the_window_but_a_template_suggestion(
     assert ai_replies(inbound) == []
     (suggestion,) = TemplateSuggestion.objects.all()
     assert (suggestion.conversation_id, suggestion.reason) == (conversation.pk, "outside_window")
+
+
+def test_the_stop_message_itself_is_neither_answered_nor_handed_off(
+    conversation: Conversation, ai_on_fake: OpenAIFake
+) -> None:
+    from django.utils import timezone
+
+    from crm.models import Contact
+
+    inbound, _ = receive(conversation, "SAIR")
+    Contact.objects.filter(pk=conversation.contact_id).update(
+        blocked_at=timezone.now(), blocked_reason="stop_keyword"
+    )  # blocked by this very message (whatsapp.inbound does it in the same transaction)
+    run_responder()
+    assert ai_on_fake.requests == []
+    assert ai_replies(inbound) == [] and handoffs() == []

@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 
 import eventbus
 from core.models import Organization, StaffOrganization
+from crm.models import Conversation
 from eventbus.models import EventLog
 
 
@@ -45,3 +46,21 @@ def run(*consumers: str) -> None:
 
 def events(event_type: str) -> list[EventLog]:
     return list(EventLog.objects.filter(event_type=event_type).order_by("created_at"))
+
+
+def emit_about(
+    event_type: str, conversation: Conversation, *, organization: Organization, **payload: object
+) -> EventLog:
+    """`event_type` about `conversation` (its id and contact's in the payload), emitted in
+    `organization` (another tenant's, to test the guard)."""
+    return eventbus.emit(
+        event_type,
+        organization=organization,
+        entity_kind="conversation",
+        entity_id=conversation.pk,
+        payload={
+            "conversation_id": str(conversation.pk),
+            "contact_id": str(conversation.contact_id),
+            **payload,
+        },
+    )

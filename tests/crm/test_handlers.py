@@ -23,7 +23,7 @@ from crm.conversation_models import (
 )
 from crm.conversations import resolve
 from crm.models import Conversation, Message
-from tests.crm.support import agent, as_event, events, run
+from tests.crm.support import agent, as_event, emit_about, events, run
 from tests.support.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -97,16 +97,11 @@ def test_csat_is_asked_inside_the_window_only(org: Organization) -> None:
 
 def test_an_expired_window_suggests_a_template(org: Organization) -> None:
     conversation = ConversationFactory(organization=org)
-    eventbus.emit(
+    emit_about(
         "system.window_24h_expired",
+        conversation,
         organization=org,
-        entity_kind="conversation",
-        entity_id=conversation.pk,
-        payload={
-            "conversation_id": str(conversation.pk),
-            "contact_id": str(conversation.contact_id),
-            "expired_at": timezone.now().isoformat(),
-        },
+        expired_at=timezone.now().isoformat(),
     )
     run("template-suggester-worker")
     (suggestion,) = TemplateSuggestion.objects.all()
@@ -121,17 +116,7 @@ def test_sla_breaches_are_detected_emitted_and_alerted(org: Organization, settin
             ConversationFactory(organization=org),
         )
         for conversation in (late, answered):
-            eventbus.emit(
-                "conversation.opened",
-                organization=org,
-                entity_kind="conversation",
-                entity_id=conversation.pk,
-                payload={
-                    "conversation_id": str(conversation.pk),
-                    "contact_id": str(conversation.contact_id),
-                    "channel": "whatsapp",
-                },
-            )
+            emit_about("conversation.opened", conversation, organization=org, channel="whatsapp")
         run("sla-tracker-worker")
         assert ConversationSla.objects.count() == 2
         clock.shift(dt.timedelta(minutes=5))
@@ -203,12 +188,12 @@ def test_a_handoff_naming_another_tenants_conversation_is_refused(
 
     agent(org, "ana")
     theirs = ConversationFactory(organization=org_b)
-    eventbus.emit(
+    emit_about(
         "ai.handoff_triggered",
+        theirs,
         organization=org,
-        entity_kind="conversation",
-        entity_id=theirs.pk,
-        payload={"conversation_id": str(theirs.pk), "reason": "human_requested", "from": "bot"},
+        reason="human_requested",
+        **{"from": "bot"},
     )
     run("notification-worker")
     assert Delivery.objects.get(consumer="notification-worker").status == "dead"
