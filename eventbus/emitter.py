@@ -103,7 +103,6 @@ def emit(
         ordering_key=ordering_key,
         priority=priority,
     )
-    preparer.count_at_door(org_id, 1)
     routes = registry.columns_for(prepared.event_type)
     with bound_cursor() as cursor:
         cursor.execute(
@@ -126,10 +125,13 @@ def emit(
                 "priority": prepared.priority,
                 "notify": preparer.wakes(prepared),
                 "channel": WAKEUP_CHANNEL,
+                **preparer.door_quota(org_id),  # counted in the same statement
             },
             prepare=True,  # its planning cost ~4x its run (core.db.PREPARE_ONLY_WHEN_ASKED)
         )
         inserted = cursor.fetchone()  # (id, fanout, woken)
+    if inserted is not None and inserted[1] == REFUSED_AT_DOOR:
+        raise preparer.refused_at_door(org_id, 1)
     if inserted is None:
         return _existing_event(org_id, prepared.idempotency_key)
     event_id, fanout, _ = inserted
@@ -190,6 +192,15 @@ def emit_many(
         with bound_cursor() as cursor:
             cursor.execute(statement("emit_wakeup"), {"channel": WAKEUP_CHANNEL})
     return ids
+
+
+# emit_insert_one.sql's `fanout` when the door's quota refused the emit (nothing written).
+REFUSED_AT_DOOR = -1
+
+
+def _door_key(org_id: uuid.UUID) -> str:
+    """The organization's quota at the doors (core.rate_limits' state key)."""
+    return f"emit-door:{org_id}"
 
 
 @dataclass(frozen=True)
@@ -258,9 +269,25 @@ class Preparer:
         if self.door == catalog.APP or not count:
             return
         rate = self.limits.door_rate
-        wait = rate_limits.hit(f"emit-door:{org_id}", rate, self.now, count)
+        wait = rate_limits.hit(_door_key(org_id), rate, self.now, count)
         if wait is not None:
             raise EmitRateLimited(wait, bus_settings.DOOR_EMIT_RATE)
+
+    def door_quota(self, org_id: uuid.UUID) -> dict[str, Any]:
+        """emit_insert_one.sql's door parameters: the organization's quota key (None for the
+        app's own emits, never counted), and the rate's interval and period."""
+        rate = self.limits.door_rate
+        return {
+            "door_key": None if self.door == catalog.APP else _door_key(org_id),
+            "door_interval": rate.interval,
+            "door_period": rate.period,
+        }
+
+    def refused_at_door(self, org_id: uuid.UUID, count: int) -> EmitRateLimited:
+        """The error for `count` events the door's quota refused (they counted nothing)."""
+        rate = self.limits.door_rate
+        wait = rate_limits.wait_after_refusal(_door_key(org_id), rate, self.now, count)
+        return EmitRateLimited(wait, bus_settings.DOOR_EMIT_RATE)
 
     def _bus_keys(self, name: str) -> dict[str, Any]:
         """The metadata only the bus writes for a type: provenance and causation chain."""

@@ -12,9 +12,23 @@
 -- subscriptions, are unordered).
 -- `notify`: high-priority events also wake idle workers on `channel`; PostgreSQL delivers the
 -- NOTIFY when the caller commits, and never for a rolled-back emit.
--- Rows: (id, fanout, woken) of the new event; none for a repeated key; NULLs without a tenant.
+-- The door's quota (an emit through the API or a pipeline, eventbus.emitter.Preparer): with a
+-- %(door_key)s, the organization's EVENTBUS_DOOR_EMIT_RATE is counted in this statement (the GCRA
+-- upsert of core/rate_limits.py on its UNLOGGED state table), not in a round trip of its own; a
+-- refused emit writes nothing and counts nothing.
+-- Rows: (id, fanout, woken) of the new event; none for a repeated key; NULLs without a tenant;
+-- (NULL, -1, NULL) when the door's quota refused it.
 WITH tenant AS MATERIALIZED (
     SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
+), door AS (
+    INSERT INTO deskcomm_throttlestate AS t (key, tat)
+    SELECT %(door_key)s::text, %(now)s + %(door_interval)s::interval
+     WHERE %(door_key)s::text IS NOT NULL AND EXISTS (SELECT FROM tenant)
+    ON CONFLICT (key) DO UPDATE
+       SET tat = greatest(t.tat, %(now)s) + %(door_interval)s::interval
+     WHERE greatest(t.tat, %(now)s) + %(door_interval)s::interval
+           <= %(now)s + %(door_period)s::interval
+    RETURNING tat
 ), routes AS MATERIALIZED (
     SELECT r.consumer, r.max_attempts, r.delay, r.ordered
       FROM unnest(%(consumers)s::text[], %(max_attempts)s::int[], %(delays)s::float8[],
@@ -30,6 +44,7 @@ WITH tenant AS MATERIALIZED (
            %(metadata)s::jsonb, '{}', 0, CASE WHEN c.n > 0 THEN 'pending' ELSE 'done' END, c.n,
            %(idempotency_key)s, %(ordering_key)s::text, %(priority)s::int2, %(now)s, %(now)s
       FROM (SELECT count(*)::int AS n FROM routes) c, tenant
+     WHERE %(door_key)s::text IS NULL OR EXISTS (SELECT FROM door)
     -- No conflict target: unpartitioned, event_log_idempotency_uniq is the arbiter; partitioned
     -- (eventbus/partitions.py), a trigger claims the key in event_log_idempotency.
     ON CONFLICT DO NOTHING
@@ -49,3 +64,7 @@ SELECT id, fanout,
   FROM ev
 UNION ALL
 SELECT NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM tenant)
+UNION ALL
+SELECT NULL, -1, NULL
+ WHERE %(door_key)s::text IS NOT NULL AND EXISTS (SELECT FROM tenant)
+   AND NOT EXISTS (SELECT FROM door)
