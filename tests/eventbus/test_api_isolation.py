@@ -6,6 +6,7 @@ last test checks that the matrix names every operation of the OpenAPI schema.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 
 import pytest
@@ -14,7 +15,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 import eventbus
 from core.models import Organization
-from crm.models import Contact
+from crm.models import AnalyticsDaily, Contact, Conversation
 from eventbus.models import Delivery, EventLog
 from lgpd import services as lgpd_services
 from pipelines import services as pipeline_services
@@ -57,6 +58,9 @@ def a_world(org: Organization) -> dict[str, str]:
     Execution.objects.create(
         organization=org, pipeline=pipeline, trigger="order.post", started_at=timezone.now()
     )
+    conversation = Conversation.objects.create(organization=org, contact=contact)
+    today = timezone.localdate()
+    AnalyticsDaily.objects.create(organization=org, day=today, metric="message.received", count=1)
     return {
         "event_id": str(dead.event_id),
         "cursor": page["next_cursor"],
@@ -66,6 +70,9 @@ def a_world(org: Organization) -> dict[str, str]:
         "contact": str(contact.pk),
         "request_id": str(request.pk),
         "pipeline_id": str(pipeline.pk),
+        "conversation_id": str(conversation.pk),
+        "since": (today - dt.timedelta(days=6)).isoformat(),
+        "until": today.isoformat(),
     }
 
 
@@ -101,6 +108,10 @@ OBJECT_ENDPOINTS = [
     ("patch", "/api/v1/pipelines/{pipeline_id}", {"name": "B's now"}),
     ("get", "/api/v1/pipelines/{pipeline_id}/executions", None),
     ("get", "/api/pipelines/{pipeline_id}/executions", None),
+    ("get", "/api/v1/conversations/{conversation_id}", None),
+    ("post", "/api/v1/conversations/{conversation_id}/assign", {"user_id": 1}),
+    ("post", "/api/v1/conversations/{conversation_id}/resolve", {}),
+    ("post", "/api/v1/conversations/{conversation_id}/reopen", {}),
 ]
 # Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
@@ -120,6 +131,9 @@ LIST_ENDPOINTS = [
     "/api/v1/lgpd/data-requests",
     "/api/v1/lgpd/data-requests?contact_id={contact}",
     "/api/v1/pipelines",
+    "/api/v1/conversations",
+    "/api/v1/conversations?status=open",
+    "/api/v1/analytics/daily?since={since}&until={until}",
 ]
 # Operations that name no existing object: they act in the key's own organization.
 OWN_ORGANIZATION_ONLY = {
