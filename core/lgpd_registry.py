@@ -16,7 +16,7 @@ field is covered by some registered category.
 **Order.** `REGISTRY` yields the categories by their `order`, then by name, whatever the order of
 registration: the export bundle lists them so and the redaction runs them so. The bands in use:
 
-    10-50   the CRM's records found through the contact's relations (crm)
+    10-55   the CRM's records found through the contact's relations, its identities (crm)
     60-70   the bus's events and their deliveries (eventbus, webhooks)
     80-90   core's audit trail and stored API responses
     100     what the AI derived from the subject (ai)

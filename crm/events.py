@@ -33,7 +33,9 @@ catalog.declare_all(
 )
 catalog.declare_all(
     {
-        "contact.created": ("phone", "source"),
+        # The seed's `phone` and `name` stay out: webhooks carry this event (read the contact
+        # by its id through the contacts API).
+        "contact.created": ("contact_id", "source"),
         "contact.merged": ("from_contact_id", "into_contact_id", "merged_fields"),
         "contact.blocked": ("reason",),
         "contact.anonymized": ("lgpd_request_id", "anonymized_fields"),

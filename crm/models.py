@@ -68,6 +68,12 @@ class Contact(models.Model):
     # `send_message` still queues, the send worker refuses (`system.send_blocked`).
     blocked_at = models.DateTimeField(null=True, blank=True)
     blocked_reason = models.CharField(max_length=64, blank=True, default="")
+    # Set by crm.services.contact_merge on the contact merged away: its records, identities and
+    # missing fields went to `merged_into`; its own personal fields were emptied.
+    merged_into = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="merged_from"
+    )
+    merged_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -113,6 +119,43 @@ class Contact(models.Model):
 class ConversationStatus(models.TextChoices):
     OPEN = "open"
     RESOLVED = "resolved"
+
+
+class ContactIdentity(models.Model):
+    """One normalized identifier of a contact (crm.identity): a phone, an e-mail, a channel id.
+
+    `(organization, kind, value)` is unique: one person per identifier per organization, which
+    the database guarantees (crm.services.contact_resolve claims keys with INSERT ... ON
+    CONFLICT), so concurrent first messages from one number cannot create two contacts.
+    """
+
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("value",)
+
+    class Kind(models.TextChoices):
+        PHONE = "phone"
+        EMAIL = "email"
+        CPF = "cpf"  # the CPF's blind index, never the CPF
+        WHATSAPP_LID = "whatsapp_lid"
+        NUVEMSHOP = "nuvemshop"  # "<store id>:<customer id>"
+
+    id = models.BigAutoField(primary_key=True)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    contact = models.ForeignKey(Contact, on_delete=models.CASCADE, related_name="identities")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    value = models.CharField(max_length=254)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "contact identities"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "kind", "value"], name="contact_identity_uniq"
+            )
+        ]
+        indexes = [models.Index(fields=["contact"], name="contact_identity_contact_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.contact_id}"
 
 
 class Conversation(models.Model):
@@ -353,6 +396,8 @@ class Order(models.Model):
     customer_phone = models.CharField(max_length=32, blank=True, default="")
     shipping_address = models.TextField(blank=True, default="")
     status = models.TextField(choices=Status.choices, default=Status.DRAFT)
+    # When the customer placed it (a shop order's `created_at`; API orders: when confirmed).
+    placed_at = models.DateTimeField(null=True, blank=True)
     confirmed_at = models.DateTimeField(null=True, blank=True)
     # Set once by order-post-worker (the `order.post` phase); never undoes the confirmation.
     post_processed_at = models.DateTimeField(null=True, blank=True)

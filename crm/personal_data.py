@@ -16,6 +16,7 @@ from core.lgpd_subject import Subject, SubjectContact
 from crm.models import (
     ConsentRecord,
     Contact,
+    ContactIdentity,
     Conversation,
     Lead,
     LeadActivity,
@@ -90,14 +91,18 @@ class OrderCategory(Category):
 def subject_orders(contact: SubjectContact) -> QuerySet[Order]:
     """The contact's orders: linked to it, or holding its e-mail, phone or full name as the
     customer's (an order placed through the API or the shop without a link to the contact).
+    The e-mails and phones are the contact's own and its identities' (what a merge brought in).
 
     Found with strong identifiers only (core.lgpd_subject): the e-mail (case-insensitive), the
     phone's digits (with or without +55), the full name (two words at least, exact); never a
     first name or a surname alone."""
     match = Q(contact_id=contact.pk)
-    if contact.email.strip():
-        match |= Q(customer_email__iexact=contact.email.strip())
-    if variants := phone_digits(contact.phone):
+    keys = ContactIdentity.objects.filter(contact_id=contact.pk).values_list("kind", "value")
+    emails = {contact.email.strip()} | {v for k, v in keys if k == ContactIdentity.Kind.EMAIL}
+    for email in emails - {""}:
+        match |= Q(customer_email__iexact=email)
+    phones = {contact.phone} | {v for k, v in keys if k == ContactIdentity.Kind.PHONE}
+    if variants := [digits for phone in phones for digits in phone_digits(phone)]:
         match |= Q(customer_phone_digits__in=variants)
     name = " ".join(contact.name.split())
     if len(name.split(" ")) >= 2:
@@ -123,6 +128,29 @@ class ConsentCategory(Category):
 
     def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
         return ConsentRecord.objects.filter(contact_id=subject.contact.pk)
+
+
+@register
+class IdentityCategory(Category):
+    """The contact's identifiers (phones, e-mails, channel ids, its own and a merge's):
+    deleted by the redaction, so the redacted person matches no contact again."""
+
+    name = "contact_identities"
+    order = 55
+    covers = {ContactIdentity: ("value",)}
+    context_fields = {ContactIdentity: ("kind", "created_at")}
+
+    def rows(self, subject: Subject, model: type[models.Model]) -> Rows:
+        return ContactIdentity.objects.filter(contact_id=subject.contact.pk)
+
+    def exported(self, row: dict[str, Any]) -> dict[str, Any]:
+        if row["kind"] == ContactIdentity.Kind.CPF:  # a lookup key derived from the CPF
+            return {**row, "value": "(CPF lookup key, derived from the CPF)"}
+        return row
+
+    def redact(self, subject: Subject) -> int:
+        deleted, _ = self.rows(subject, ContactIdentity).delete()
+        return deleted
 
 
 @register

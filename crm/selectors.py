@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 
-from django.db.models import F, Func, Value
+from django.db.models import F, Func, Q, QuerySet, Value
 
 from core import crypto
+from crm.identity import normalize_email, normalize_phone
 from crm.models import Contact, cpf_digits, phone_digits
 
 
@@ -42,3 +44,33 @@ def match_contact(
         if found:
             return found
     return None
+
+
+def contact_get(organization_id: uuid.UUID, contact_id: uuid.UUID) -> Contact | None:
+    """The organization's contact, or None (another organization's id is no contact here)."""
+    return Contact.objects.filter(organization_id=organization_id, pk=contact_id).first()
+
+
+def contacts_page(
+    *,
+    organization_id: uuid.UUID,
+    before: tuple[dt.datetime, uuid.UUID] | None,
+    limit: int,
+    phone: str = "",
+    email: str = "",
+    include_merged: bool = False,
+) -> list[Contact]:
+    """Up to `limit` contacts of the organization, newest first, older than `before`; by
+    phone or e-mail (their normalized identity, any spelling); merged-away ones left out
+    unless `include_merged`."""
+    rows: QuerySet[Contact] = Contact.objects.filter(organization_id=organization_id)
+    if not include_merged:
+        rows = rows.filter(merged_into__isnull=True)
+    if phone:
+        rows = rows.filter(identities__kind="phone", identities__value=normalize_phone(phone))
+    if email:
+        rows = rows.filter(identities__kind="email", identities__value=normalize_email(email))
+    if before is not None:
+        stamp, ident = before
+        rows = rows.filter(Q(created_at__lt=stamp) | Q(created_at=stamp, id__lt=ident))
+    return list(rows.order_by("-created_at", "-id")[:limit])

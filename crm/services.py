@@ -1,5 +1,11 @@
 """CRM write services: each writes its records and emits its event in one transaction.
 
+- `contact_resolve`: the one door to a contact for the channels and the shop: the contact an
+  identifier (phone, e-mail, CPF, WhatsApp lid, shop customer) belongs to, or a new one with
+  `contact.created`; race-free through `ContactIdentity`'s unique key (see its doc).
+- `contact_create`, `contact_update`, `contact_merge` (`contact.merged`), `contact_block`
+  (`contact.blocked`), `contact_unblock` (audited): the API's and the admin's writes.
+- `conversation_for`: the contact's conversation on a channel, opened once (`conversation.opened`).
 - `order_confirm`: an order and `order.confirmed` (seed 004).
 - `send_message`: an outbound message (`queued`) and `message.queued`, which the channel's send
   worker consumes (seed 000 §6.1); the worker, not this function, checks the send blockers.
@@ -7,15 +13,375 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 import eventbus
+from core import audit
 from core.models import Organization
-from crm.models import Conversation, Message, Order
+from crm.identity import Identity, contact_identities, identities
+from crm.models import (
+    ConsentRecord,
+    Contact,
+    ContactIdentity,
+    Conversation,
+    Lead,
+    Message,
+    Order,
+)
+from crm.selectors import match_contact
+
+logger = logging.getLogger(__name__)
+
+# A new contact loses its keys to a concurrent one at most this often before it is found.
+CLAIM_ATTEMPTS = 5
+CLAIM_SQL = (
+    "INSERT INTO crm_contactidentity (organization_id, contact_id, kind, value, created_at) "
+    "VALUES {rows} ON CONFLICT (organization_id, kind, value) DO NOTHING RETURNING kind, value"
+)
+# The fields a merge fills on the surviving contact when it has none.
+MERGED_FIELDS = ("name", "phone", "email", "cpf")
+
+
+class ContactConflict(ValueError):
+    """A contact write refused for its state (merging a contact into itself, an anonymized or
+    already-merged contact, another organization's contact, an identifier another contact
+    holds)."""
+
+
+def contact_resolve(
+    *,
+    organization_id: uuid.UUID,
+    phone: str = "",
+    email: str = "",
+    whatsapp_chat_id: str = "",
+    nuvemshop_customer: str = "",
+    cpf: str = "",
+    name: str = "",
+    source: str,
+) -> tuple[Contact, bool]:
+    """The organization's contact for these identifiers, or a new one; (contact, created).
+
+    The strongest identifier that has an owner decides (channel ids, e-mail, CPF, phone:
+    crm.identity), else a contact whose own fields match (crm.selectors.match_contact: one
+    written before identities existed). The contact also gets the identifiers no one holds and
+    the fields it lacks (name, phone, e-mail). A new contact and `contact.created` are written
+    only when it claimed every identifier (INSERT ... ON CONFLICT DO NOTHING, in a savepoint):
+    a concurrent request that claimed one first wins, and this one then finds its contact.
+    Raises ValueError when no identifier is usable.
+    """
+    keys = identities(
+        phone=phone,
+        email=email,
+        whatsapp_chat_id=whatsapp_chat_id,
+        nuvemshop_customer=nuvemshop_customer,
+        cpf=cpf,
+    )
+    if not keys:
+        raise ValueError("a contact needs a phone, an e-mail or a channel id")
+    given = {
+        "name": name.strip()[:200],
+        "phone": _phone_field(phone, keys),
+        "email": email.strip()[:254],
+    }
+    with transaction.atomic():
+        for _attempt in range(CLAIM_ATTEMPTS):
+            found = _owner(organization_id, keys) or match_contact(
+                organization_id=organization_id, email=email, phone=given["phone"], cpf=cpf
+            )  # a contact written before its identities (or by hand), matched by its fields
+            if found is not None:
+                _claim(found, keys)
+                _fill_blanks(found, given)
+                return found, False
+            try:
+                with transaction.atomic():
+                    contact = Contact(organization_id=organization_id, **given)
+                    if cpf:
+                        contact.cpf = cpf
+                    contact.save()
+                    if len(_claim(contact, keys)) < len(keys):
+                        raise _Lost
+                    _created_emit(contact, source)
+                    return contact, True
+            except _Lost:
+                continue
+    raise RuntimeError("contact_resolve: the identifiers kept changing owner; try again")
+
+
+class _Lost(Exception):
+    """A concurrent request claimed one of the new contact's identifiers first."""
+
+
+def _phone_field(phone: str, keys: Sequence[Identity]) -> str:
+    if phone.strip():
+        return phone.strip()[:32]
+    return next((k.value for k in keys if k.kind == ContactIdentity.Kind.PHONE), "")
+
+
+def _owner(organization_id: uuid.UUID, keys: Sequence[Identity]) -> Contact | None:
+    """The contact holding the strongest of `keys` (a committed row: READ COMMITTED)."""
+    match = Q()
+    for key in keys:
+        match |= Q(kind=key.kind, value=key.value)
+    held = {
+        Identity(row.kind, row.value): row.contact
+        for row in ContactIdentity.objects.filter(
+            match, organization_id=organization_id
+        ).select_related("contact")
+    }
+    return next((held[key] for key in keys if key in held), None)
+
+
+def _claim(contact: Contact, keys: Sequence[Identity]) -> set[Identity]:
+    """Give `contact` the keys no contact holds; the ones it got. Inserted in one global order
+    (kind, value), so two claims never wait on each other in a cycle."""
+    ordered = sorted(set(keys), key=lambda k: (k.kind, k.value))
+    if not ordered:
+        return set()
+    rows = ", ".join(["(%s, %s, %s, %s, now())"] * len(ordered))
+    params: list[Any] = []
+    for key in ordered:
+        params += [contact.organization_id, contact.pk, key.kind, key.value]
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM_SQL.format(rows=rows), params)
+        return {Identity(kind, value) for kind, value in cursor.fetchall()}
+
+
+def _fill_blanks(contact: Contact, given: Mapping[str, str]) -> None:
+    changed = [name for name, value in given.items() if value and not getattr(contact, name)]
+    if changed and contact.anonymized_at is None:
+        Contact.objects.filter(pk=contact.pk).update(**{name: given[name] for name in changed})
+        for name in changed:
+            setattr(contact, name, given[name])
+
+
+def _created_emit(contact: Contact, source: str) -> None:
+    eventbus.emit(
+        "contact.created",
+        organization=contact.organization_id,
+        entity_kind="contact",
+        entity_id=contact.pk,
+        payload={"contact_id": str(contact.pk), "source": source},
+        idempotency_key=f"contact.created:{contact.pk}",
+    )
+
+
+def contact_identity_add(contact: Contact, **identifiers: str) -> bool:
+    """Give `contact` more identifiers (`identities` keywords) no one else holds; whether every
+    one is now the contact's (False: another contact holds one, a duplicate to merge)."""
+    keys = identities(**identifiers)
+    claimed = _claim(contact, keys)
+    mine = set(ContactIdentity.objects.filter(contact=contact).values_list("kind", "value"))
+    missing = [k for k in keys if k not in claimed and (k.kind, k.value) not in mine]
+    if missing:
+        logger.info(
+            "contact %s: %d identifier(s) held by another contact (merge them)",
+            contact.pk,
+            len(missing),
+        )
+    return not missing
+
+
+def contact_create(
+    *,
+    organization_id: uuid.UUID,
+    name: str = "",
+    phone: str = "",
+    email: str = "",
+    source: str = "api",
+    actor: str,
+) -> Contact:
+    """A new contact (API, admin): refused with ContactConflict when another contact holds its
+    phone or e-mail (the existing one is named: update or merge it instead)."""
+    keys = identities(phone=phone, email=email)
+    if not keys:
+        raise ValueError("a contact needs a phone or an e-mail")
+    with transaction.atomic():
+        existing = _owner(organization_id, keys)
+        if existing is not None:
+            raise ContactConflict(f"contact {existing.pk} already has this phone or e-mail")
+        contact, created = contact_resolve(
+            organization_id=organization_id, phone=phone, email=email, name=name, source=source
+        )
+        if not created:  # a concurrent request created it between the two reads
+            raise ContactConflict(f"contact {contact.pk} already has this phone or e-mail")
+        _audit(contact, actor, "crm.contact.create", {"source": source})
+    return contact
+
+
+def contact_update(contact: Contact, *, actor: str, **fields: str) -> Contact:
+    """Change a contact's name, phone or e-mail; a new phone or e-mail becomes its identifier
+    (ContactConflict when another contact holds it: merge them instead)."""
+    unknown = set(fields) - {"name", "phone", "email"}
+    if unknown:
+        raise ValueError(f"unknown contact field(s): {sorted(unknown)}")
+    with transaction.atomic():
+        locked = _locked_live(contact)
+        keys = identities(phone=fields.get("phone", ""), email=fields.get("email", ""))
+        holder = _owner(locked.organization_id, keys)
+        if holder is not None and holder.pk != locked.pk:
+            raise ContactConflict(f"contact {holder.pk} already has this phone or e-mail")
+        for name, value in fields.items():
+            setattr(locked, name, value.strip())
+        locked.save(update_fields=list(fields))
+        _claim(locked, keys)
+        _audit(locked, actor, "crm.contact.update", {"fields": sorted(fields)})
+    return locked
+
+
+def _locked_live(contact: Contact) -> Contact:
+    locked = Contact.objects.select_for_update().get(pk=contact.pk)
+    if locked.anonymized_at is not None:
+        raise ContactConflict("this contact was anonymized (LGPD): it cannot change")
+    if locked.merged_into_id is not None:
+        raise ContactConflict(f"this contact was merged into {locked.merged_into_id}")
+    return locked
+
+
+def contact_merge(*, source: Contact, into: Contact, actor: str) -> Contact:
+    """Merge `source` into `into`: its conversations, messages (with them), orders, leads,
+    consents and identities move to `into`, which gets the fields it lacks (name, phone,
+    e-mail, CPF); `source` keeps no personal data and points at `into` (`merged_into`).
+    `contact.merged` (ids and the filled field names only) and the audit row are written in the
+    same transaction. ContactConflict for a contact merged into itself, another organization's,
+    an anonymized or an already-merged one."""
+    if source.pk == into.pk:
+        raise ContactConflict("a contact cannot be merged into itself")
+    if source.organization_id != into.organization_id:
+        raise ContactConflict("both contacts must belong to the same organization")
+    with transaction.atomic():
+        first, second = sorted([source, into], key=lambda c: str(c.pk))  # one lock order
+        _locked_live(first), _locked_live(second)
+        source = Contact.objects.get(pk=source.pk)
+        into = Contact.objects.get(pk=into.pk)
+        merged_fields = [
+            name for name in MERGED_FIELDS if getattr(source, name) and not getattr(into, name)
+        ]
+        for name in merged_fields:
+            setattr(into, name, getattr(source, name))
+        if into.blocked_at is None and source.blocked_at is not None:
+            into.blocked_at, into.blocked_reason = source.blocked_at, source.blocked_reason
+        into.save()
+        moved = {
+            "conversations": Conversation.objects.filter(contact=source).update(contact=into),
+            "orders": Order.objects.filter(contact=source).update(contact=into),
+            "leads": Lead.objects.filter(contact=source).update(contact=into),
+            "consents": ConsentRecord.objects.filter(contact=source).update(contact=into),
+            "identities": ContactIdentity.objects.filter(contact=source).update(contact=into),
+        }
+        source.name = source.phone = source.email = source.cpf_digest = ""
+        source.cpf_encrypted = ""
+        source.merged_into, source.merged_at = into, timezone.now()
+        source.save()
+        _claim(into, contact_identities(into))
+        eventbus.emit(
+            "contact.merged",
+            organization=into.organization_id,
+            entity_kind="contact",
+            entity_id=into.pk,
+            payload={
+                "from_contact_id": str(source.pk),
+                "into_contact_id": str(into.pk),
+                "merged_fields": merged_fields,
+            },
+            idempotency_key=f"contact.merged:{source.pk}",
+        )
+        _audit(
+            into,
+            actor,
+            "crm.contact.merge",
+            {"from_contact_id": str(source.pk), "merged_fields": merged_fields, **moved},
+        )
+    return into
+
+
+def contact_block(contact: Contact, *, actor: str, reason: str = "operator") -> Contact:
+    """Block a contact (no more messages: the send worker refuses) with `contact.blocked`,
+    audited. Blocking a blocked contact changes nothing."""
+    with transaction.atomic():
+        locked = _locked_live(contact)
+        if locked.blocked_at is not None:
+            return locked
+        locked.blocked_at, locked.blocked_reason = timezone.now(), reason[:64]
+        locked.save(update_fields=["blocked_at", "blocked_reason"])
+        eventbus.emit(
+            "contact.blocked",
+            organization=locked.organization_id,
+            entity_kind="contact",
+            entity_id=locked.pk,
+            payload={"contact_id": str(locked.pk), "reason": locked.blocked_reason},
+            idempotency_key=f"contact.blocked:{locked.pk}:{locked.blocked_at.isoformat()}",
+        )
+        _audit(locked, actor, "crm.contact.block", {"reason": locked.blocked_reason})
+    return locked
+
+
+def contact_unblock(contact: Contact, *, actor: str) -> Contact:
+    """Let a blocked contact receive messages again (an opt back in), audited. The catalog has
+    no unblock event: the audit row is the record. Unblocking an unblocked contact changes
+    nothing."""
+    with transaction.atomic():
+        locked = _locked_live(contact)
+        if locked.blocked_at is None:
+            return locked
+        previous = locked.blocked_reason
+        locked.blocked_at, locked.blocked_reason = None, ""
+        locked.save(update_fields=["blocked_at", "blocked_reason"])
+        _audit(locked, actor, "crm.contact.unblock", {"was": previous})
+    return locked
+
+
+def _audit(contact: Contact, actor: str, action: str, details: Mapping[str, Any]) -> None:
+    audit.record(
+        actor=actor,
+        action=action,
+        target_type="crm.contact",
+        target_id=contact.pk,
+        organization_id=contact.organization_id,
+        details=details,
+    )
+
+
+def conversation_for(
+    contact: Contact, *, channel: str, external_chat_id: str
+) -> tuple[Conversation, bool]:
+    """The contact's conversation on `channel` (its newest), or a new one with
+    `conversation.opened`; (conversation, opened). The contact's row is locked first, so
+    concurrent first messages open one conversation."""
+    Contact.objects.select_for_update().filter(pk=contact.pk).first()
+    found = (
+        Conversation.objects.filter(contact=contact, channel=channel)
+        .order_by("-created_at")
+        .first()
+    )
+    if found is not None:
+        return found, False
+    conversation = Conversation.objects.create(
+        organization_id=contact.organization_id,
+        contact=contact,
+        channel=channel,
+        external_chat_id=external_chat_id,
+    )
+    eventbus.emit(
+        "conversation.opened",
+        organization=contact.organization_id,
+        entity_kind="conversation",
+        entity_id=conversation.pk,
+        payload={
+            "conversation_id": str(conversation.pk),
+            "contact_id": str(contact.pk),
+            "channel": channel,
+        },
+        idempotency_key=f"conversation.opened:{conversation.pk}",
+    )
+    return conversation, True
 
 
 def order_confirm(
@@ -28,6 +394,8 @@ def order_confirm(
     status: Mapping[str, str] | None = None,
     also_emit: Sequence[Mapping[str, Any]] = (),
     fields: Mapping[str, Any] | None = None,
+    confirmed_at: dt.datetime | None = None,
+    announce: bool = True,
 ) -> Order:
     """Confirm order `number` and emit `order.confirmed` in the same transaction (seed 004).
 
@@ -40,6 +408,11 @@ def order_confirm(
     arguments: event_type, entity_kind, payload, idempotency_key...), written in the same
     transaction with `causation_id` = the `order.confirmed` event's id (and, for an
     `entity_kind` of "order" without an `entity_id`, this order's id).
+
+    Every order is confirmed here: `POST /api/v1/orders` (pipelines.services.order_create) and
+    the shop's orders once paid (nuvemshop.upserts.order_upsert). `confirmed_at`: when (the
+    shop's payment time; default now). `announce=False` confirms without `order.confirmed` (so
+    no order.post): a shop's history, paid before the store was connected.
     """
     if not number or not number.strip():
         raise ValueError("an order number is required")
@@ -60,8 +433,11 @@ def order_confirm(
         if order.status == Order.Status.CONFIRMED:
             return order
         order.status = Order.Status.CONFIRMED
-        order.confirmed_at = timezone.now()
-        order.save(update_fields=["status", "confirmed_at"])
+        order.confirmed_at = confirmed_at or timezone.now()
+        order.placed_at = order.placed_at or order.confirmed_at
+        order.save(update_fields=["status", "confirmed_at", "placed_at"])
+        if not announce:
+            return order
         confirmed = eventbus.emit(
             "order.confirmed",
             organization=organization,

@@ -13,6 +13,7 @@ from core.api import schema  # noqa: F401  (registers the OpenAPI auth extension
 from core.api.errors import api_not_found
 from core.api.views import ping
 from core.health.views import health_view
+from crm.api.contact_urls import v1_urlpatterns as contact_urlpatterns
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
 from lgpd.urls import api_urlpatterns as lgpd_urlpatterns
 from nuvemshop.urls import webhook_urlpatterns as nuvemshop_webhook_urlpatterns
@@ -31,6 +32,7 @@ urlpatterns = [
     path("v1/lgpd/", include(lgpd_urlpatterns)),
     path("v1/", include(pipeline_urlpatterns)),
     path("v1/", include("crm.api.conversation_urls")),
+    path("v1/", include(contact_urlpatterns)),
     *outbox_urlpatterns,
     *pipeline_seed_urlpatterns,
     path("webhooks/nuvemshop/", include(nuvemshop_webhook_urlpatterns)),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 
 from core import crypto
-from crm.models import Contact, cpf_digits, phone_digits
+from crm.models import Contact, ContactIdentity, cpf_digits, phone_digits
 from lgpd.models import RedactedIdentifier
 
 CONTEXT = "lgpd_tombstone"
@@ -28,8 +28,14 @@ def digests(*, email: str = "", phone: str = "", cpf: str = "") -> set[str]:
 
 
 def record(contact: Contact, *, request_id: uuid.UUID) -> int:
-    """Keep the contact's identifiers as tombstones; the number of new ones."""
+    """Keep the contact's identifiers as tombstones, its own and its identities' (the phones
+    and e-mails a merge brought in); the number of new ones."""
     found = digests(email=contact.email, phone=contact.phone, cpf=contact.cpf)
+    for kind, value in contact.identities.values_list("kind", "value"):
+        if kind == ContactIdentity.Kind.EMAIL:
+            found |= digests(email=value)
+        elif kind == ContactIdentity.Kind.PHONE:
+            found |= digests(phone=value)
     rows = [
         RedactedIdentifier(organization_id=contact.organization_id, digest=d, request_id=request_id)
         for d in sorted(found)

@@ -233,12 +233,14 @@ def _emit_order_events(order: Order, data: dict[str, Any], *, announce: bool) ->
 
 
 def _lead_won(order: Order) -> None:
-    """A paid order closes the contact's newest open lead as won (LEAD_WON_ON_PAID)."""
+    """A paid order closes the contact's newest open lead as won (LEAD_WON_ON_PAID), if that
+    lead was open when the order was placed: a late `order_paid` (an old order a full sync
+    imported, a webhook long after) never closes a lead opened after the order."""
     if not nuvemshop_settings.LEAD_WON_ON_PAID or order.contact_id is None:
         return
     lead = (
         Lead.objects.select_for_update()
-        .filter(contact_id=order.contact_id)
+        .filter(contact_id=order.contact_id, created_at__lte=order.placed_at or order.created_at)
         .exclude(stage_id__in=("won", "lost"))
         .order_by("-created_at")
         .first()

@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 from core.lgpd_registry import TOMBSTONES
 from core.redaction import redact_text
 from crm.models import Contact, Order, Product
-from crm.selectors import match_contact
+from crm.services import contact_resolve, order_confirm
 from nuvemshop.models import CustomerLink, ShopRedaction, Store
 
 LANGUAGES = ("pt", "es", "en")
@@ -104,9 +104,11 @@ def product_upsert(store: Store, data: dict[str, Any]) -> tuple[Product, bool]:
 
 
 def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact | None:
-    """The contact of a store customer: its link, else the CRM's match (e-mail, CPF, phone),
-    else a new contact; the link is kept so later orders and LGPD webhooks find it. None for a
-    customer whose data was redacted (`customer_redacted`): nothing of theirs is stored again."""
+    """The contact of a store customer: its link, else the CRM's one door
+    (crm.services.contact_resolve: the shop customer id, e-mail, CPF, phone, matched or claimed
+    race-free, a new contact with `contact.created`); the link is kept so later orders and LGPD
+    webhooks find it. None for a customer whose data was redacted (`customer_redacted`):
+    nothing of theirs is stored again."""
     ns_id = int(data["id"])
     link = CustomerLink.objects.filter(store=store, ns_customer_id=ns_id).select_related("contact")
     found = link.first()
@@ -114,7 +116,15 @@ def contact_for_customer(store: Store, data: dict[str, Any]) -> Contact | None:
         return found.contact
     if customer_redacted(store, data):
         return None
-    contact = _matched(store, data) or _created(store, data)
+    contact, _ = contact_resolve(
+        organization_id=store.organization_id,
+        nuvemshop_customer=f"{store.ns_store_id}:{ns_id}",
+        email=str(data.get("email") or ""),
+        phone=str(data.get("phone") or ""),
+        cpf=str(data.get("identification") or ""),  # the customer's CPF/CNPJ in Nuvemshop
+        name=str(data.get("name") or ""),
+        source="nuvemshop",
+    )
     CustomerLink.objects.get_or_create(
         store=store,
         ns_customer_id=ns_id,
@@ -138,40 +148,22 @@ def customer_redacted(store: Store, data: dict[str, Any]) -> bool:
     )
 
 
-def _matched(store: Store, data: dict[str, Any]) -> Contact | None:
-    return match_contact(
-        organization_id=store.organization_id,
-        email=str(data.get("email") or ""),
-        phone=str(data.get("phone") or ""),
-        cpf=str(data.get("identification") or ""),  # the customer's CPF/CNPJ in Nuvemshop
-    )
-
-
-def _created(store: Store, data: dict[str, Any]) -> Contact:
-    contact = Contact(
-        organization_id=store.organization_id,
-        name=str(data.get("name") or "")[:200],
-        email=str(data.get("email") or "")[:254],
-        phone=str(data.get("phone") or "")[:32],
-    )
-    contact.cpf = str(data.get("identification") or "")
-    contact.save()
-    return contact
-
-
-# The shop's order `status` (open, closed: archived once handled, cancelled) as the CRM's: an
-# order placed in the shop is confirmed (its checkout finished); a cancelled one is cancelled.
-ORDER_STATUSES = {"open": Order.Status.CONFIRMED, "closed": Order.Status.CONFIRMED}
+# The shop's order: a draft until the shop says it is paid (`payment_status` "paid"), then
+# confirmed through crm.services.order_confirm, once (`order.confirmed`, the order.post
+# pipelines); a cancelled one is cancelled. Paid is the shop's confirmed state: an open order
+# may still be abandoned unpaid, a fulfilled one was paid first.
+PAID = "paid"
 
 
 def order_status(shop_status: Any) -> str:
-    if shop_status == "cancelled":
-        return Order.Status.CANCELLED
-    return ORDER_STATUSES.get(str(shop_status or "open"), Order.Status.CONFIRMED)
+    return Order.Status.CANCELLED if shop_status == "cancelled" else Order.Status.DRAFT
 
 
 def order_upsert(store: Store, data: dict[str, Any]) -> tuple[Order, bool]:
-    """The CRM order for a store order (matched to a contact when it has a customer).
+    """The CRM order for a store order (matched to a contact when it has a customer), confirmed
+    through crm.services.order_confirm the first time it is seen paid: a webhook retried, a
+    full sync importing it again or a later state (fulfilled) never confirms it twice. An order
+    paid before the store was connected is history: confirmed without `order.confirmed`.
 
     BadRecord when the order has a shape or a value the API does not document (run it in a
     savepoint: the contact it may have created goes with it)."""
@@ -181,8 +173,7 @@ def order_upsert(store: Store, data: dict[str, Any]) -> tuple[Order, bool]:
         fields = {
             "ns_store_id": store.ns_store_id,
             "number": f"{store.ns_store_id}-{data.get('number') or int(data['id'])}",
-            "status": order_status(data.get("status")),
-            "confirmed_at": when(data.get("created_at")),
+            "placed_at": when(data.get("created_at")),
             "total_cents": cents(data.get("total"), name="total"),
             "currency": str(data.get("currency") or "BRL")[:3],
             "items": [_item(line) for line in data.get("products") or []],
@@ -205,9 +196,26 @@ def order_upsert(store: Store, data: dict[str, Any]) -> tuple[Order, bool]:
             # Redacted in the CRM: the order keeps its money, never the person (LGPD).
             fields.update(customer_name="", customer_email="", customer_phone="")
             fields["shipping_address"] = ""
-        return Order.objects.update_or_create(
-            organization_id=store.organization_id, ns_order_id=int(data["id"]), defaults=fields
+        status = order_status(data.get("status"))
+        # A confirmed order stays confirmed (the shop's later states do not undo it) unless
+        # the shop cancels it.
+        changed = {**fields, "status": status} if status == Order.Status.CANCELLED else fields
+        order, created = Order.objects.update_or_create(
+            organization_id=store.organization_id,
+            ns_order_id=int(data["id"]),
+            defaults=changed,
+            create_defaults={**fields, "status": status},
         )
+        if order.status == Order.Status.DRAFT and order.payment_status == PAID:
+            order = order_confirm(
+                organization=store.organization,
+                number=order.number,
+                total_cents=order.total_cents,
+                currency=order.currency,
+                confirmed_at=order.paid_at,
+                announce=order.paid_at is None or order.paid_at >= store.installed_at,
+            )
+        return order, created
 
 
 def _item(line: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 - `message` (and `message.any` not sent by us): the inbound Message, idempotent by WAHA's message
   id (`Message.external_id`, unique per organization: a redelivered webhook writes nothing);
-  the contact and conversation resolved by chat id or created (`conversation.opened`);
+  the conversation found by chat id, else the contact resolved by the chat's phone or lid
+  (`crm.services.contact_resolve`, race-free) and its conversation, opened once
+  (`conversation.opened`);
   `message.received` v2 (ids only); a stop keyword blocks the contact (`contact.blocked`,
   `system.contact_blocked_by_stop`); a start keyword from a contact blocked by STOP unblocks it
   (crm.conversations.opt_in, audited as `contact.opted_in`).
@@ -28,6 +30,7 @@ from django.utils import timezone
 import eventbus
 from crm.conversations import opt_in
 from crm.models import Contact, Conversation, Message
+from crm.services import contact_resolve, conversation_for
 from whatsapp.client import message_key, normalize_chat_id, normalize_message_id
 from whatsapp.models import PendingAck, WahaSession
 from whatsapp.stop import start_keyword, stop_keyword
@@ -87,15 +90,17 @@ def _store(session: WahaSession, payload: dict[str, Any], waha_id: str, chat_id:
         .order_by("-created_at")
         .first()
     )
-    opened = conversation is None
     if conversation is None:
-        digits = chat_id.split("@", 1)[0]
-        phone = "" if chat_id.endswith(LID_SERVER) else f"+{digits}"  # a lid is no number
-        contact = Contact.objects.create(
-            organization_id=org_id, phone=phone, name=_push_name(payload)
+        # One door to the contact (crm.services.contact_resolve): the chat's phone, or its lid,
+        # matched or claimed in the database, so concurrent first messages make one contact.
+        contact, _ = contact_resolve(
+            organization_id=org_id,
+            whatsapp_chat_id=chat_id,
+            name=_push_name(payload),
+            source="whatsapp",
         )
-        conversation = Conversation.objects.create(
-            organization_id=org_id, contact=contact, channel="whatsapp", external_chat_id=chat_id
+        conversation, _opened = conversation_for(
+            contact, channel="whatsapp", external_chat_id=chat_id
         )
     contact = conversation.contact
     media = payload.get("media") if isinstance(payload.get("media"), dict) else None
@@ -114,15 +119,6 @@ def _store(session: WahaSession, payload: dict[str, Any], waha_id: str, chat_id:
     if conversation.last_inbound_at is None or conversation.last_inbound_at < sent_at:
         Conversation.objects.filter(pk=conversation.pk).update(last_inbound_at=sent_at)
     ids = {"conversation_id": str(conversation.pk), "contact_id": str(contact.pk)}
-    if opened:
-        eventbus.emit(
-            "conversation.opened",
-            organization=org_id,
-            entity_kind="conversation",
-            entity_id=conversation.pk,
-            payload={**ids, "channel": "whatsapp"},
-            idempotency_key=f"conversation.opened:{conversation.pk}",
-        )
     eventbus.emit(
         "message.received",
         organization=org_id,

@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+from django.db import transaction
 from django.utils import timezone
 
 import eventbus
 from core.alerts import alert
 from crm.conf import crm_settings
+from crm.identity import chat_phone
 from crm.models import Contact, Conversation, Message
+from crm.services import contact_identity_add
 from eventbus.models import Delivery
 from jobs.registry import integration_check, job
 from whatsapp import client as waha
@@ -87,9 +90,12 @@ def resolve_lids(http: object, session: WahaSession) -> int:
         except waha.WahaError as exc:
             logger.warning("lid of contact %s not resolved: %s", contact_id, exc.code)
             break
-        if chat_id:
-            digits = chat_id.split("@", 1)[0]
-            resolved += Contact.objects.filter(pk=contact_id, phone="").update(phone=f"+{digits}")
+        phone = chat_phone(chat_id) if chat_id else ""
+        if phone:
+            with transaction.atomic():
+                contact = Contact.objects.select_for_update().get(pk=contact_id)
+                contact_identity_add(contact, phone=phone)  # its phone key, unless another holds it
+                resolved += Contact.objects.filter(pk=contact_id, phone="").update(phone=phone)
     return resolved
 
 

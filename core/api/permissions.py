@@ -24,3 +24,15 @@ class HasRequiredScope(BasePermission):
         if needed is not None and needed not in client.scopes:
             raise PermissionDenied(f"This API key lacks the scope {needed!r} needed here.")
         return True
+
+
+class WriteImpliesRead(HasRequiredScope):
+    """`HasRequiredScope`, where a read (GET, HEAD) is also allowed to a key holding the view's
+    `write_scope` (a key that may change a resource may read it)."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        write_scope = getattr(view, "write_scope", None)
+        scopes = getattr(request.user, "scopes", ())
+        if request.method in ("GET", "HEAD") and write_scope and write_scope in scopes:
+            return True
+        return super().has_permission(request, view)

@@ -27,6 +27,7 @@ ORDER = [
     "lead_activities",
     "orders",
     "consents",
+    "contact_identities",
     "events",
     "webhook_deliveries",
     "audit_trail",

@@ -18,6 +18,7 @@ import eventbus
 from core import audit
 from core.models import IdempotencyKey, Organization
 from crm.models import Contact, Order
+from crm.services import contact_identity_add
 from eventbus.models import Delivery, DeliveryAttempt
 from eventbus.worker import Worker, WorkerOptions
 from lgpd import services
@@ -98,6 +99,7 @@ def request_for(world: World, kind: str) -> DataRequest:
 def world(org: Organization, export_storage: Path, clock: time_machine.Coordinates) -> World:
     """The subject with records in every category, and traces of them all over the bus."""
     contact = ContactFactory(organization=org, name=NAME, phone=PHONE, email=EMAIL, cpf=CPF)
+    contact_identity_add(contact, phone=PHONE, email=EMAIL, cpf=CPF)  # as contact_resolve does
     other = ContactFactory(organization=org, name="João Souza", phone="+55 21 91234-5678", email="")
     subscription = Subscription.objects.create(
         organization=org,
@@ -158,7 +160,7 @@ def _bus_traces(org: Organization, contact: Contact, subscription: Subscription)
         organization=org,
         entity_kind="contact",
         entity_id=contact.pk,
-        payload={"phone": PHONE, "source": "whatsapp", "name": NAME},
+        payload={"contact_id": str(contact.pk), "phone": PHONE, "source": "whatsapp", "name": NAME},
         metadata={"trace_id": f"crm-import:{EMAIL}"},
     )
     # An event about another entity that merely mentions the subject (found by the search).

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+import time_machine
 from django.test import Client
 
 import eventbus
@@ -59,7 +60,8 @@ def test_order_paid_upserts_the_order_and_emits_its_events_once(
     buyer = customer(77, email="maria@example.com")
     shop.orders.append(order(555, number=101, buyer=buyer, total="58.00", payment_status="paid"))
     contact = ContactFactory(organization=store.organization, email="Maria@example.com")
-    lead = LeadFactory(organization=store.organization, contact=contact)
+    with time_machine.travel(dt.datetime(2026, 11, 30, tzinfo=dt.UTC)):  # open before the order
+        lead = LeadFactory(organization=store.organization, contact=contact)
     deliver(client, "order/paid", id=555)
     drain()
     placed = Order.objects.get(ns_order_id=555)

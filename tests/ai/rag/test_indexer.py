@@ -148,7 +148,7 @@ def contact_and_lead_chunks(org: Organization) -> Contact:
         organization=org,
         entity_kind="contact",
         entity_id=contact.pk,
-        payload={"phone": contact.phone, "source": "whatsapp"},
+        payload={"contact_id": str(contact.pk), "phone": contact.phone, "source": "whatsapp"},
     )
     eventbus.emit(
         "lead.created",
