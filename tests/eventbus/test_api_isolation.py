@@ -68,6 +68,7 @@ def a_world(org: Organization) -> dict[str, str]:
         "consumer": f"webhook:{subscription.id}",  # the subscription as a pausable consumer
         "delivery_id": str(sent),
         "contact": str(contact.pk),
+        "contact_id": str(contact.pk),
         "request_id": str(request.pk),
         "pipeline_id": str(pipeline.pk),
         "conversation_id": str(conversation.pk),
@@ -112,6 +113,11 @@ OBJECT_ENDPOINTS = [
     ("post", "/api/v1/conversations/{conversation_id}/assign", {"user_id": 1}),
     ("post", "/api/v1/conversations/{conversation_id}/resolve", {}),
     ("post", "/api/v1/conversations/{conversation_id}/reopen", {}),
+    ("get", "/api/v1/contacts/{contact_id}", None),
+    ("patch", "/api/v1/contacts/{contact_id}", {"name": "B's now"}),
+    ("post", "/api/v1/contacts/{contact_id}/block", {}),
+    ("post", "/api/v1/contacts/{contact_id}/unblock", None),
+    ("post", "/api/v1/contacts/{contact_id}/merge", {"from_contact_id": str(uuid.uuid4())}),
 ]
 # Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
@@ -131,6 +137,8 @@ LIST_ENDPOINTS = [
     "/api/v1/lgpd/data-requests",
     "/api/v1/lgpd/data-requests?contact_id={contact}",
     "/api/v1/pipelines",
+    "/api/v1/contacts",
+    "/api/v1/contacts?include_merged=true",
     "/api/v1/conversations",
     "/api/v1/conversations?status=open",
     "/api/v1/analytics/daily?since={since}&until={until}",
@@ -142,6 +150,7 @@ OWN_ORGANIZATION_ONLY = {
     ("post", "/api/v1/lgpd/data-requests"),  # see tests/lgpd/test_api.py (another's contact)
     ("post", "/api/v1/pipelines"),  # see tests/pipelines/test_api.py (tenant from the key)
     ("post", "/api/v1/orders"),  # see test_orders_are_written_in_the_keys_organization
+    ("post", "/api/v1/contacts"),  # see tests/crm/api/test_contacts.py (tenant from the key)
     # The platform's catalog, no tenant's rows (tests/eventbus/test_ownership.py).
     ("get", "/api/v1/event-types"),
 }
