@@ -25,6 +25,7 @@ from core.admin_tables import ReadOnlyMixin
 from core.audit import user_actor
 from crm import (
     conversation_admin,  # noqa: F401  (conversations, handoffs, notifications)
+    lead_admin,  # noqa: F401  (leads, consents)
     services,
 )
 from crm.models import Contact, ContactIdentity

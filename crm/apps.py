@@ -14,7 +14,10 @@ class CrmConfig(AppConfig):
     def ready(self) -> None:
         from core.crypto import register_encrypted_field
         from crm import conversation_scopes  # noqa: F401  (conversations:*, analytics:read)
-        from crm.api import contact_scopes  # noqa: F401  (declares contacts:read / contacts:write)
+        from crm.api import (
+            contact_scopes,  # noqa: F401  (declares contacts:read / contacts:write)
+            scopes,  # noqa: F401  (leads:*, messages:send)
+        )
         from crm.models import Contact
 
         register_encrypted_field(Contact.CPF_CONTEXT, "crm.Contact", "cpf_encrypted")

@@ -8,6 +8,11 @@ alone: contacts and conversations are created by the channels (an event claiming
 describe a row that does not exist), `order.confirmed` starts the order.post pipelines (an order
 is confirmed by `POST /api/v1/orders`, not by an event), and `message.queued` is a command the
 send worker obeys.
+
+Producers (docs/crm.md, "Leads"): `lead.created` and `lead_activity.recorded` from
+`crm.services`, the other `lead.*` from the database (triggers and `mark_lead_won` /
+`mark_lead_lost`, crm/migrations/0009, core/migrations/0002); tests/crm/test_producers.py checks
+that every declared type has one.
 """
 
 from __future__ import annotations

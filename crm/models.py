@@ -316,13 +316,22 @@ class ConsentRecord(models.Model):
 
 
 class Lead(models.Model):
-    """A sales opportunity moving through pipeline stages.
+    """A sales opportunity moving through pipeline stages, open until won or lost.
 
-    A database trigger (migration 0002) emits `lead.stage_changed` through the `emit_event` SQL
-    function whenever `stage_id` changes, in the same transaction as the update.
+    Its events come from the database, in the same transaction as the row change, through the
+    `emit_event` SQL function (crm/migrations/0009, core/migrations/0002): triggers emit
+    `lead.stage_changed` (stage_id), `lead.assigned` (owner), `lead.updated` (the other fields)
+    and `lead.deleted` (deleted_at set: a soft delete); the SQL functions `mark_lead_won` and
+    `mark_lead_lost` close a lead and emit `lead.won`/`lead.lost`. `lead.created` is emitted by
+    `crm.services.lead_create`. Write leads through `crm.services`.
     """
 
-    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("name",)  # often the person's name
+    PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("name", "close_reason")  # often the person's name
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        WON = "won"
+        LOST = "lost"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="leads")
@@ -333,11 +342,34 @@ class Lead(models.Model):
     source = models.CharField(max_length=50, default="manual")
     pipeline_id = models.CharField(max_length=64, default="default")
     stage_id = models.CharField(max_length=64, default="new")
+    # The organization's person who works the lead (a staff user bound to the organization).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    status = models.TextField(choices=Status.choices, default=Status.OPEN)
+    value_cents = models.BigIntegerField(null=True, blank=True)
+    won_at = models.DateTimeField(null=True, blank=True)
+    lost_at = models.DateTimeField(null=True, blank=True)
+    close_reason = models.CharField(max_length=500, blank=True, default="")
+    # A soft delete: the row stays (its history, its events), hidden from lists and writes.
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    deleted_by = models.CharField(max_length=100, blank=True, default="")  # an actor string
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         db_table = "deskcomm_lead"  # kept from the deskcomm app
+        indexes = [
+            models.Index(
+                fields=["organization", "-created_at", "-id"],
+                condition=models.Q(deleted_at__isnull=True),
+                name="lead_org_live_idx",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -358,6 +390,7 @@ class LeadActivity(models.Model):
     class Meta:
         db_table = "deskcomm_leadactivity"  # kept from the deskcomm app
         verbose_name_plural = "lead activities"
+        indexes = [models.Index(fields=["lead", "-created_at"], name="leadactivity_lead_idx")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id}"

@@ -59,9 +59,9 @@ class MessageCategory(Category):
 class LeadCategory(Category):
     name = "lead_activities"
     order = 30
-    covers = {Lead: ("name",), LeadActivity: ("note",)}
+    covers = {Lead: ("name", "close_reason"), LeadActivity: ("note",)}
     context_fields = {
-        Lead: ("pipeline_id", "stage_id", "source", "created_at"),
+        Lead: ("pipeline_id", "stage_id", "source", "status", "value_cents", "created_at"),
         LeadActivity: ("lead_id", "kind", "created_at"),
     }
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from django.db.models import F, Func, Q, QuerySet, Value
 
 from core import crypto
 from crm.identity import normalize_email, normalize_phone
-from crm.models import Contact, cpf_digits, phone_digits
+from crm.models import Contact, Conversation, Lead, LeadActivity, cpf_digits, phone_digits
 
 
 def match_contact(
@@ -74,3 +76,45 @@ def contacts_page(
         stamp, ident = before
         rows = rows.filter(Q(created_at__lt=stamp) | Q(created_at=stamp, id__lt=ident))
     return list(rows.order_by("-created_at", "-id")[:limit])
+
+
+def lead_get(*, organization_id: uuid.UUID, lead_id: uuid.UUID) -> Lead | None:
+    """The organization's live (not deleted) lead; None for another tenant's or a deleted one."""
+    return Lead.objects.filter(
+        organization_id=organization_id, pk=lead_id, deleted_at__isnull=True
+    ).first()
+
+
+def leads_page(
+    *,
+    organization_id: uuid.UUID,
+    before: tuple[dt.datetime, uuid.UUID] | None,
+    limit: int,
+    filters: Mapping[str, Any] | None = None,
+) -> list[Lead]:
+    """Up to `limit` live leads, newest first, older than `before` (created_at, id); `filters`:
+    status, stage_id, pipeline_id, owner_id, contact_id (equality)."""
+    rows = Lead.objects.filter(organization_id=organization_id, deleted_at__isnull=True)
+    rows = rows.filter(**dict(filters or {}))
+    if before is not None:
+        stamp, ident = before
+        rows = rows.filter(Q(created_at__lt=stamp) | Q(created_at=stamp, id__lt=ident))
+    return list(rows.order_by("-created_at", "-id")[:limit])
+
+
+def lead_activities(*, lead: Lead, before_id: int | None, limit: int) -> list[LeadActivity]:
+    """Up to `limit` activities of the lead, newest first, with ids below `before_id`."""
+    rows = LeadActivity.objects.filter(lead=lead)
+    if before_id is not None:
+        rows = rows.filter(id__lt=before_id)
+    return list(rows.order_by("-id")[:limit])
+
+
+def contact_conversation(*, contact: Contact, channel: str) -> Conversation | None:
+    """The contact's conversation on `channel` with the latest inbound message (where a reply
+    goes), else its newest one; None when the contact has none there."""
+    return (
+        Conversation.objects.filter(contact=contact, channel=channel)
+        .order_by(F("last_inbound_at").desc(nulls_last=True), "-created_at")
+        .first()
+    )

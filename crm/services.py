@@ -9,6 +9,13 @@
 - `order_confirm`: an order and `order.confirmed` (seed 004).
 - `send_message`: an outbound message (`queued`) and `message.queued`, which the channel's send
   worker consumes (seed 000 §6.1); the worker, not this function, checks the send blockers.
+  `send_refusal` asks the channel (its registered `send_check`) before queueing, for callers
+  that must answer at once (the API).
+- leads (seed 000 §3): `lead_create` emits `lead.created`; the other `lead.*` events come from
+  the database (crm/migrations/0009): `lead_update`, `lead_change_stage`, `lead_assign` and
+  `lead_delete` change the row and its triggers emit, `lead_mark_won`/`lead_mark_lost` call the
+  SQL functions `mark_lead_won`/`mark_lead_lost`. `lead_activity_record` writes an activity and
+  `lead_activity.recorded`. Every write is one transaction with its event.
 """
 
 from __future__ import annotations
@@ -16,16 +23,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from django.db import connection, transaction
+import psycopg.errors
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 import eventbus
 from core import audit
-from core.models import Organization
+from core.models import Organization, StaffOrganization
 from crm.identity import Identity, contact_identities, identities
 from crm.models import (
     ConsentRecord,
@@ -33,12 +42,34 @@ from crm.models import (
     ContactIdentity,
     Conversation,
     Lead,
+    LeadActivity,
     Message,
     Order,
 )
 from crm.selectors import match_contact
 
 logger = logging.getLogger(__name__)
+
+# What `lead_update` may change (the stage, owner, closing and deletion have their own services).
+LEAD_FIELDS = ("name", "source", "pipeline_id", "contact", "value_cents")
+EXCERPT_CHARS = 140  # lead_activity.recorded's content_excerpt
+KIND_CHARS = 32  # LeadActivity.kind
+# A channel's check before a message is queued: why it would be refused, or None.
+SendCheck = Callable[[Conversation, bool], "str | None"]
+_send_checks: dict[str, SendCheck] = {}
+
+
+class LeadError(ValueError):
+    """A lead write refused: bad input (`field` names it) or a lead not in a state for it."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class LeadClosed(LeadError):
+    """The lead is already won or lost (or deleted): it cannot be closed or changed again."""
+
 
 # A new contact loses its keys to a concurrent one at most this often before it is found.
 CLAIM_ATTEMPTS = 5
@@ -524,3 +555,211 @@ def send_message(
             idempotency_key=f"message.queued:{message.id}",
         )
     return message
+
+
+def register_send_check(channel: str, check: SendCheck) -> None:
+    """Let a channel say, before a message is queued, why it would refuse to send it (its send
+    worker still checks again when it sends). The channel app registers at ready()."""
+    _send_checks[channel] = check
+
+
+def send_refusal(conversation: Conversation, *, is_template: bool = False) -> str | None:
+    """Why the conversation's channel would refuse a message now (e.g. "contact_blocked",
+    "window_closed"), or None. A blocked contact is refused on every channel."""
+    if conversation.contact.blocked_at is not None:
+        return "contact_blocked"
+    check = _send_checks.get(conversation.channel)
+    return check(conversation, is_template) if check is not None else None
+
+
+# -- leads ----------------------------------------------------------------------------------------
+
+
+def lead_create(
+    *,
+    organization: Organization | uuid.UUID,
+    name: str,
+    source: str = "manual",
+    pipeline_id: str = "default",
+    stage_id: str = "new",
+    contact: Contact | None = None,
+    owner_id: int | None = None,
+    value_cents: int | None = None,
+) -> Lead:
+    """Create an open lead and emit `lead.created` in the same transaction (seed 000 §3's
+    `createLead`). The contact and owner must belong to the organization (`LeadError`)."""
+    org_id = organization.pk if isinstance(organization, Organization) else organization
+    fields = _lead_fields(org_id, name=name, contact=contact, value_cents=value_cents)
+    check_owner(org_id, owner_id)
+    with transaction.atomic():
+        lead = Lead.objects.create(
+            organization_id=org_id,
+            source=source,
+            pipeline_id=pipeline_id,
+            stage_id=stage_id,
+            owner_id=owner_id,
+            **fields,
+        )
+        eventbus.emit(
+            "lead.created",
+            organization=org_id,
+            entity_kind="lead",
+            entity_id=lead.id,
+            payload={
+                "name": lead.name,
+                "source": lead.source,
+                "owner_id": lead.owner_id,
+                "pipeline_id": lead.pipeline_id,
+                "stage_id": lead.stage_id,
+                "contact_id": str(lead.contact_id) if lead.contact_id else None,
+                "value_cents": lead.value_cents,
+            },
+            idempotency_key=f"lead.created:{lead.id}",
+        )
+    return lead
+
+
+def lead_update(lead: Lead, **changes: Any) -> Lead:
+    """Change the lead's `LEAD_FIELDS`; the trigger `lead_updated_emit` emits `lead.updated`
+    with each changed field's from/to. An unchanged value changes nothing (no event)."""
+    unknown = set(changes) - set(LEAD_FIELDS)
+    if unknown:
+        raise LeadError(f"cannot change {', '.join(sorted(unknown))} here", field=min(unknown))
+    fields = _lead_fields(lead.organization_id, **changes)
+    return _lead_write(lead, fields)
+
+
+def lead_change_stage(lead: Lead, *, stage_id: str, pipeline_id: str | None = None) -> Lead:
+    """Move the lead to `stage_id`; the trigger `lead_stage_changed_emit` emits
+    `lead.stage_changed` (from, to) in this transaction."""
+    if not stage_id or not stage_id.strip():
+        raise LeadError("a stage is required", field="stage_id")
+    fields: dict[str, Any] = {"stage_id": stage_id.strip()}
+    if pipeline_id:
+        fields["pipeline_id"] = pipeline_id.strip()
+    return _lead_write(lead, fields)
+
+
+def lead_assign(lead: Lead, *, owner_id: int | None) -> Lead:
+    """Give the lead to `owner_id` (None: unassign); the trigger `lead_assigned_emit` emits
+    `lead.assigned` (from, to). The owner must be a user of the lead's organization."""
+    check_owner(lead.organization_id, owner_id)
+    return _lead_write(lead, {"owner_id": owner_id})
+
+
+def lead_mark_won(lead: Lead, *, value_cents: int | None = None, reason: str = "") -> Lead:
+    """Close an open lead as won through the SQL function `mark_lead_won` (which emits
+    `lead.won`); `LeadClosed` when it is already won, lost or deleted."""
+    if value_cents is not None and value_cents < 0:
+        raise LeadError("value_cents must not be negative", field="value_cents")
+    _close(lead, "mark_lead_won", [value_cents, reason])
+    return lead
+
+
+def lead_mark_lost(lead: Lead, *, reason: str) -> Lead:
+    """Close an open lead as lost through `mark_lead_lost` (which emits `lead.lost`)."""
+    if not reason or not reason.strip():
+        raise LeadError("a reason is required to mark a lead lost", field="reason")
+    _close(lead, "mark_lead_lost", [reason.strip()])
+    return lead
+
+
+def lead_delete(lead: Lead, *, actor: str) -> Lead:
+    """Soft-delete the lead (deleted_at, deleted_by); the trigger `lead_deleted_emit` emits
+    `lead.deleted`. Deleting a deleted lead changes nothing."""
+    with transaction.atomic():
+        locked = Lead.objects.select_for_update().get(pk=lead.pk)
+        if locked.deleted_at is None:
+            locked.deleted_at = timezone.now()
+            locked.deleted_by = actor[:100]
+            locked.save(update_fields=["deleted_at", "deleted_by", "updated_at"])
+    lead.refresh_from_db()
+    return lead
+
+
+def lead_activity_record(lead: Lead, *, kind: str = "note", note: str = "") -> LeadActivity:
+    """Record an activity on a live lead and emit `lead_activity.recorded` (seed 000 §3.2) in the
+    same transaction; the event carries an excerpt of the note, not all of it."""
+    kind = (kind or "").strip()
+    if not kind or len(kind) > KIND_CHARS:
+        raise LeadError(f"kind must be 1 to {KIND_CHARS} characters", field="kind")
+    with transaction.atomic():
+        locked = Lead.objects.select_for_update().get(pk=lead.pk)
+        if locked.deleted_at is not None:
+            raise LeadClosed("the lead is deleted")
+        activity = LeadActivity.objects.create(
+            organization_id=lead.organization_id, lead=locked, kind=kind, note=note
+        )
+        excerpt = note if len(note) <= EXCERPT_CHARS else note[: EXCERPT_CHARS - 1] + "…"
+        eventbus.emit(
+            "lead_activity.recorded",
+            organization=lead.organization_id,
+            entity_kind="lead",
+            entity_id=lead.pk,
+            payload={
+                "activity_id": activity.pk,
+                "activity_type": kind,
+                "lead_id": str(lead.pk),
+                "content_excerpt": excerpt,
+            },
+            idempotency_key=f"lead_activity.recorded:{activity.pk}",
+        )
+    return activity
+
+
+def _lead_fields(org_id: uuid.UUID, **fields: Any) -> dict[str, Any]:
+    """Checked lead fields (name, contact of the organization, value)."""
+    if "name" in fields:
+        name = (fields["name"] or "").strip()
+        if not name:
+            raise LeadError("a lead needs a name", field="name")
+        fields["name"] = name
+    contact = fields.get("contact")
+    if contact is not None and contact.organization_id != org_id:
+        raise LeadError("no such contact in this organization", field="contact_id")
+    value = fields.get("value_cents")
+    if value is not None and value < 0:
+        raise LeadError("value_cents must not be negative", field="value_cents")
+    return fields
+
+
+def check_owner(org_id: uuid.UUID, owner_id: int | None) -> None:
+    """`LeadError` on `owner_id` unless it is an active user bound to the organization."""
+    if owner_id is None:
+        return
+    active = get_user_model().objects.filter(pk=owner_id, is_active=True)
+    bound = StaffOrganization.objects.filter(user_id=owner_id, organization_id=org_id)
+    if not (active.exists() and bound.exists()):
+        raise LeadError("no such user in this organization", field="owner_id")
+
+
+def _lead_write(lead: Lead, fields: Mapping[str, Any]) -> Lead:
+    """Write `fields` on a live lead, locked; the row's triggers emit in this transaction."""
+    with transaction.atomic():
+        locked = Lead.objects.select_for_update().get(pk=lead.pk)
+        if locked.deleted_at is not None:
+            raise LeadClosed("the lead is deleted")
+        changed = [name for name, value in fields.items() if getattr(locked, name) != value]
+        for name in changed:
+            setattr(locked, name, fields[name])
+        if changed:
+            locked.save(update_fields=[*changed, "updated_at"])
+    lead.refresh_from_db()
+    return lead
+
+
+def _close(lead: Lead, function: str, args: list[Any]) -> None:
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {function}(%s, %s, {', '.join(['%s'] * len(args))})",
+                [lead.organization_id, lead.pk, *args],
+            )
+    except DatabaseError as exc:
+        cause = exc.__cause__
+        if isinstance(
+            cause, psycopg.errors.ObjectNotInPrerequisiteState | psycopg.errors.NoDataFound
+        ):
+            raise LeadClosed(str(cause.diag.message_primary or cause)) from None
+        raise
+    lead.refresh_from_db()

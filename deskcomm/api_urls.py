@@ -14,8 +14,10 @@ from core.api.errors import api_not_found
 from core.api.views import ping
 from core.health.views import health_view
 from crm.api.contact_urls import v1_urlpatterns as contact_urlpatterns
+from crm.api.urls import v1_urlpatterns as crm_urlpatterns
 from eventbus.api.urls import outbox_urlpatterns, v1_urlpatterns
 from lgpd.urls import api_urlpatterns as lgpd_urlpatterns
+from lgpd.urls import contact_urlpatterns as consent_urlpatterns
 from nuvemshop.urls import webhook_urlpatterns as nuvemshop_webhook_urlpatterns
 from pipelines.api.urls import seed_urlpatterns as pipeline_seed_urlpatterns
 from pipelines.api.urls import v1_urlpatterns as pipeline_urlpatterns
@@ -33,6 +35,8 @@ urlpatterns = [
     path("v1/", include(pipeline_urlpatterns)),
     path("v1/", include("crm.api.conversation_urls")),
     path("v1/", include(contact_urlpatterns)),
+    path("v1/", include(crm_urlpatterns)),
+    path("v1/", include(consent_urlpatterns)),
     *outbox_urlpatterns,
     *pipeline_seed_urlpatterns,
     path("webhooks/nuvemshop/", include(nuvemshop_webhook_urlpatterns)),

@@ -1,5 +1,6 @@
 """`/api/v1/lgpd/data-requests`: create (lgpd:write), list, read and download the export
-(lgpd:read), per organization.
+(lgpd:read), per organization; `/api/v1/contacts/<id>/consents`: record (consents:write) and
+list (consents:read) a contact's consents.
 
 The tenant comes from the API key; a contact or request of another organization is "no such
 contact" / 404. Views parse, call one service or selector, format.
@@ -19,16 +20,19 @@ from rest_framework.response import Response
 from core import context
 from core.api.authentication import ApiClient
 from core.api.conf import api_settings
-from core.api.errors import Gone
+from core.api.errors import Gone, InvalidState
 from core.api.pagination import CursorField, Position, page
+from core.api.permissions import WriteImpliesRead
 from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
+from core.api.serializers import StrictBooleanField
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
-from eventbus.api.serializers import EventFilterSerializer, StrictSerializer
+from crm.models import Contact
+from eventbus.api.serializers import EventFilterSerializer, StrictCharField, StrictSerializer
 from lgpd import api_examples as examples
 from lgpd import exports, selectors, services
 from lgpd.models import DataRequest
-from lgpd.scopes import LGPD_READ, LGPD_WRITE
+from lgpd.scopes import CONSENTS_READ, CONSENTS_WRITE, LGPD_READ, LGPD_WRITE
 from lgpd.views import serve_export
 
 
@@ -204,3 +208,98 @@ def _position(row: DataRequest) -> Position:
 
 def _render_many(rows: Any) -> list[Any]:
     return list(DataRequestSerializer(rows, many=True).data)
+
+
+class ConsentInput(StrictSerializer):
+    consent_type = serializers.RegexField(
+        r"^[a-z][a-z0-9_]{0,63}$",
+        help_text="What the consent is for, e.g. `marketing_whatsapp` (the WhatsApp sends "
+        "check it).",
+    )
+    granted = StrictBooleanField(help_text="true: given; false: withdrawn.")
+    source = StrictCharField(
+        max_length=64, required=False, help_text="Where it was given (default `api`)."
+    )
+    evidence = StrictCharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        help_text="What the person said or submitted.",
+    )
+
+
+class ConsentSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    contact_id = serializers.UUIDField()
+    consent_type = serializers.CharField()
+    granted = serializers.BooleanField()
+    source = serializers.CharField()
+    evidence = serializers.CharField(allow_blank=True)
+    recorded_at = serializers.DateTimeField()
+
+
+class ConsentListSerializer(serializers.Serializer):
+    results = ConsentSerializer(many=True)
+
+
+CONTACT_NOT_FOUND = "No such contact in this organization."
+REDACTED_CONTACT = "This contact's personal data was redacted: no consent can be recorded."
+
+
+class ConsentsView(ApiView):
+    permission_classes = [WriteImpliesRead]
+    write_scope = CONSENTS_WRITE
+    required_scopes = {"GET": CONSENTS_READ, "POST": CONSENTS_WRITE}
+
+    @extend_schema(
+        operation_id="consents_list",
+        summary="List a contact's consents",
+        description="Every consent record of the contact, newest first: what was given or "
+        "withdrawn, where, and the evidence. The latest record of a type is the one in force.",
+        tags=["consents"],
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={
+            200: ok(ConsentListSerializer, examples.CONSENTS),
+            **errors(403, 404, e404=CONTACT_NOT_FOUND),
+        },
+    )
+    def get(self, request: Any, contact_id: uuid.UUID) -> Response:
+        contact = _contact(self.client(request), contact_id)
+        rows = selectors.consents_of(contact)
+        return Response({"results": ConsentSerializer(rows, many=True).data})
+
+    @extend_schema(
+        operation_id="consents_create",
+        summary="Record a consent",
+        description="Records that the contact gave or withdrew a consent, with its evidence, "
+        "and emits `lgpd.consent_changed`. A withdrawn `marketing_whatsapp` stops WhatsApp "
+        "sends to the contact. A redacted contact is a 409.",
+        tags=["consents"],
+        request=ConsentInput,
+        examples=[request_example("Opted out of offers", examples.CONSENT_REQUEST)],
+        parameters=[REQUEST_ID_PARAMETER],
+        responses={
+            201: ok(ConsentSerializer, examples.CONSENT),
+            **errors(400, 403, 404, 409, 413, 415, e404=CONTACT_NOT_FOUND, e409=REDACTED_CONTACT),
+        },
+    )
+    def post(self, request: Any, contact_id: uuid.UUID) -> Response:
+        client = self.client(request)
+        contact = _contact(client, contact_id)
+        body = self.validated(ConsentInput, request.data)
+        if contact.anonymized_at is not None:
+            raise InvalidState(REDACTED_CONTACT)
+        with context.bind(actor_id=client.actor, source="api"):
+            record = services.consent_record(
+                contact=contact,
+                consent_type=body["consent_type"],
+                granted=body["granted"],
+                source=body.get("source") or "api",
+                evidence=body.get("evidence", ""),
+            )
+        return Response(ConsentSerializer(record).data, status=201)
+
+
+def _contact(client: ApiClient, contact_id: uuid.UUID) -> Contact:
+    found = selectors.contact_get(organization_id=client.organization_id, contact_id=contact_id)
+    return found_or_404(found, CONTACT_NOT_FOUND)

@@ -49,3 +49,20 @@ PAGE: dict[str, Any] = {
     "next_cursor": NEXT_CURSOR,
     "next": f"https://deskcomm.example.com/api/v1/lgpd/data-requests?limit=1&cursor={NEXT_CURSOR}",
 }
+
+CONSENT_REQUEST = {
+    "consent_type": "marketing_whatsapp",
+    "granted": False,
+    "source": "web_form",
+    "evidence": "Unticked 'send me offers' on the account page.",
+}
+CONSENT: dict[str, Any] = {
+    "id": 4411,
+    "contact_id": CONTACT_ID,
+    "consent_type": "marketing_whatsapp",
+    "granted": False,
+    "source": "web_form",
+    "evidence": "Unticked 'send me offers' on the account page.",
+    "recorded_at": "2026-12-06T14:03:11.204518Z",
+}
+CONSENTS: dict[str, Any] = {"results": [CONSENT]}

@@ -11,7 +11,7 @@ from django.db.models import Min, Q, QuerySet
 from core import audit_archive
 from core.lgpd_subject import Subject
 from core.models import AuditLog
-from crm.models import Contact, Conversation, Lead, Message
+from crm.models import ConsentRecord, Contact, Conversation, Lead, Message
 from crm.personal_data import subject_orders
 from eventbus.models import EventLog
 from lgpd import exports
@@ -38,6 +38,11 @@ def subject_entity_ids(contact: Contact) -> list[uuid.UUID]:
 
 def contact_get(*, organization_id: uuid.UUID, contact_id: uuid.UUID) -> Contact | None:
     return Contact.objects.filter(organization_id=organization_id, pk=contact_id).first()
+
+
+def consents_of(contact: Contact) -> list[ConsentRecord]:
+    """The contact's consent records, newest first (the first of a type is the one in force)."""
+    return list(contact.consents.order_by("-recorded_at", "-id"))
 
 
 def data_request_get(*, organization_id: uuid.UUID, request_id: uuid.UUID) -> DataRequest | None:

@@ -1,4 +1,5 @@
-"""LGPD routes: the API (mounted at /api/v1/lgpd/) and the e-mailed export link (/lgpd/)."""
+"""LGPD routes: the API (mounted at /api/v1/lgpd/, a contact's consents at /api/v1/contacts/)
+and the e-mailed export link (/lgpd/)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ api_urlpatterns = [
         "data-requests/<uuid:request_id>/export",
         api.DataRequestExportView.as_view(),
         name="lgpd-data-request-export",
+    ),
+]
+
+# Mounted at /api/v1/.
+contact_urlpatterns = [
+    path(
+        "contacts/<uuid:contact_id>/consents",
+        api.ConsentsView.as_view(),
+        name="contact-consents",
     ),
 ]
 

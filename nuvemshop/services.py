@@ -15,6 +15,7 @@ from django.utils import timezone
 import eventbus
 from core import audit
 from core.alerts import alert
+from crm import services as crm_services
 from crm.models import Lead, Order, Product
 from nuvemshop import sync, upserts
 from nuvemshop.client import NotFound, NuvemshopClient
@@ -235,32 +236,27 @@ def _emit_order_events(order: Order, data: dict[str, Any], *, announce: bool) ->
 def _lead_won(order: Order) -> None:
     """A paid order closes the contact's newest open lead as won (LEAD_WON_ON_PAID), if that
     lead was open when the order was placed: a late `order_paid` (an old order a full sync
-    imported, a webhook long after) never closes a lead opened after the order."""
+    imported, a webhook long after) never closes a lead opened after the order. Closed through
+    the CRM's `mark_lead_won` (which emits `lead.won`, value = the order's total in cents)."""
     if not nuvemshop_settings.LEAD_WON_ON_PAID or order.contact_id is None:
         return
     lead = (
-        Lead.objects.select_for_update()
-        .filter(contact_id=order.contact_id, created_at__lte=order.placed_at or order.created_at)
-        .exclude(stage_id__in=("won", "lost"))
+        Lead.objects.filter(
+            contact_id=order.contact_id,
+            created_at__lte=order.placed_at or order.created_at,
+            status=Lead.Status.OPEN,
+            deleted_at__isnull=True,
+        )
         .order_by("-created_at")
         .first()
     )
     if lead is None:
         return
-    lead.stage_id = "won"
-    lead.save(update_fields=["stage_id", "updated_at"])
-    eventbus.emit(
-        "lead.won",
-        organization=order.organization_id,
-        entity_kind="lead",
-        entity_id=lead.pk,
-        payload={
-            "value": order.total_cents,
-            "won_at": timezone.now().isoformat(),
-            "order_id": str(order.pk),
-        },
-        idempotency_key=f"lead.won:{lead.pk}",
-    )
+    # Closed meanwhile (another order, a person): nothing more to close.
+    with contextlib.suppress(crm_services.LeadClosed):
+        crm_services.lead_mark_won(
+            lead, value_cents=order.total_cents, reason=f"nuvemshop order {order.number} paid"
+        )
 
 
 def _product_event(store: Store, receipt: WebhookReceipt) -> str:

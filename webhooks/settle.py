@@ -1,5 +1,6 @@
 """Settle finished webhook attempts: the bus's ack/nack, then the webhook bookkeeping (attempt
-log, consecutive-failure counters, auto-disable) in one transaction.
+log, consecutive-failure counters, auto-disable, and `webhook.delivery_failed` for each delivery
+that finally failed: dead-lettered after an attempt) in one transaction.
 
 The ack and nack run as their own statements, like the generic dispatcher's, so two workers
 settling deliveries of the same events never hold event-row locks across statements (no
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection, transaction
 
+import eventbus
 from eventbus import claim as claims
 from eventbus import settle as bus_settle
 from eventbus.conf import bus_settings
@@ -29,6 +31,7 @@ from webhooks.sender import AttemptResult
 logger = logging.getLogger(__name__)
 
 SYSTEM_ACTOR = "system:webhooks"
+FAILED_TYPE = "webhook.delivery_failed"
 
 # Per subscription, in completion order: a success resets the counter to the failures after it;
 # otherwise the failures add up. A healthy subscription whose counter is already 0 is neither
@@ -88,6 +91,7 @@ def settle(finished: Sequence[Finished], *, worker_id: str) -> None:
     metrics.count_attempts(f.result.status_code for f in finished if f.result is not None)
     with transaction.atomic():
         _log_attempts(finished)
+        _emit_final_failures(finished)
         _update_health(finished)
 
 
@@ -112,6 +116,45 @@ def _log_attempts(finished: Sequence[Finished]) -> None:
             if f.result is not None and f.subscription_id is not None
         ]
     )
+
+
+def _emit_final_failures(finished: Sequence[Finished]) -> None:
+    """`webhook.delivery_failed` (seed 000 §3) for each delivery dead after an attempt to send.
+
+    Ids, the attempt number, the error's class and the HTTP status only: an error text may quote
+    the endpoint's URL (which can hold its credentials) or its answer. Never for the failure of
+    a `webhook.delivery_failed` itself (a failing endpoint subscribed to it would feed itself),
+    nor for a subscription disabled or deleted before sending (nothing was attempted). One event
+    per delivery and attempt (a resent delivery that fails again reports again).
+    """
+    for f in finished:
+        verdict = f.decision.verdict
+        if (
+            verdict is None
+            or not verdict.dead
+            or f.subscription_id is None
+            or f.result is None
+            or f.event.event_type == FAILED_TYPE
+        ):
+            continue
+        payload = {
+            "subscription_id": str(f.subscription_id),
+            "event_id": str(f.event.id),
+            "event_type": f.event.event_type,
+            "delivery_id": f.event.delivery_id,
+            "attempt": f.event.attempt,
+            "error": verdict.error_class,
+            "status_code": f.result.status_code,
+        }
+        eventbus.emit(
+            FAILED_TYPE,
+            organization=f.event.organization_id,
+            entity_kind="webhook_subscription",
+            entity_id=f.subscription_id,
+            payload=payload,
+            idempotency_key=f"{FAILED_TYPE}:{f.event.delivery_id}:{f.event.attempt}",
+            causation_id=f.event.id,
+        )
 
 
 def _update_health(finished: Sequence[Finished]) -> None:

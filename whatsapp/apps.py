@@ -14,7 +14,9 @@ class WhatsappConfig(AppConfig):
         from core.crypto import register_encrypted_field
         from core.health import registry as health
         from core.metrics import register_scrape_collector
+        from crm.services import register_send_check
         from whatsapp import health as waha_health
+        from whatsapp import sending
         from whatsapp.conf import API_KEY_CONTEXT
         from whatsapp.metrics import SessionsCollector
 
@@ -24,3 +26,4 @@ class WhatsappConfig(AppConfig):
         )
         health.register_family(waha_health.PREFIX, waha_health.session_checks)
         register_scrape_collector(SessionsCollector)
+        register_send_check("whatsapp", sending.conversation_blocker)

@@ -295,7 +295,13 @@ def find_sent(http: object, target: waha.Target, chat_id: str, message: Message)
 
 def blocker(message: Message) -> str | None:
     """Why this message must not be sent, or None (checked before anything is sent)."""
-    conversation = message.conversation
+    return conversation_blocker(message.conversation, message.is_template)
+
+
+def conversation_blocker(conversation: Conversation, is_template: bool) -> str | None:
+    """Why a message on this conversation would be refused now, or None: the contact blocked,
+    the consent withdrawn, or (not for a template) the 24 h window closed. The CRM asks it
+    before queueing (crm.services.send_refusal, registered by WhatsappConfig.ready)."""
     contact = conversation.contact
     if contact.blocked_at is not None:
         return "contact_blocked"
@@ -306,7 +312,7 @@ def blocker(message: Message) -> str | None:
     )
     if latest is not None and not latest.granted:
         return "no_consent"
-    if not message.is_template:
+    if not is_template:
         window = dt.timedelta(hours=crm_settings.WINDOW_HOURS)
         if conversation.last_inbound_at is None or (
             timezone.now() - conversation.last_inbound_at > window

@@ -24,6 +24,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 from rest_framework import serializers
+from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
 from core.api.conf import api_settings
@@ -132,3 +133,24 @@ def _replay(stored_hash: str, request_hash: str, status: int, body: str) -> Outc
     if stored_hash != request_hash:
         raise IdempotencyConflict()
     return Outcome(status, json.loads(body), replayed=True)
+
+
+def respond_once(request: Any, *, scope: str, work: Callable[[], tuple[int, Any]]) -> Response:
+    """The response of `work` (status, JSON body): run once per Idempotency-Key when the
+    request sends one (replayed with `Idempotent-Replayed: true`), else simply run. The tenant
+    is the API key's."""
+    key = key_from(request)
+    if key is None:
+        code, body = work()
+        return Response(body, status=code)
+    outcome = run_once(
+        organization_id=request.user.organization_id,
+        scope=scope,
+        key=key,
+        request_hash=body_hash(request.data),
+        work=work,
+    )
+    response = Response(outcome.body, status=outcome.status)
+    if outcome.replayed:
+        response[REPLAYED_HEADER] = "true"
+    return response

@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from rest_framework import serializers
 
+from core.api.conf import api_settings
+
 T = TypeVar("T")
 
 
@@ -51,6 +53,18 @@ class CursorField(serializers.CharField):
 
     def to_internal_value(self, data: Any) -> Position:
         return decode_cursor(super().to_internal_value(data))
+
+
+class PageQuery(serializers.Serializer):
+    """The query parameters of a cursor-paginated list: `limit` and `cursor`."""
+
+    limit = serializers.IntegerField(required=False, min_value=1, help_text="Default 50, max 200.")
+    cursor = CursorField(required=False, help_text="`next_cursor` of the previous page.")
+
+    def validate_limit(self, value: int) -> int:
+        if value > api_settings.MAX_PAGE_SIZE:
+            raise serializers.ValidationError(f"At most {api_settings.MAX_PAGE_SIZE}.")
+        return value
 
 
 def page(

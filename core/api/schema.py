@@ -11,15 +11,23 @@ docstring only, never a base class's (`IntegratorSchema`): those are written for
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import get_doc
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+)
 from rest_framework import serializers
 
 from core import scopes
+
+ViewMethod = TypeVar("ViewMethod", bound=Callable[..., Any])
 
 ERROR_DESCRIPTIONS = {
     400: "Invalid input (`validation_error`, `parse_error`).",
@@ -307,3 +315,27 @@ def _probe(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _path_order(path: str) -> tuple[bool, str]:
     return (not path.startswith("/api/v1/"), path)
+
+
+def operation(
+    name: str,
+    summary: str,
+    *,
+    description: str,
+    scope: str,
+    tag: str,
+    implied_by: str | None = None,
+    parameters: Sequence[Any] = (),
+    **kwargs: Any,
+) -> Callable[[ViewMethod], ViewMethod]:
+    """`extend_schema` of an operation: id `<tag>_<name>`, its tag, the scope it needs (and the
+    one that implies it), the X-Request-ID parameter."""
+    note = f"Scope: `{scope}`" + (f" (or `{implied_by}`)." if implied_by else ".")
+    return extend_schema(
+        operation_id=f"{tag}_{name}",
+        summary=summary,
+        description=f"{description}\n\n{note}",
+        tags=[tag],
+        parameters=[*parameters, REQUEST_ID_PARAMETER],
+        **kwargs,
+    )

@@ -263,3 +263,21 @@ _CONVERTERS: dict[Callable[..., Any], Callable[[Field], Convert | None]] = {
     fields.DictField.to_representation: _object,
     fields.ListField.to_representation: _list,
 }
+
+
+class StrictBooleanField(fields.BooleanField):
+    """JSON true/false only: DRF's BooleanField would take 0, 1, "yes" or "off"."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictIntegerField(fields.IntegerField):
+    """JSON integers only: DRF's IntegerField would take "12" or 12.0."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))

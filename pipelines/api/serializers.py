@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from core.api.serializers import StrictBooleanField, StrictIntegerField
 from eventbus.api.serializers import StrictCharField, StrictSerializer
 from eventbus.errors import EventValidationError
 from eventbus.storable import JsonLimits, check_text, json_text
@@ -58,24 +59,6 @@ class StoredCharField(StrictCharField):
             return check_text(self.field_name or "value", value)
         except EventValidationError as exc:
             raise serializers.ValidationError(str(exc)) from None
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """JSON true/false only: DRF's BooleanField would take 0, 1, "yes" or "off"."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """JSON integers only: DRF's IntegerField would take "12" or 12.0."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return int(super().to_internal_value(data))
 
 
 class PipelineInputSerializer(StrictSerializer):

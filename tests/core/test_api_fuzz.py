@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
@@ -28,6 +29,7 @@ import eventbus
 from core.models import Organization
 from pipelines import services as pipeline_services
 from tests.support.api import issue_key, snapshot
+from tests.support.factories import ConversationFactory, LeadFactory
 from tests.support.network import OffLoopback, loopback_only
 from tests.support.pipelines import seed_example
 from tests.webhooks.conftest import settle_as_sent
@@ -69,6 +71,10 @@ def world(transactional_db: None, settings: Any) -> World:
         "subscription_id": subscription.id,
         "delivery_id": delivery_ids[0],
         "pipeline_id": pipeline.id,
+        "lead_id": LeadFactory(organization=org).id,
+        "contact_id": ConversationFactory(
+            organization=org, last_inbound_at=timezone.now()
+        ).contact_id,
     }
     return World(issue_key(org), {name: str(value) for name, value in ids.items()})
 

@@ -75,7 +75,8 @@ def test_order_paid_upserts_the_order_and_emits_its_events_once(
     assert dt.datetime.fromisoformat(paid["paid_at"]) == placed.paid_at
     assert "maria" not in str(paid).lower()
     lead.refresh_from_db()
-    assert lead.stage_id == "won" and len(payloads("lead.won")) == 1
+    assert lead.status == "won" and len(payloads("lead.won")) == 1
+    assert payloads("lead.won")[0]["value"] == 5800
     # The same order paid again (a second delivery of the shop): nothing new anywhere.
     deliver(client, "order/updated", id=555)
     drain()
@@ -83,6 +84,31 @@ def test_order_paid_upserts_the_order_and_emits_its_events_once(
     assert len(payloads("nuvemshop.order_paid")) == 1 and len(payloads("lead.won")) == 1
     assert Contact.objects.filter(organization=store.organization).count() == 1
     assert CustomerLink.objects.get(ns_customer_id=77).contact_id == contact.pk
+
+
+def test_a_shop_order_announces_its_creation_cancellation_and_fulfilment_once(
+    client: Client, store: Store, shop: FakeStore
+) -> None:
+    shop.orders.append(order(601, number=201))
+    deliver(client, "order/created", id=601)
+    drain()
+    placed = Order.objects.get(ns_order_id=601)
+    [created] = payloads("nuvemshop.order_created")
+    assert (created["order_id"], created["ns_order_id"]) == (str(placed.pk), 601)
+    shop.orders[0].update(
+        status="cancelled", cancelled_at="2026-12-01T11:00:00-03:00", cancel_reason="customer"
+    )
+    deliver(client, "order/cancelled", id=601)
+    drain()
+    [cancelled] = payloads("nuvemshop.order_cancelled")
+    assert (cancelled["order_id"], cancelled["reason"]) == (str(placed.pk), "customer")
+    shipped = {**order(602, number=202), "shipping_status": "shipped"}
+    shop.orders.append({**shipped, "shipped_at": "2026-12-02T09:00:00-03:00"})
+    deliver(client, "order/fulfilled", id=602)
+    drain()
+    [fulfilled] = payloads("nuvemshop.order_fulfilled")
+    assert fulfilled["order_id"] == str(Order.objects.get(ns_order_id=602).pk)
+    assert len(payloads("nuvemshop.order_created")) == 2  # 602 was new to the CRM too
 
 
 def test_product_events_upsert_and_mark_deleted(

@@ -51,7 +51,8 @@ def test_failures_retry_with_the_shared_backoff_then_go_to_the_dlq(
 ) -> None:
     receiver.replies["/fail"] = Reply(status=500, body=b"boom")
     with time_machine.travel(START, tick=False) as clock:
-        subscription, _ = subscribe(receiver.url("/fail"))
+        # lead.* only: a `*` subscriber would also get (and fail) the webhook.delivery_failed
+        subscription, _ = subscribe(receiver.url("/fail"), ["lead.*"])
         emit_leads(org)
         delivery = Delivery.objects.get(consumer=subscription.consumer)
         for attempt, step in enumerate([30, 60, 120, 300, 600, 1800, 3600], start=1):
@@ -70,7 +71,8 @@ def test_failures_retry_with_the_shared_backoff_then_go_to_the_dlq(
     ]
     assert len({r.headers["x-webhook-delivery"] for r in receiver.requests}) == 1
     assert Attempt.objects.filter(delivery=delivery).count() == 8
-    assert EventLog.objects.get().status == "dead"
+    assert EventLog.objects.get(event_type="lead.assigned").status == "dead"
+    assert EventLog.objects.get(event_type="webhook.delivery_failed").payload["attempt"] == 8
     subscription.refresh_from_db()
     assert (subscription.enabled, subscription.consecutive_failures) == (True, 8)
 
@@ -119,8 +121,9 @@ def test_410_gone_disables_the_subscription_at_once(
     subscription.refresh_from_db()
     assert not subscription.enabled and "410" in subscription.disabled_reason
     assert Delivery.objects.get(consumer=subscription.consumer).status == "dead"
-    [notice] = receiver.on("/watch")
-    assert notice.headers["x-webhook-event"] == "webhook.subscription_disabled"
+    # The dead delivery's webhook.delivery_failed, then the subscription_disabled notice.
+    notices = sorted(r.headers["x-webhook-event"] for r in receiver.on("/watch"))
+    assert notices == ["webhook.delivery_failed", "webhook.subscription_disabled"]
 
 
 def test_ten_consecutive_failures_disable_and_emit_never_to_the_disabled_endpoint(
@@ -321,8 +324,12 @@ def test_a_stored_url_the_transport_cannot_send_is_dead_at_once_and_the_worker_r
         check=False,
     )
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    deliveries = Delivery.objects.filter(consumer=subscription.consumer)
+    # Each dead delivery's webhook.delivery_failed goes to the same `*` subscription (whose
+    # failure reports nothing more).
+    deliveries = Delivery.objects.filter(consumer=subscription.consumer, event_type="lead.assigned")
     assert [(d.status, d.attempts) for d in deliveries] == [("dead", 1)] * 3
+    failed = Delivery.objects.filter(consumer=subscription.consumer).exclude(pk__in=deliveries)
+    assert {d.event_type for d in failed} <= {"webhook.delivery_failed"}
     assert "'0177.0.0.1' is not a canonical IPv4 address" in deliveries[0].last_error
     assert deliveries[0].last_error.startswith("InvalidURL: url host")
     assert set(Attempt.objects.values_list("error_class", flat=True)) == {"InvalidURL"}
