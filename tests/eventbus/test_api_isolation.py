@@ -15,7 +15,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 import eventbus
 from core.models import Organization
-from crm.models import AnalyticsDaily, Contact, Conversation
+from crm.models import AnalyticsDaily, Contact, Conversation, Lead
 from eventbus.models import Delivery, EventLog
 from lgpd import services as lgpd_services
 from pipelines import services as pipeline_services
@@ -59,6 +59,7 @@ def a_world(org: Organization) -> dict[str, str]:
         organization=org, pipeline=pipeline, trigger="order.post", started_at=timezone.now()
     )
     conversation = Conversation.objects.create(organization=org, contact=contact)
+    lead = Lead.objects.create(organization=org, contact=contact, name="A's deal")
     today = timezone.localdate()
     AnalyticsDaily.objects.create(organization=org, day=today, metric="message.received", count=1)
     return {
@@ -72,6 +73,7 @@ def a_world(org: Organization) -> dict[str, str]:
         "request_id": str(request.pk),
         "pipeline_id": str(pipeline.pk),
         "conversation_id": str(conversation.pk),
+        "lead_id": str(lead.pk),
         "since": (today - dt.timedelta(days=6)).isoformat(),
         "until": today.isoformat(),
     }
@@ -118,6 +120,18 @@ OBJECT_ENDPOINTS = [
     ("post", "/api/v1/contacts/{contact_id}/block", {}),
     ("post", "/api/v1/contacts/{contact_id}/unblock", None),
     ("post", "/api/v1/contacts/{contact_id}/merge", {"from_contact_id": str(uuid.uuid4())}),
+    ("get", "/api/v1/leads/{lead_id}", None),
+    ("patch", "/api/v1/leads/{lead_id}", {"name": "B's now"}),
+    ("delete", "/api/v1/leads/{lead_id}", None),
+    ("post", "/api/v1/leads/{lead_id}/stage", {"stage_id": "won"}),
+    ("post", "/api/v1/leads/{lead_id}/assign", {"owner_id": None}),
+    ("post", "/api/v1/leads/{lead_id}/won", {}),
+    ("post", "/api/v1/leads/{lead_id}/lost", {"reason": "not yours"}),
+    ("get", "/api/v1/leads/{lead_id}/activities", None),
+    ("post", "/api/v1/leads/{lead_id}/activities", {"note": "B was here"}),
+    ("post", "/api/v1/contacts/{contact_id}/messages", {"body": "oi", "is_template": True}),
+    ("get", "/api/v1/contacts/{contact_id}/consents", None),
+    ("post", "/api/v1/contacts/{contact_id}/consents", {"consent_type": "x", "granted": True}),
 ]
 # Every endpoint that lists things, with the filters that could name A's objects.
 LIST_ENDPOINTS = [
@@ -142,6 +156,8 @@ LIST_ENDPOINTS = [
     "/api/v1/conversations",
     "/api/v1/conversations?status=open",
     "/api/v1/analytics/daily?since={since}&until={until}",
+    "/api/v1/leads",
+    "/api/v1/leads?contact_id={contact_id}",
 ]
 # Operations that name no existing object: they act in the key's own organization.
 OWN_ORGANIZATION_ONLY = {
@@ -151,6 +167,7 @@ OWN_ORGANIZATION_ONLY = {
     ("post", "/api/v1/pipelines"),  # see tests/pipelines/test_api.py (tenant from the key)
     ("post", "/api/v1/orders"),  # see test_orders_are_written_in_the_keys_organization
     ("post", "/api/v1/contacts"),  # see tests/crm/api/test_contacts.py (tenant from the key)
+    ("post", "/api/v1/leads"),  # see tests/crm/test_api.py (another's contact is a 400)
     # The platform's catalog, no tenant's rows (tests/eventbus/test_ownership.py).
     ("get", "/api/v1/event-types"),
 }

@@ -29,6 +29,11 @@ SNAPSHOT_SQL = {
     "FROM pipelines_pipeline ORDER BY id",
     "executions": "SELECT id, status, attempts FROM pipeline_execution ORDER BY id",
     "orders": "SELECT id, status, status_tag FROM deskcomm_order ORDER BY id",
+    "leads": "SELECT id, name, stage_id, owner_id, status, deleted_at, updated_at "
+    "FROM deskcomm_lead ORDER BY id",
+    "lead_activities": "SELECT id FROM deskcomm_leadactivity ORDER BY id",
+    "consents": "SELECT id FROM deskcomm_consentrecord ORDER BY id",
+    "messages": "SELECT id, status FROM deskcomm_message ORDER BY id",
 }
 
 
