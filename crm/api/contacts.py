@@ -29,7 +29,7 @@ from crm import selectors, services
 from crm.api.contact_scopes import CONTACTS_READ, CONTACTS_WRITE
 from crm.identity import normalize_phone
 from crm.models import Contact, ContactIdentity
-from eventbus.api.serializers import StrictSerializer
+from eventbus.api.serializers import StrictCharField, StrictSerializer
 
 ViewMethod = TypeVar("ViewMethod", bound=Callable[..., Response])
 NOT_FOUND = "No such contact in this organization."
@@ -94,8 +94,8 @@ class ContactFilter(StrictSerializer):
 
 
 class ContactInput(StrictSerializer):
-    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    phone = serializers.CharField(required=False, allow_blank=True, max_length=32)
+    name = StrictCharField(required=False, allow_blank=True, max_length=200)
+    phone = StrictCharField(required=False, allow_blank=True, max_length=32)
     email = serializers.EmailField(required=False, allow_blank=True, max_length=254)
 
     def validate_phone(self, value: str) -> str:
@@ -120,7 +120,7 @@ class MergeInput(StrictSerializer):
 
 
 class BlockInput(StrictSerializer):
-    reason = serializers.CharField(required=False, max_length=64, default="operator")
+    reason = StrictCharField(required=False, max_length=64, default="operator")
 
 
 def operation(
