@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO_ROOT))  # run as a script: make `bench` importable
 from bench import drain as base  # noqa: E402  (needs the sys.path line above)
 from bench.bench_consumers import (  # noqa: E402
     FANOUT_EVENT,
+    ORDERED_EVENT,
     SINGLE_EVENT,
     consumers_for,
 )
@@ -55,6 +56,7 @@ MEASUREMENTS = {  # key: (processes, event type)
     "d21": (2, SINGLE_EVENT),
     "d13": (1, FANOUT_EVENT),
     "d23": (2, FANOUT_EVENT),
+    "o21": (2, ORDERED_EVENT),  # one consumer declared ordered=True, 200 conversations
 }
 
 RLS_BYPASS = "-c app.rls_bypass=on"  # core.rls.BYPASS_OPTION (not imported: no Django here)

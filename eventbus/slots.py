@@ -388,8 +388,9 @@ class SlotPool(Generic[R]):
     def _pop_runnable(self) -> Job | None:
         if not self._queue:
             return None
-        if self._lane_limit is None and self._can_start(self._queue[0]):
-            return self._queue.popleft()
+        first = self._queue[0]
+        if (first.lane is None or self._lane_limit is None) and self._can_start(first):
+            return self._queue.popleft()  # the usual case: no lane to wait for
         for index, job in enumerate(self._queue):
             if self._lane_open(job) and self._can_start(job):
                 del self._queue[index]
