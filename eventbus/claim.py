@@ -93,16 +93,17 @@ def claim(
     An ordered consumer's key gives one delivery, its head; with `per_key` above 1, up to that
     many of the key's next deliveries in id order (a run), which the caller must run one at a
     time in id order and stop at the first that does not succeed (eventbus/drain.py's lanes).
+    A claim with an ordered consumer among `consumers` runs claim_ordered.sql, the rest claim.sql
+    (half the planning: the statements are planned per call).
     """
     if not consumers or batch_size < 1:
         return Claim(uuid.uuid4(), [])
-    params = {
-        "consumers": list(consumers),
-        "probing": list(probing),
-        "key_start": str(uuid.uuid4()),  # where the ordered claim's walk over keys begins
-        "per_key": max(1, per_key),
-    }
-    return _claim("claim", params, batch_size, worker_id, now)
+    params: dict[str, Any] = {"consumers": list(consumers), "probing": list(probing)}
+    if not any(c.ordered for c in map(registry.find, consumers) if c is not None):
+        return _claim("claim", params, batch_size, worker_id, now)
+    params["key_start"] = str(uuid.uuid4())  # where the walk over the keys begins
+    params["per_key"] = max(1, per_key)
+    return _claim("claim_ordered", params, batch_size, worker_id, now)
 
 
 def claim_isolated(

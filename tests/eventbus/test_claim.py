@@ -21,6 +21,7 @@ from eventbus.retry import Verdict
 from eventbus.worker import Worker, WorkerOptions
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import claim_plan, raw_connection, side_effect_rows
+from tests.support.wire import traced
 
 START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
 LEASE = dt.timedelta(seconds=30)  # the default EVENTBUS_LEASE_SECONDS
@@ -367,10 +368,18 @@ def test_hot_path_query_budget(org: Organization, side_effects: None) -> None:
     bus_queries = [q["sql"] for q in queries if "test_side_effect" not in q["sql"]]
     assert [q.splitlines()[0] for q in bus_queries] == [
         "-- name: isolated_due",
-        "-- name: claim",
+        "-- name: claim_ordered",  # every consumer: the ordered ones (whatsapp-send-worker) too
         f"SELECT set_config('app.organization_id', '{org.pk}', false), "
         "set_config('app.tenant_proof', '', false), set_config('app.rls_bypass', 'off', false)",
         "SELECT set_config('app.organization_id', '', false), "
         "set_config('app.tenant_proof', '', false), set_config('app.rls_bypass', 'on', false)",
         "-- name: ack",
     ]
+
+
+def test_a_claim_of_unordered_consumers_only_runs_the_plain_statement(org: Organization) -> None:
+    emit_effects(org, 3)
+    with traced() as wire:
+        batch = claims.claim(consumers=list(EFFECT_CONSUMERS), batch_size=10, worker_id="w")
+    assert len(batch.events) == 9
+    assert wire.named() == ["claim"]  # claim_ordered.sql plans twice as long
