@@ -13,6 +13,8 @@ The notification row is unique per (event, kind): a redelivery finds it and send
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.utils import timezone
@@ -21,6 +23,7 @@ import eventbus
 from core import alerts, audit
 from crm.conversation_models import AgentNotification
 from crm.conversations import agents_of, conversation_of, handoff_assign
+from crm.models import Lead
 
 CONSUMER = "notification-worker"
 HANDOFFS_PATH = "/admin/crm/handoff/"
@@ -56,6 +59,10 @@ def _lead_assigned(event: eventbus.Event) -> None:
     owner = str(event.payload.get("to_owner_id") or "")
     agent = next((a for a in agents_of(event.organization_id) if str(a.pk) == owner), None)
     lead_id = str(event.payload.get("lead_id") or event.entity_id or "")
+    if agent is None or not _owns(event, lead_id, agent.pk):
+        # The type is open to the integrators' door: an event is a claim, the lead row the fact.
+        # Nobody is told of a lead this organization does not have with that owner.
+        return
     _notify(
         event,
         kind=AgentNotification.Kind.LEAD_ASSIGNED,
@@ -124,3 +131,13 @@ def _notify(
         )
         AgentNotification.objects.filter(pk=notification.pk).update(emailed_at=timezone.now())
     return created
+
+
+def _owns(event: eventbus.Event, lead_id: str, user_id: int) -> bool:
+    """Whether the event's organization has the lead `lead_id`, owned by `user_id`, right now."""
+    try:
+        key = uuid.UUID(lead_id)
+    except ValueError:
+        return False
+    leads = Lead.objects.filter(organization_id=event.organization_id, pk=key, owner_id=user_id)
+    return leads.exists()

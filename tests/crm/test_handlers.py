@@ -164,19 +164,25 @@ def test_a_fulfilled_order_asks_the_contacts_conversation_once(org: Organization
 def test_a_lead_assigned_to_an_agent_notifies_them(org: Organization, org_b: Organization) -> None:
     import uuid
 
+    from crm import services
+
     ana = agent(org, "ana", "ana@example.test")
     bruno = agent(org_b, "bruno", "bruno@example.test")
-    for owner in (ana, bruno):  # bruno is another organization's: nobody of org is told
+    lead = services.lead_create(organization=org, name="Loja da Ana")
+    services.lead_assign(lead, owner_id=ana.pk)  # the trigger emits lead.assigned
+    # Claims the lead rows do not back (the type is open to integrators): a lead org does not
+    # have, and another organization's agent. Nobody is told.
+    for owner, lead_id in ((ana, uuid.uuid4()), (bruno, lead.pk)):
         eventbus.emit(
             "lead.assigned",
             organization=org,
             entity_kind="lead",
-            entity_id=uuid.uuid4(),
+            entity_id=lead_id,
             payload={"to_owner_id": owner.pk},
         )
     run("notification-worker")
     notes = AgentNotification.objects.order_by("id")
-    assert [n.recipient_id for n in notes] == [ana.pk, None]
+    assert [(n.recipient_id, n.target_id) for n in notes] == [(ana.pk, str(lead.pk))]
     assert [m.to for m in mail.outbox] == [["ana@example.test"]]
 
 
