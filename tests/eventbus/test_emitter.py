@@ -371,9 +371,12 @@ def test_lead_stage_change_trigger_emits_through_sql(org: Organization) -> None:
     lead.stage_id = "qualified"
     lead.save()
     lead.name = "Renamed"
-    lead.save()  # no stage change, no event
-    event = EventLog.objects.get()
-    assert event.event_type == "lead.stage_changed"
+    lead.save()  # no stage change: the other fields' trigger (lead_updated_emit, crm 0009)
+    assert sorted(EventLog.objects.values_list("event_type", flat=True)) == [
+        "lead.stage_changed",
+        "lead.updated",
+    ]
+    event = EventLog.objects.get(event_type="lead.stage_changed")
     assert event.entity_id == lead.pk
     assert event.payload["from_stage_id"] == "new"
     assert event.payload["to_stage_id"] == "qualified"

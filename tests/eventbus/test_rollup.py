@@ -72,7 +72,7 @@ def test_a_settled_batch_writes_the_rollup_inside_its_own_statements(
     # No statement added: the ack's own upsert (one per settle statement) counts the batch.
     assert [q.splitlines()[0] for q in bus] == [
         "-- name: isolated_due",
-        "-- name: claim",
+        "-- name: claim_ordered",  # every consumer: the ordered ones too
         "-- name: ack",
     ]
     assert bus[-1].count("INSERT INTO eventbus_rollup") == 1
