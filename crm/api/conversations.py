@@ -167,6 +167,24 @@ class ConversationView(ApiView):
         conversation.refresh_from_db()
         return Response(ConversationSerializer(conversation).data)
 
+    def change_state(
+        self,
+        request: Any,
+        conversation_id: uuid.UUID,
+        serializer: type[StrictSerializer],
+        change: Callable[[Conversation, str, dict[str, Any]], object],
+    ) -> Response:
+        """Validate the body, find the organization's conversation, run the lifecycle service
+        `change(conversation, actor, data)` (409 when the conversation is not in the state it
+        needs) and answer the conversation as it is now."""
+        data = self.validated(serializer, request.data)
+        conversation = self.conversation(request, conversation_id)
+        try:
+            change(conversation, self.client(request).actor, data)
+        except conversations.ConversationStateError as exc:
+            raise InvalidState(str(exc)) from None
+        return self.answer(conversation)
+
 
 class ConversationsView(ConversationView):
     @operation(
@@ -264,15 +282,14 @@ class ConversationResolveView(ConversationView):
         },
     )
     def post(self, request: Any, conversation_id: uuid.UUID) -> Response:
-        data = self.validated(ResolveSerializer, request.data)
-        conversation = self.conversation(request, conversation_id)
-        try:
-            conversations.resolve(
-                conversation=conversation, actor=self.client(request).actor, note=data["note"]
-            )
-        except conversations.ConversationStateError as exc:
-            raise InvalidState(str(exc)) from None
-        return self.answer(conversation)
+        return self.change_state(
+            request,
+            conversation_id,
+            ResolveSerializer,
+            lambda c, actor, data: conversations.resolve(
+                conversation=c, actor=actor, note=data["note"]
+            ),
+        )
 
 
 class ConversationReopenView(ConversationView):
@@ -299,15 +316,14 @@ class ConversationReopenView(ConversationView):
         },
     )
     def post(self, request: Any, conversation_id: uuid.UUID) -> Response:
-        data = self.validated(ReopenSerializer, request.data)
-        conversation = self.conversation(request, conversation_id)
-        try:
-            conversations.reopen(
-                conversation=conversation, actor=self.client(request).actor, reason=data["reason"]
-            )
-        except conversations.ConversationStateError as exc:
-            raise InvalidState(str(exc)) from None
-        return self.answer(conversation)
+        return self.change_state(
+            request,
+            conversation_id,
+            ReopenSerializer,
+            lambda c, actor, data: conversations.reopen(
+                conversation=c, actor=actor, reason=data["reason"]
+            ),
+        )
 
 
 class AnalyticsDailyView(ApiView):
