@@ -18,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from core.api.errors import InvalidState
-from core.api.permissions import HasRequiredScope
+from core.api.permissions import WriteImpliesRead
 from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView, found_or_404
 from crm import analytics, conversations
@@ -143,18 +143,9 @@ class DailyListSerializer(serializers.Serializer):
     results = DailySerializer(many=True)
 
 
-class ReadOrWriteScope(HasRequiredScope):
-    """Reads need `conversations:read`, or `conversations:write`, which implies it."""
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        scopes = getattr(request.user, "scopes", ())
-        if request.method in ("GET", "HEAD") and CONVERSATIONS_WRITE in scopes:
-            return True
-        return super().has_permission(request, view)
-
-
 class ConversationView(ApiView):
-    permission_classes = [ReadOrWriteScope]
+    permission_classes = [WriteImpliesRead]
+    write_scope = CONVERSATIONS_WRITE  # a key that may change these may read them
     required_scopes = {"GET": CONVERSATIONS_READ, "POST": CONVERSATIONS_WRITE}
 
     def conversation(self, request: Any, conversation_id: uuid.UUID) -> Conversation:
