@@ -11,7 +11,7 @@ from typing import Any
 from django_otp.oath import totp
 
 from tests.support.admin import staff
-from tests.support.browser import log_in, wait_for
+from tests.support.browser import click_to_new_page, log_in, wait_for
 
 PASSWORD = "pw-Console-1"  # pragma: allowlist secret
 
@@ -25,14 +25,11 @@ def authenticator_code(secret: str) -> str:
 def submit_login(browser: Any, base_url: str, password: str) -> str:
     """Submit the admin's login form as "ops"; what the answer page says."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.expected_conditions import staleness_of
 
     browser.get(f"{base_url}/admin/login/")
-    form = browser.find_element(By.ID, "login-form")
     browser.find_element(By.NAME, "username").send_keys("ops")
     browser.find_element(By.NAME, "password").send_keys(password)
-    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for(browser, staleness_of(form))  # the answer replaced the form's page
+    click_to_new_page(browser, browser.find_element(By.CSS_SELECTOR, "input[type=submit]"))
     text = browser.find_element(By.TAG_NAME, "body").text.lower()
     return (
         "locked" if "account locked" in text else "refused" if "correct username" in text else text

@@ -196,6 +196,25 @@ def wait_for(driver: Any, condition: Any) -> None:
     WebDriverWait(driver, WAIT).until(condition)
 
 
+def click_to_new_page(driver: Any, element: Any) -> None:
+    """Click `element` and wait until the browser shows the next document, fully loaded.
+
+    The old page is marked with a window property the new document does not have. While the
+    page changes, ChromeDriver may answer a probe with a transient error instead of a stale
+    element ("Node with given id does not belong to the document"): those probes count as "not
+    yet", and only the deadline decides failure."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_script("window.__deskcommOldPage = true;")
+    element.click()
+    WebDriverWait(driver, WAIT, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script(
+            "return !window.__deskcommOldPage && document.readyState === 'complete';"
+        )
+    )
+
+
 def open_add_form(driver: Any, base_url: str, add_path: str) -> None:
     """As a fresh superuser ("ops"), the admin add form at `add_path`, with the organization
     "Acme" (created here) picked."""
