@@ -10,16 +10,19 @@ logs, pg_stat_activity and the tests' captured queries. The comments are for the
 they would cost on every call: psycopg caches the conversion of a query's `%(name)s`
 placeholders only for texts up to 4,096 bytes, and `emit_insert_one.sql` with its header was
 4,459 (re-parsed on every emit, about a fifth of an emit's client time). No statement has a
-multi-line string literal, so a line that starts with `--` is always a comment (a test checks
-both).
+multi-line quoted string, so a line that starts with `--` is a comment; a statement with a
+dollar-quoted body (a function definition, whose comments are part of the function) is sent as
+written. A test checks both.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
 SQL_DIR = Path(__file__).resolve().parent
+DOLLAR_QUOTE = re.compile(r"\$[A-Za-z_]*\$")
 
 
 @cache
@@ -31,7 +34,7 @@ def statement(name: str) -> str:
     except FileNotFoundError:
         known = ", ".join(sorted(p.stem for p in SQL_DIR.glob("*.sql")))
         raise LookupError(f"no SQL statement named {name!r} in {SQL_DIR}; known: {known}") from None
-    return without_comment_lines(text)
+    return text if DOLLAR_QUOTE.search(text) else without_comment_lines(text)
 
 
 def without_comment_lines(text: str) -> str:

@@ -17,7 +17,15 @@ def test_comment_lines_and_blank_lines_go_the_name_line_stays() -> None:
     assert without_comment_lines(text) == "-- name: demo\nSELECT 1  -- inline stays\nFROM t\n"
 
 
-@pytest.mark.parametrize("name", NAMES)
+PLAIN = [name for name in NAMES if "$$" not in (SQL_DIR / f"{name}.sql").read_text()]
+
+
+def test_a_function_definition_is_sent_as_written_its_comments_are_its_body() -> None:
+    assert "emit_event" not in PLAIN  # (the migrated function must equal the file: test_emitter)
+    assert statement("emit_event") == (SQL_DIR / "emit_event.sql").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", PLAIN)
 def test_each_statement_is_sent_without_its_header_and_named(name: str) -> None:
     sent = statement(name)
 
@@ -32,7 +40,7 @@ def test_the_per_event_and_per_settle_statements_fit_psycopgs_placeholder_cache(
     assert len(statement(name).encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PLAIN)
 def test_no_statement_has_a_multi_line_string_literal(name: str) -> None:
     # Else a line inside the literal starting with "--" would be dropped as a comment.
     for line in (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8").splitlines():
