@@ -17,8 +17,9 @@ the backlog (deliveries not started yet, and the age of the oldest one).
 
 The sustainable rate: the rate steps up from --start-rate (the seed's 10,000 events/min) by
 --step; a step holds for --hold seconds (default 180, 30 with --quick) and is sustained when
-every window's lag p99 and the oldest waiting delivery stay under 5 s and the producers kept at
-least 95% of the rate. The first step that is not sustained ends the climb (a step ends as soon
+every window's lag p99 stays under 5 s (counting the deliveries still waiting at the window's
+end at their age so far: a stalled system fails too) and the producers kept at least 95% of the
+rate. The first step that is not sustained ends the climb (a step ends as soon
 as one window fails); --refine halves the gap between the last sustained rate and the failed one
 that many times (after letting the backlog drain). If even the first step fails the rate is
 halved until one holds. The seed-rate verdict: at 10,000 events/min the lag p99 (over the whole
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import shutil
 import signal
@@ -77,6 +79,7 @@ from bench.soak_consumers import (  # noqa: E402
 SEED_RATE = 10_000  # events/min: seed 000 §11's rate
 LAG_LIMIT = 5.0  # s: a step is sustained while every window's pick-up lag p99 stays under it
 SEED_LAG_LIMIT = 1.0  # s: the lag p99 the seed's rate must keep
+P99 = 0.99
 KEPT_MIN = 0.95  # the producers must keep this share of a step's rate
 MIN_RATE = 500  # events/min: the halving below a failed first step stops here
 TARGET_RATIO = 1.5  # our sustainable rate / graphile-worker's (issue #49)
@@ -89,6 +92,7 @@ HANDLER_MODULE = "bench.soak_consumers"
 GRAPHILE_DIR = REPO_ROOT / "bench" / "peers" / "graphile"
 GRAPHILE_BIN = GRAPHILE_DIR / "node_modules" / ".bin" / "graphile-worker"
 GRAPHILE_TASK = "soak_write"
+LIBPQ_ENV = ("host", "port", "user", "password")  # passed to node-postgres as PG<NAME>
 
 say = base.say
 
@@ -113,6 +117,7 @@ class Config:
     peer: str
     only: str | None
     graphile_jobs: int
+    drain_concurrency: int | None
     drain_timeout: float
     early_stop: bool
     base_url: str
@@ -149,6 +154,12 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         "--graphile-jobs", type=int, default=4, help="graphile-worker --jobs per process"
     )
     parser.add_argument(
+        "--drain-concurrency",
+        type=int,
+        default=None,
+        help="pass --concurrency N to drain_events (default: its own default)",
+    )
+    parser.add_argument(
         "--drain-timeout", type=float, default=600.0, help="seconds to wait for the backlog"
     )
     parser.add_argument(
@@ -160,7 +171,13 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     hold = args.hold or (30.0 if args.quick else 180.0)
     refine = args.refine if args.refine is not None else (0 if args.quick else 1)
     numbers = (args.start_rate, args.step, args.max_rate, args.producers, args.graphile_jobs)
-    if min(numbers) < 1 or hold <= 0 or args.window <= 0 or refine < 0:
+    if (
+        (args.drain_concurrency or 1) < 1
+        or min(numbers) < 1
+        or hold <= 0
+        or args.window <= 0
+        or refine < 0
+    ):
         parser.error("rates, --step, --producers and --graphile-jobs must be positive")
     if args.window > hold:
         parser.error("--window must not be longer than --hold")
@@ -176,6 +193,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         peer=args.peer,
         only=args.only,
         graphile_jobs=args.graphile_jobs,
+        drain_concurrency=args.drain_concurrency,
         drain_timeout=args.drain_timeout,
         early_stop=not args.no_early_stop,
         base_url=base.database_url(),
@@ -219,6 +237,12 @@ def server_settings(conninfo: str) -> dict[str, str]:
         }
 
 
+def graphile_version() -> str:
+    """The graphile-worker version bench/peers/graphile/package.json pins."""
+    package = json.loads((GRAPHILE_DIR / "package.json").read_text())
+    return str(package["dependencies"]["graphile-worker"])
+
+
 def load_line() -> str:
     """`uptime`'s load averages (and the CPU count)."""
     one, five, fifteen = os.getloadavg()
@@ -260,9 +284,19 @@ class System:
         """A producer thread's emit(seq) (one transaction each) and its close()."""
         raise NotImplementedError
 
-    def waiting(self) -> tuple[int, float | None]:
-        """Deliveries not started yet, and the age in seconds of the oldest."""
+    def waiting(self) -> tuple[int, float | None, int]:
+        """Deliveries not started yet: how many, the oldest's age in seconds, and how many
+        have waited LAG_LIMIT or longer."""
         raise NotImplementedError
+
+    def count_waiting(self, table: str, condition: str) -> tuple[int, float | None, int]:
+        [(count, age, late)] = self.rows(
+            "SELECT count(*), extract(epoch FROM clock_timestamp() - min(created_at))::float8,"
+            " count(*) FILTER (WHERE created_at <= clock_timestamp() - make_interval(secs => %s))"
+            f" FROM {table} WHERE {condition}",
+            (LAG_LIMIT,),
+        )
+        return int(count), age, int(late)
 
     def leftovers(self) -> str:
         """What the system's own tables hold after the drain, for the correctness line."""
@@ -359,7 +393,10 @@ class Deskcomm(System):
         self.connect_admin()
 
     def worker_command(self) -> tuple[list[str], dict[str, str], Path]:
-        return [sys.executable, str(REPO_ROOT / "manage.py"), "drain_events"], self.env, REPO_ROOT
+        argv = [sys.executable, str(REPO_ROOT / "manage.py"), "drain_events"]
+        if self.config.drain_concurrency:
+            argv += ["--concurrency", str(self.config.drain_concurrency)]
+        return argv, self.env, REPO_ROOT
 
     def emitter(self) -> tuple[Emit, Callable[[], None]]:
         from django.db import connection, transaction
@@ -380,12 +417,8 @@ class Deskcomm(System):
 
         return emit, connection.close
 
-    def waiting(self) -> tuple[int, float | None]:
-        [(count, age)] = self.rows(
-            "SELECT count(*), extract(epoch FROM clock_timestamp() - min(created_at))::float8"
-            " FROM eventbus_delivery WHERE status = 'pending'"
-        )
-        return int(count), age
+    def waiting(self) -> tuple[int, float | None, int]:
+        return self.count_waiting("eventbus_delivery", "status = 'pending'")
 
     def leftovers(self) -> str:
         deliveries = self.rows(
@@ -419,9 +452,8 @@ class Graphile(System):
     def __init__(self, config: Config) -> None:
         super().__init__(config, "soak_graphile")
         params = psycopg.conninfo.conninfo_to_dict(self.conninfo)
-        names = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "password": "PGPASSWORD"}
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-        self.env.update({names[k]: str(v) for k, v in params.items() if k in names})
+        self.env.update({f"PG{k.upper()}": str(v) for k, v in params.items() if k in LIBPQ_ENV})
         self.env["PGDATABASE"] = self.db_name
         self.env.pop("DATABASE_URL", None)  # the PG* variables name the scratch database
 
@@ -459,12 +491,8 @@ class Graphile(System):
 
         return emit, conn.close
 
-    def waiting(self) -> tuple[int, float | None]:
-        [(count, age)] = self.rows(
-            "SELECT count(*), extract(epoch FROM clock_timestamp() - min(created_at))::float8"
-            " FROM graphile_worker.jobs WHERE locked_at IS NULL"
-        )
-        return int(count), age
+    def waiting(self) -> tuple[int, float | None, int]:
+        return self.count_waiting("graphile_worker.jobs", "locked_at IS NULL")
 
     def leftovers(self) -> str:
         jobs = self.rows(
@@ -591,13 +619,17 @@ class Window:
     emitted_per_min: float
     waiting: int
     oldest: float | None
+    late: int  # waiting at the window's end for LAG_LIMIT or longer
 
     @property
     def failure(self) -> str | None:
+        """The window's lag p99 reached LAG_LIMIT: among the runs that started in it, or
+        counting the deliveries still waiting, whose lag is at least their age (over 1% of the
+        window's deliveries have waited LAG_LIMIT already: its p99 cannot be under it)."""
         if self.lag.p99 is not None and self.lag.p99 >= LAG_LIMIT:
             return f"lag p99 {self.lag.p99:.1f}s"
-        if self.oldest is not None and self.oldest >= LAG_LIMIT:
-            return f"oldest waiting {self.oldest:.1f}s"
+        if self.late > (1 - P99) * (self.lag.count + self.late):
+            return f"{self.late:,} waiting >= {LAG_LIMIT:.0f}s (oldest {self.oldest:.1f}s)"
         return None
 
 
@@ -896,11 +928,17 @@ def render_summary(outcomes: list[Outcome]) -> list[str]:
     return [*lines, *found]
 
 
+def stop_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
+    signal.signal(signal.SIGTERM, stop_on_signal)  # the workers are stopped on the way out
+    signal.signal(signal.SIGHUP, stop_on_signal)
     systems: list[System] = [Deskcomm(config)]
     if config.peer == "graphile":
         systems.append(Graphile(config))
@@ -917,15 +955,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             if config.restart_halfway
             else ""
         ),
-        f"sustained: every window's pick-up lag p99 and oldest waiting delivery < {LAG_LIMIT:.0f}s,"
+        f"sustained: every window's pick-up lag p99 < {LAG_LIMIT:.0f}s (the waiting count at "
+        "their age),"
         f" producers kept >= {KEPT_MIN:.0%} of the rate",
         f"PostgreSQL {settings['server_version']}: fsync={settings['fsync']}, "
         f"synchronous_commit={settings['synchronous_commit']}, "
         f"full_page_writes={settings['full_page_writes']}"
         + ("" if settings["fsync"] == "on" else "  (fsync OFF: commits cost less than for real)"),
-        f"graphile-worker: --jobs {config.graphile_jobs} per process"
-        if config.peer == "graphile"
-        else "no peer",
+        "drain_events: "
+        + (
+            f"--concurrency {config.drain_concurrency}"
+            if config.drain_concurrency
+            else "default flags"
+        )
+        + (
+            f"; graphile-worker {graphile_version()}: --jobs {config.graphile_jobs} per process"
+            if config.peer == "graphile"
+            else "; no peer"
+        ),
         f"before: {load_line()}",
     ]
     for line in header:
