@@ -706,8 +706,9 @@ class Soak:
         started, wall_start = time.monotonic(), now()
         restart_at = started + config.hold / 2 if config.restart_halfway else None
         window_start, emitted = wall_start, first
-        while time.monotonic() - started < config.hold - 1e-6:
-            tick = min(started + config.hold, time.monotonic() + config.window)
+        tick = started
+        while tick < started + config.hold - 1e-6:
+            tick = min(started + config.hold, tick + config.window)  # windows back to back
             while time.monotonic() < tick:
                 if restart_at is not None and time.monotonic() >= restart_at:
                     restart_at = None
