@@ -641,6 +641,7 @@ class Step:
     windows: list[Window] = field(default_factory=list)
     lag: Lag | None = None  # over the whole step
     restart_down: float | None = None  # s a restarted worker was down
+    drained_s: float | None = None  # s the backlog took to drain after the step
     failure: str | None = None
 
     @property
@@ -696,6 +697,9 @@ class Soak:
         self.system = system
         self.config = config
         self.producers = Producers(system, config.producers)
+        self.climb = Climb(config)
+        self.steps: list[Step] = []
+        self.started = ""
 
     def hold(self, rate: int) -> Step:
         config, system = self.config, self.system
@@ -761,33 +765,6 @@ class Soak:
             time.sleep(0.5)  # polling the tables with a deadline
         return None
 
-    def climb(self) -> tuple[list[Step], int | None]:
-        """Step the rate up until a step fails; refine; return the steps and the best rate."""
-        config = self.config
-        steps: list[Step] = []
-        rate, best, failed = config.start_rate, None, None
-        while rate <= config.max_rate:
-            steps.append(self.hold(rate))
-            if not steps[-1].sustained:
-                failed = rate
-                break
-            best = rate
-            rate += config.step
-        while best is None and failed is not None and failed // 2 >= MIN_RATE:
-            self.settle()
-            failed //= 2
-            steps.append(self.hold(failed))
-            if steps[-1].sustained:
-                best = failed
-        for _ in range(config.refine):
-            if best is None or failed is None or failed - best < 2 * MIN_RATE:
-                break
-            self.settle()
-            middle = (best + failed) // 2
-            steps.append(self.hold(middle))
-            best, failed = (middle, failed) if steps[-1].sustained else (best, middle)
-        return steps, best
-
     def warm_up(self) -> None:
         """Wait until every worker process has connected, then run WARM_UP seconds at the
         start rate (not judged) and let that drain: the first step starts on warm workers."""
@@ -802,50 +779,110 @@ class Soak:
         self.producers.start()
         self.producers.set_rate(self.config.start_rate)
         time.sleep(WARM_UP)  # pacing: the producers run meanwhile
-        self.settle()
-
-    def settle(self) -> None:
-        say(f"{self.system.name}: letting the backlog drain before the next step")
         if self.pause_and_drain() is None:
             raise SoakError(
                 f"{self.system.label}: backlog not drained in {self.config.drain_timeout}s"
             )
 
-    def run(self) -> Outcome:
+    def start(self) -> None:
+        self.started = time.strftime("%H:%M:%S")
+        self.system.prepare()
+        self.system.start_workers()
+        self.warm_up()
+
+    def step(self, rate: int) -> None:
+        """Hold `rate`, judge it, then stop producing and let the backlog drain."""
+        step = self.hold(rate)
+        self.steps.append(step)
+        say(f"{self.system.name}: letting the backlog drain")
+        step.drained_s = self.pause_and_drain()
+        if step.drained_s is None:
+            say(f"{self.system.name}: backlog not drained in {self.config.drain_timeout:.0f}s")
+            self.climb.record(rate, sustained=False)
+            self.climb.next = None  # a system that cannot catch up climbs no further
+        else:
+            self.climb.record(rate, step.sustained)
+
+    def finish(self) -> Outcome:
+        """Stop the producers and check that every delivery ran exactly once."""
         system = self.system
-        started = time.strftime("%H:%M:%S")
-        system.prepare()
-        system.start_workers()
-        try:
-            self.warm_up()
-            steps, best = self.climb()
-            say(f"{system.name}: producers stop; waiting for the backlog to drain")
-            drained = self.pause_and_drain()
-            self.producers.close()
-            [(written, runs)] = system.rows(
-                f"SELECT count(*), coalesce(sum(runs), 0) FROM {WRITE_TABLE}"
+        say(f"{system.name}: producers stop; waiting for the backlog to drain")
+        drained = self.pause_and_drain()
+        self.producers.close()
+        [(written, runs)] = system.rows(
+            f"SELECT count(*), coalesce(sum(runs), 0) FROM {WRITE_TABLE}"
+        )
+        leftovers = system.leftovers()
+        if isinstance(system, Deskcomm) and system.emitted_events() != self.producers.count():
+            leftovers += (
+                f"; event_log has {system.emitted_events():,} events, the producers "
+                f"committed {self.producers.count():,}"
             )
-            leftovers = system.leftovers()
-            if isinstance(system, Deskcomm) and system.emitted_events() != self.producers.count():
-                leftovers += (
-                    f"; event_log has {system.emitted_events():,} events, the producers "
-                    f"committed {self.producers.count():,}"
-                )
-        finally:
-            self.producers.stop.set()
-            system.stop_workers()
         return Outcome(
             system,
-            steps,
-            best,
+            self.steps,
+            self.climb.best,
             self.producers.count(),
             drained,
             int(written),
             int(runs),
             leftovers,
-            started,
+            self.started,
             time.strftime("%H:%M:%S"),
         )
+
+    def stop(self) -> None:
+        self.producers.stop.set()
+        self.system.stop_workers()
+
+
+class Climb:
+    """The rates one system tries: up by --step from --start-rate until a step fails, halving
+    while not even one has held, then --refine midpoints between the best and the failed."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.next: int | None = config.start_rate
+        self.best: int | None = None
+        self.failed: int | None = None
+        self.refines = config.refine
+
+    def record(self, rate: int, sustained: bool) -> None:
+        if sustained:
+            self.best = rate
+        else:
+            self.failed = rate
+        self.next = self._choose(rate)
+
+    def _choose(self, rate: int) -> int | None:
+        if self.failed is None:  # climbing
+            up = rate + self.config.step
+            return up if up <= self.config.max_rate else None
+        if self.best is None:  # not even the first step held
+            down = self.failed // 2
+            return down if down >= MIN_RATE else None
+        if self.refines and self.failed - self.best >= 2 * MIN_RATE:
+            self.refines -= 1
+            return (self.best + self.failed) // 2
+        return None
+
+
+def soak_all(soaks: list[Soak]) -> list[Outcome]:
+    """Climb the systems in turns (one step each at the same rate, each on an empty backlog), so
+    that the machine's other load falls on both alike; then check each."""
+    try:
+        for soak in soaks:
+            soak.start()
+        while turn := [soak for soak in soaks if soak.climb.next is not None]:
+            for soak in turn:
+                assert soak.climb.next is not None
+                soak.step(soak.climb.next)
+        outcomes = [soak.finish() for soak in soaks]
+        say(f"after: {load_line()}")
+        return outcomes
+    finally:
+        for soak in soaks:
+            soak.stop()
 
 
 def now() -> dt.datetime:
@@ -861,7 +898,7 @@ def render(outcome: Outcome, config: Config) -> list[str]:
         "",
         f"{system.label} ({outcome.started}-{outcome.finished}, database {system.db_name}):",
         f"  {'events/min':>10} {'kept':>5} {'p50':>6} {'p95':>6} {'p99':>6} {'worst p99':>9} "
-        f"{'max wait':>8}  verdict",
+        f"{'max wait':>8} {'drained':>7}  verdict",
     ]
     for step in outcome.steps:
         lag = step.lag or Lag(0, None, None, None, None)
@@ -869,7 +906,7 @@ def render(outcome: Outcome, config: Config) -> list[str]:
         oldest = max((w.oldest or 0 for w in step.windows), default=0)
         lines.append(
             f"  {step.rate:>10,} {step.kept:>5.0%} {fmt_s(lag.p50):>6} {fmt_s(lag.p95):>6} "
-            f"{fmt_s(lag.p99):>6} {worst:>8.2f}s {oldest:>7.1f}s  "
+            f"{fmt_s(lag.p99):>6} {worst:>8.2f}s {oldest:>7.1f}s {fmt_s(step.drained_s):>7}  "
             + ("sustained" if step.sustained else f"NOT sustained: {step.failure}")
             + (f" (worker restarted, down {step.restart_down:.1f}s)" if step.restart_down else "")
         )
@@ -879,7 +916,7 @@ def render(outcome: Outcome, config: Config) -> list[str]:
         if best
         else "  sustainable rate: none of the steps held"
     )
-    drained = f"{outcome.drained_s:.1f}s" if outcome.drained_s is not None else "NOT drained"
+    drained = fmt_s(outcome.drained_s) if outcome.drained_s is not None else "NOT drained"
     ok = outcome.lost == 0 and outcome.duplicates == 0
     lines += [
         f"  correctness: {outcome.emitted:,} events emitted x {len(SOAK_CONSUMERS)} = "
@@ -978,11 +1015,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     for line in header:
         say(line)
-    outcomes: list[Outcome] = []
     try:
-        for system in systems:
-            outcomes.append(Soak(system, config).run())
-            say(f"after {system.name}: {load_line()}")
+        outcomes = soak_all([Soak(system, config) for system in systems])
     finally:
         lock.close()
     lines = list(header)
