@@ -640,7 +640,7 @@ class Step:
     emitted: int = 0
     windows: list[Window] = field(default_factory=list)
     lag: Lag | None = None  # over the whole step
-    restart_down: float | None = None  # s a restarted worker was down
+    restart_down: float | None = None  # s from the SIGTERM to the replacement's spawn
     drained_s: float | None = None  # s the backlog took to drain after the step
     failure: str | None = None
 
@@ -718,7 +718,7 @@ class Soak:
                     restart_at = None
                     step.restart_down = system.restart_worker(1)
                     down = step.restart_down
-                    say(f"{system.name}: worker 1 SIGTERMed and restarted ({down:.1f}s down)")
+                    say(f"{system.name}: worker 1 SIGTERMed, exited, started again in {down:.1f}s")
                 system.check_workers()
                 time.sleep(min(0.2, max(0.0, tick - time.monotonic())))  # pacing, not waiting
             window_end, count = now(), self.producers.count()
@@ -908,7 +908,11 @@ def render(outcome: Outcome, config: Config) -> list[str]:
             f"  {step.rate:>10,} {step.kept:>5.0%} {fmt_s(lag.p50):>6} {fmt_s(lag.p95):>6} "
             f"{fmt_s(lag.p99):>6} {worst:>8.2f}s {oldest:>7.1f}s {fmt_s(step.drained_s):>7}  "
             + ("sustained" if step.sustained else f"NOT sustained: {step.failure}")
-            + (f" (worker restarted, down {step.restart_down:.1f}s)" if step.restart_down else "")
+            + (
+                f" (worker restarted: {step.restart_down:.1f}s to exit)"
+                if step.restart_down
+                else ""
+            )
         )
     best = outcome.sustainable
     lines.append(
