@@ -946,6 +946,8 @@ def render_summary(outcomes: list[Outcome]) -> list[str]:
             lines.append(f"  {name}: seed rate ({SEED_RATE:,} events/min) not measured")
         else:
             verdict = "met" if seed.lag.p99 < SEED_LAG_LIMIT and seed.sustained else "NOT met"
+            if seed.lag.p99 < SEED_LAG_LIMIT and not seed.sustained:
+                verdict += f": the step was not sustained, {seed.failure}"
             target = f" (< {SEED_LAG_LIMIT:.0f} s: {verdict})" if name == "deskcomm" else ""
             lines.append(
                 f"  {name}: lag p99 at the seed rate ({SEED_RATE:,} events/min) "
