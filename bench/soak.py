@@ -34,8 +34,10 @@ The peer (--peer graphile, the default): graphile-worker (bench/peers/graphile, 
 package-lock.json; `npm ci` there first) runs the same one-write task (tasks/soak_write.js)
 as two worker processes (`--jobs` --graphile-jobs each); the producers add one job per consumer,
 the three jobs of an "event" in one transaction (`graphile_worker.add_job`), and the same
-stepping finds its sustainable rate. The ratio of the two rates (target >= 1.5) is the last
-line.
+stepping finds its sustainable rate. The two systems climb in turns (a step of one, then the
+other's at the same rate; the producers pause after every step until the backlog has drained),
+so that the machine's other load falls on both alike. The ratio of the two rates (target
+>= 1.5) is the last line; `--drain-concurrency N` runs drain_events with `--concurrency N`.
 
 Isolation: `DATABASE_URL` only names the server; each system runs in its own scratch database
 on it (`<dbname>_soak`, `<dbname>_soak_graphile`), dropped and re-created first. The server's
