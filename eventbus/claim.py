@@ -302,9 +302,7 @@ def release(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = N
     return len(_fetch("release", {"ids": list(ids), "token": token, "now": now or timezone.now()}))
 
 
-def set_apart(
-    token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None
-) -> None:
+def set_apart(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> None:
     """Give back claimed deliveries that may have run but cannot be blamed (a batch that timed
     out as a whole): pending again, attempt refunded, marked redelivered, each to run alone, so
     the one at fault is charged when it fails again by itself."""

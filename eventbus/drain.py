@@ -47,6 +47,12 @@ logger = logging.getLogger(__name__)
 ISOLATION_CHECK_SECONDS = 1.0
 # Handlers spending more than this share of their time on the CPU are run batch by batch.
 CPU_BOUND_SHARE = 0.5
+# An atomic consumer's deliveries of one claim (and organization, and key) run up to this many in
+# one transaction, a savepoint each, with one ack and one commit for those that succeeded...
+ATOMIC_GROUP = 50
+# ...starting no further delivery of the group once it has run this share of its timeout (the
+# rest are released, uncharged), so a group of normal runs never reaches the timeout.
+ATOMIC_GROUP_SHARE = 0.25
 
 Kind = Literal["done", "committed", "failed", "released", "set_apart"]
 
@@ -97,7 +103,7 @@ class DrainPump:
         # the pool's lock before the lane opens again; read by the slots before each run).
         self._broken: set[tuple[uuid.UUID, str]] = set()
         self.pauses = pauses.Watch(names=self.names)
-        self._batching = any(c.batch for c in consumers)
+        self._batching = any(_group_size(c) for c in consumers)
         self.pool: SlotPool[Finished | list[Finished]] = SlotPool(
             concurrency,
             self._run,
@@ -196,7 +202,7 @@ class DrainPump:
             # an earlier delivery of its run did not succeed
             return released([job]) if job.rest else Finished(job, "released")
         consumer = self.consumers[job.event.consumer]
-        if consumer.batch is not None:
+        if _group_size(consumer):
             outcomes = run_batch_job(consumer, job, self.interrupted)
             if any(f.kind != "committed" for f in outcomes):
                 self._break_run(job)
@@ -330,9 +336,10 @@ class DrainPump:
         self.pool.submit(self._jobs(batch))
 
     def _jobs(self, batch: claims.Claim) -> list[Job]:
-        """The claim's jobs, oldest first: one per delivery, and per batch consumer one per
-        (organization, lane) group of up to `batch` deliveries (a handler call never mixes
-        tenants; an ordered key's deliveries stay on their lane, in order)."""
+        """The claim's jobs, oldest first: one per delivery, and per batch or atomic consumer
+        one per (organization, lane) group of up to `batch` (ATOMIC_GROUP) deliveries (a
+        handler call, a transaction, never mixes tenants; an ordered key's deliveries stay on
+        their lane, in order)."""
         batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
         timeouts = {name: c.timeout_seconds() for name, c in self.consumers.items()}
         token = batch.token
@@ -341,7 +348,7 @@ class DrainPump:
         jobs: list[Job] = []
         groups: dict[tuple[str, object, str | None], list[Event]] = {}
         for e in batch.events:
-            size, lane = self.consumers[e.consumer].batch, _lane(e)
+            size, lane = _group_size(self.consumers[e.consumer]), _lane(e)
             if size is None:
                 jobs.append(Job(token, e, timeouts[e.consumer], lane))
                 continue
@@ -453,13 +460,22 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
     return Finished(job, "committed" if consumer.atomic else "done")
 
 
-def run_batch_job(
-    consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
-) -> list[Finished]:
-    """Run a batch consumer's job (in the caller's thread): one handler call for its events in
-    one transaction with their ack. When the call fails, the halves are tried again, down to
-    single events, so only an event that fails alone is charged; an ordered key's later events
-    are released once one of its events did not succeed (they must not overtake it)."""
+def _group_size(consumer: Consumer) -> int | None:
+    """How many deliveries one job of this consumer may hold (None: one, the plain path)."""
+    return consumer.batch or (ATOMIC_GROUP if consumer.atomic else None)
+
+
+def run_batch_job(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
+    """Run a batch or atomic consumer's job (in the caller's thread) inside its organization.
+
+    A batch consumer's events go to one handler call in one transaction with their ack. When
+    the call fails, the halves are tried again, down to single events, so only an event that
+    fails alone is charged. An atomic consumer's events run one by one in one transaction, a
+    savepoint each: one that fails is rolled back alone and charged alone, and the others are
+    acked together and committed once. Either way an ordered key's later events are released
+    once one of its events did not succeed (they must not overtake it)."""
+    if consumer.batch is None:
+        return _run_atomic_group(consumer, job, on_lost)
     started = time.monotonic()
     outcomes: list[Finished] = []
     broken: set[str | None] = set()  # lanes (ordered keys) with an event that did not succeed
@@ -467,11 +483,11 @@ def run_batch_job(
     try:
         rls.enter_tenant(first.organization_id)  # the whole batch is of one organization
         with context.run_scope(_correlation(first), log_ids(first)), provenance.handling(first):
-            _run_part(consumer, job, list(job.events), outcomes, broken, on_connection_lost)
+            _run_part(consumer, job, list(job.events), outcomes, broken, on_connection_lost=on_lost)
     except BaseException as exc:  # entering the tenant failed: nothing ran
         done = {f.job.event.delivery_id for f in outcomes}
         left = [e for e in job.events if e.delivery_id not in done]
-        outcomes.extend(failed(job.single(e), exc, 0.0, on_connection_lost) for e in left[:1])
+        outcomes.extend(failed(job.single(e), exc, 0.0, on_lost) for e in left[:1])
         outcomes.extend(Finished(job.single(e), "released") for e in left[1:])
     finally:
         _duration(consumer.name, first.event_type).observe(time.monotonic() - started)
@@ -484,6 +500,7 @@ def _run_part(
     events: list[Event],
     outcomes: list[Finished],
     broken: set[str | None],
+    *,
     on_connection_lost: Callable[[], None],
 ) -> None:
     """One handler call for `events` (those whose key is not broken), bisected on failure."""
@@ -520,10 +537,64 @@ def _run_part(
             on_connection_lost()
             return
         half = len(runnable) // 2
-        _run_part(consumer, job, runnable[:half], outcomes, broken, on_connection_lost)
-        _run_part(consumer, job, runnable[half:], outcomes, broken, on_connection_lost)
+        for part in (runnable[:half], runnable[half:]):
+            _run_part(consumer, job, part, outcomes, broken, on_connection_lost=on_connection_lost)
         return
     outcomes.extend(Finished(job.single(e), "committed") for e in runnable)
+
+
+def _run_atomic_group(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
+    handler = cast(Handler, consumer.handler)
+    group_started = time.monotonic()
+    budget = job.timeout * ATOMIC_GROUP_SHARE
+    ran: list[Event] = []  # succeeded inside the transaction (committed if it commits)
+    raised: list[tuple[Event, BaseException, float]] = []
+    unstarted: list[Event] = []
+    try:
+        rls.enter_tenant(job.event.organization_id)  # the whole group is of one organization
+        with transaction.atomic():
+            for event in job.events:
+                if (raised and event.ordering_key is not None) or (
+                    event is not job.event and time.monotonic() - group_started > budget
+                ):
+                    unstarted.append(event)  # after its key's failure, or past the budget
+                    continue
+                started = time.monotonic()
+                try:
+                    with (
+                        context.run_scope(_correlation(event), log_ids(event)),
+                        provenance.handling(event),
+                        transaction.atomic(),  # a savepoint: a failure rolls back its own writes
+                    ):
+                        handler(event.upcast())
+                except BaseException as exc:  # recorded too, as a single run's (run_job)
+                    if connection_lost(exc):
+                        raise
+                    raised.append((event, exc, time.monotonic() - started))
+                else:
+                    ran.append(event)
+                finally:
+                    _duration(consumer.name, event.event_type).observe(time.monotonic() - started)
+            ids = [e.delivery_id for e in ran]
+            if ids and claims.ack(job.token, ids) != len(ids):
+                raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+    except BaseException as exc:  # nothing committed: what ran is given back uncharged
+        if isinstance(exc, LeaseLost):
+            pass  # taken over: the release is fenced, as the failures' nack
+        elif connection_lost(exc):
+            failed(job.single(job.event), exc, 0.0, on_lost)  # logs, reconnects, tells the pump
+        else:
+            logger.warning("an atomic group of %d deliveries did not commit: %s", len(ran), exc)
+        done = {e.delivery_id for e, _, _ in raised}
+        return [
+            *(failed(job.single(e), x, t, on_lost) for e, x, t in raised),
+            *(Finished(job.single(e), "released") for e in job.events if e.delivery_id not in done),
+        ]
+    return [
+        *(Finished(job.single(e), "committed") for e in ran),
+        *(failed(job.single(e), x, t, on_lost) for e, x, t in raised),
+        *(Finished(job.single(e), "released") for e in unstarted),
+    ]
 
 
 def _call_batch(consumer: Consumer, token: uuid.UUID, events: list[Event]) -> None:

@@ -63,8 +63,10 @@ class Job:
 
     def single(self, event: Event) -> Job:
         """The job of one event of this job (how each event's outcome is settled)."""
-        return self if event is self.event and not self.rest else Job(
-            self.token, event, self.timeout, self.lane
+        return (
+            self
+            if event is self.event and not self.rest
+            else Job(self.token, event, self.timeout, self.lane)
         )
 
 
