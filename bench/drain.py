@@ -34,7 +34,9 @@ What it measures (all in one run, against one PostgreSQL server):
    Handlers that write (issue 49), 2 processes, 3 consumers per event (3N deliveries), each
    delivery bumping one row of `bench_write` (bench/bench_consumers.py): `plain-write` (one
    autocommit `INSERT ... ON CONFLICT DO UPDATE` per delivery through Django's connection),
-   `atomic-write` (the same INSERT inside the ack's transaction, `atomic=True`) and
+   `atomic-write` (the same INSERT inside the ack's transaction, `atomic=True`: a claim's
+   deliveries run EVENTBUS_ATOMIC_GROUP at a time in one transaction, a savepoint each;
+   `atomic-write-1` is the same with the group set to 1, a transaction per delivery) and
    `batch-write` (a `batch=` consumer writing each batch of events in one statement, acked in
    its transaction). Their floors, measured in the same run: `d23` (the no-op drain, same
    processes and consumers) and `bare-insert` (the same INSERT, autocommit, in a bare psycopg
@@ -114,6 +116,7 @@ MEASUREMENT_KEYS = (
     "bare-insert",
     "plain-write",
     "atomic-write",
+    "atomic-write-1",
     "batch-write",
     "bus2",
     "raw1",
@@ -132,6 +135,7 @@ WRITE_TARGETS = (
     ("plain-write", 0.6, "floor"),
     ("atomic-write", 0.7, "floor"),
     ("batch-write", 0.8, "d23"),
+    ("atomic-write-1", 0.7, "floor"),  # before issue 49: a transaction per atomic delivery
 )
 
 # Ratios printed for understanding, not as targets: (issue, numerator, denominator, name, what
@@ -494,7 +498,7 @@ class Bench:
 
     # drain ---------------------------------------------------------------------------------
 
-    def drain(self, procs: int, event_type: str) -> Sample:
+    def drain(self, procs: int, event_type: str, env: dict[str, str] | None = None) -> Sample:
         names = bench_consumers.consumers_for(event_type)
         expected = self.config.events * len(names)
         self.fill(event_type)
@@ -502,7 +506,7 @@ class Bench:
         for name in names:
             args += ["--consumer", name]
         command = [sys.executable, "-m", "bench.workers", "drain", "--", *args]
-        wall, probes = run_workers([command] * procs, self.env)
+        wall, probes = run_workers([command] * procs, {**self.env, **(env or {})})
         self._verify_drain(expected, probes)
         return sample_from(expected, wall, probes)
 
@@ -575,10 +579,10 @@ class Bench:
         self.admin.conn.execute(f"TRUNCATE {bench_consumers.WRITE_TABLE}")
         self.admin.settle([bench_consumers.WRITE_TABLE])
 
-    def write_drain(self, mode: str) -> Sample:
+    def write_drain(self, mode: str, env: dict[str, str] | None = None) -> Sample:
         """2 drain processes, 3 consumers whose handlers write (see the module docstring)."""
         self._reset_writes()
-        sample = self.drain(2, bench_consumers.WRITE_EVENTS[mode])
+        sample = self.drain(2, bench_consumers.WRITE_EVENTS[mode], env)
         self._check_writes(sample.count)
         return sample
 
@@ -920,6 +924,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "deliveries/s",
         ),
         Measurement(
+            "atomic-write-1",
+            "the same, one transaction per delivery (group 1)",
+            "2",
+            "3",
+            "deliveries/s",
+        ),
+        Measurement(
             "batch-write",
             f"drain_events, batch={bench_consumers.BATCH}, one INSERT per batch",
             "2",
@@ -959,6 +970,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bare-insert": lambda: bench.bare_insert(2),
         "plain-write": lambda: bench.write_drain("plain"),
         "atomic-write": lambda: bench.write_drain("atomic"),
+        "atomic-write-1": lambda: bench.write_drain("atomic", {"EVENTBUS_ATOMIC_GROUP": "1"}),
         "batch-write": lambda: bench.write_drain("batch"),
         "bus2": lambda: bench.bus_sql(2),
         "raw1": lambda: bench.raw(1),

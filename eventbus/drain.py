@@ -47,11 +47,9 @@ logger = logging.getLogger(__name__)
 ISOLATION_CHECK_SECONDS = 1.0
 # Handlers spending more than this share of their time on the CPU are run batch by batch.
 CPU_BOUND_SHARE = 0.5
-# An atomic consumer's deliveries of one claim (and organization, and key) run up to this many in
-# one transaction, a savepoint each, with one ack and one commit for those that succeeded...
-ATOMIC_GROUP = 50
-# ...starting no further delivery of the group once it has run this share of its timeout (the
-# rest are released, uncharged), so a group of normal runs never reaches the timeout.
+# An atomic consumer's group (EVENTBUS["ATOMIC_GROUP"] deliveries of one claim, organization and
+# key in one transaction) starts no further delivery once it has run this share of its timeout
+# (the rest are released, uncharged), so a group of normal runs never reaches the timeout.
 ATOMIC_GROUP_SHARE = 0.25
 
 Kind = Literal["done", "committed", "failed", "released", "set_apart"]
@@ -337,7 +335,7 @@ class DrainPump:
 
     def _jobs(self, batch: claims.Claim) -> list[Job]:
         """The claim's jobs, oldest first: one per delivery, and per batch or atomic consumer
-        one per (organization, lane) group of up to `batch` (ATOMIC_GROUP) deliveries (a
+        one per (organization, lane) group of up to `batch` (EVENTBUS["ATOMIC_GROUP"]) deliveries (a
         handler call, a transaction, never mixes tenants; an ordered key's deliveries stay on
         their lane, in order)."""
         batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
@@ -345,21 +343,24 @@ class DrainPump:
         token = batch.token
         if not self._batching:
             return [Job(token, e, timeouts[e.consumer], _lane(e)) for e in batch.events]
-        jobs: list[Job] = []
-        groups: dict[tuple[str, object, str | None], list[Event]] = {}
+        jobs: list[Job | None] = []  # a group's place is its first (oldest) delivery's
+        groups: dict[tuple[str, object, str | None], tuple[int, list[Event]]] = {}
         for e in batch.events:
             size, lane = _group_size(self.consumers[e.consumer]), _lane(e)
             if size is None:
                 jobs.append(Job(token, e, timeouts[e.consumer], lane))
                 continue
-            group = groups.setdefault((e.consumer, e.organization_id, lane), [])
+            key = (e.consumer, e.organization_id, lane)
+            place, group = groups.get(key) or groups.setdefault(key, (len(jobs), []))
+            if not group:
+                jobs.append(None)
             group.append(e)
             if len(group) == size:
-                del groups[e.consumer, e.organization_id, lane]
-                jobs.append(Job(token, group[0], timeouts[e.consumer], lane, tuple(group[1:])))
-        for (name, _, lane), group in groups.items():
-            jobs.append(Job(token, group[0], timeouts[name], lane, tuple(group[1:])))
-        return jobs
+                del groups[key]
+                jobs[place] = Job(token, group[0], timeouts[e.consumer], lane, tuple(group[1:]))
+        for (name, _, lane), (place, group) in groups.items():
+            jobs[place] = Job(token, group[0], timeouts[name], lane, tuple(group[1:]))
+        return [job for job in jobs if job is not None]
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -462,7 +463,10 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
 
 def _group_size(consumer: Consumer) -> int | None:
     """How many deliveries one job of this consumer may hold (None: one, the plain path)."""
-    return consumer.batch or (ATOMIC_GROUP if consumer.atomic else None)
+    if consumer.batch is not None:
+        return consumer.batch
+    group = bus_settings.ATOMIC_GROUP
+    return group if consumer.atomic and group > 1 else None
 
 
 def run_batch_job(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:

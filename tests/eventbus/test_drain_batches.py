@@ -318,3 +318,31 @@ def test_a_batch_claim_and_settle_is_one_claim_and_one_ack_per_batch(
     writes = [s for s in wire.statements if "test_side_effect" in s]
     assert len(writes) == 2  # the handler's one statement per batch
     assert sorted(counted_runs().values()) == [1] * 20
+
+
+@pytest.mark.django_db
+def test_an_atomic_consumers_claim_commits_as_one_group_and_a_failure_is_its_own(
+    org: Organization, side_effects: None
+) -> None:
+    from tests.support.consumers import record_run
+
+    def fail_on_three(event: eventbus.Event) -> None:
+        record_run(event)  # rolled back with its savepoint when it then fails
+        if event.payload["n"] == 3:
+            raise RuntimeError("three is refused")
+
+    consumer = make_consumer(NAME, fail_on_three, events=["test.job"], atomic=True)
+    with pump_of(consumer, batch_size=10) as pump:
+        emit(org, 1, start=100)
+        pump.run_batch()  # warm
+        emit(org, 6)
+        with traced() as wire:
+            assert pump.run_batch() == 6
+    assert wire.named().count("ack") == 1  # one ack (and one commit) for the five that ran
+    assert wire.named().count("nack") == 1
+    assert {n: s for n, s in states().items() if n < 100} == {
+        n: ("pending", 1) if n == 3 else ("done", 1) for n in range(6)
+    }
+    assert sorted(counted_runs().values()) == [1] * 6  # 100 and the five; three's rolled back
+    guilty = Delivery.objects.get(consumer=NAME, status="pending")
+    assert str(guilty.event_id) not in counted_runs()
