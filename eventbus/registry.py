@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from eventbus.catalog import validate_event_type
 from eventbus.errors import ConsumerRegistrationError, EventValidationError
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 Handler = Callable[["Event"], None]
 # A batch consumer's handler: up to `batch` events of one claim, one consumer, one organization.
 BatchHandler = Callable[[list["Event"]], None]
+H = TypeVar("H", bound=Callable[..., None])  # a handler, either kind, as the decorator returns it
 # The most events one batch handler call may receive.
 MAX_BATCH = 1000
 # An initial delay, or a callable giving it at call time (so a setting such as the LGPD export's
@@ -258,36 +259,6 @@ def _timeout(name: str, timeout: float | dt.timedelta | None) -> dt.timedelta | 
     return timeout
 
 
-@overload
-def consumer(
-    name: str,
-    *,
-    events: Iterable[str],
-    max_attempts: int | None = None,
-    delay: Delay | None = None,
-    atomic: bool = False,
-    runs_on: RunsOn = "drain",
-    timeout: float | dt.timedelta | None = None,
-    ordered: bool = False,
-    batch: None = None,
-) -> Callable[[Handler], Handler]: ...
-
-
-@overload
-def consumer(
-    name: str,
-    *,
-    events: Iterable[str],
-    max_attempts: int | None = None,
-    delay: Delay | None = None,
-    atomic: bool = False,
-    runs_on: RunsOn = "drain",
-    timeout: float | dt.timedelta | None = None,
-    ordered: bool = False,
-    batch: int,
-) -> Callable[[BatchHandler], BatchHandler]: ...
-
-
 def consumer(
     name: str,
     *,
@@ -299,7 +270,7 @@ def consumer(
     timeout: float | dt.timedelta | None = None,
     ordered: bool = False,
     batch: int | None = None,
-) -> Callable[[Any], Any]:
+) -> Callable[[H], H]:
     """Register `fn(event) -> None` as consumer `name` of `events`.
 
     Raising `eventbus.PermanentError` dead-letters the delivery at once; any other exception is
@@ -322,7 +293,7 @@ def consumer(
     events, so only the event that fails is charged an attempt (retried, dead-lettered as usual).
     """
 
-    def decorate(fn: Any) -> Any:
+    def decorate(fn: H) -> H:
         registry.register(
             make_consumer(
                 name,

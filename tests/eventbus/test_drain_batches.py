@@ -10,9 +10,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 
 import pytest
-from django.conf import settings
 from django.db import connection
-from django.test import override_settings
 
 import eventbus
 from core.models import Organization
@@ -22,6 +20,7 @@ from eventbus.drain import DrainPump
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.models import ConsumerState, Delivery, DeliveryAttempt
 from eventbus.registry import Consumer, describe, make_consumer, registry
+from tests.eventbus.test_breaker import small_breaker  # noqa: F401  (its fixture)
 from tests.support.db import side_effect_rows
 from tests.support.waiting import wait_for
 from tests.support.wire import traced
@@ -228,23 +227,10 @@ def test_a_paused_batch_consumers_claimed_deliveries_are_released_uncharged(
         pump.pool.resume()
 
 
-@pytest.fixture
-def small_breaker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(breaker, "_tally", breaker.Tally())
-    policy = {
-        "BREAKER_ENABLED": True,
-        "BREAKER_FAILURE_RATE": 0.5,
-        "BREAKER_MIN_VOLUME": 4,
-        "BREAKER_WINDOW_SECONDS": 60.0,
-        "BREAKER_COOL_DOWN_SECONDS": 30.0,
-    }
-    with override_settings(EVENTBUS={**settings.EVENTBUS, **policy, "BREAKER_CONSUMERS": {}}):
-        yield
-
-
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("small_breaker")
 def test_the_breaker_counts_each_event_of_a_failing_batch_and_opens(
-    org: Organization, side_effects: None, small_breaker: None
+    org: Organization, side_effects: None
 ) -> None:
     calls: list[list[int]] = []
     consumer = make_consumer(
