@@ -31,6 +31,20 @@ What it measures (all in one run, against one PostgreSQL server):
    round robin over 200 conversations (bench_consumers.ORDERED_KEYS), so at most one delivery
    per conversation runs at a time; its ratio to `d21` (the unordered consumer, same run) is
    printed as `ordered_ratio_to_unordered`.
+   Handlers that write (issue 49), 2 processes, 3 consumers per event (3N deliveries), each
+   delivery bumping one row of `bench_write` (bench/bench_consumers.py): `plain-write` (one
+   autocommit `INSERT ... ON CONFLICT DO UPDATE` per delivery through Django's connection),
+   `atomic-write` (the same INSERT inside the ack's transaction, `atomic=True`: a claim's
+   deliveries run EVENTBUS_ATOMIC_GROUP at a time in one transaction, a savepoint each;
+   `atomic-write-1` is the same with the group set to 1, a transaction per delivery) and
+   `batch-write` (a `batch=` consumer writing each batch of events in one statement, acked in
+   its transaction). Their floors, measured in the same run: `d23` (the no-op drain, same
+   processes and consumers) and `bare-insert` (the same INSERT, autocommit, in a bare psycopg
+   loop on as many connections, 3N statements). The target lines give each write figure over
+   the combined floor 1 / (1/d23 + 1/bare-insert) (what the two parts add up to, if nothing
+   overlapped), and `batch-write` over `d23` itself. The header says whether the server runs
+   with fsync on: a commit per delivery costs far more with it, and figures without it are not
+   what a production server does.
 3. `bus2`, the bus's SQL alone, deliveries/s: the drain's own `claim.sql` and `ack.sql`, with the
    parameters `eventbus.claim` passes, run by 2 bare psycopg processes on the same backlog as
    `d21` (bench/workers.py `bus`): no Django, no Event objects, no handler between them. Its
@@ -99,6 +113,11 @@ MEASUREMENT_KEYS = (
     "d13",
     "d23",
     "o21",
+    "bare-insert",
+    "plain-write",
+    "atomic-write",
+    "atomic-write-1",
+    "batch-write",
     "bus2",
     "raw1",
     "raw2",
@@ -108,6 +127,15 @@ TARGETS = (
     ("emit_ratio_to_insert", "emit", "insert1", 0.30),
     ("emit_many_ratio_to_bulk_insert", "emit_many", "insert_many", 0.60),
     ("drain_ratio_to_raw", "d21", "raw2", 0.45),
+)
+
+# The write benchmarks of issue 49: (key, target, what the target is a ratio to). "floor" is the
+# combined floor 1 / (1/d23 + 1/bare-insert): the no-op drain and the bare write loop added up.
+WRITE_TARGETS = (
+    ("plain-write", 0.6, "floor"),
+    ("atomic-write", 0.7, "floor"),
+    ("batch-write", 0.8, "d23"),
+    ("atomic-write-1", 0.7, "floor"),  # before issue 49: a transaction per atomic delivery
 )
 
 # Ratios printed for understanding, not as targets: (issue, numerator, denominator, name, what
@@ -470,7 +498,7 @@ class Bench:
 
     # drain ---------------------------------------------------------------------------------
 
-    def drain(self, procs: int, event_type: str) -> Sample:
+    def drain(self, procs: int, event_type: str, env: dict[str, str] | None = None) -> Sample:
         names = bench_consumers.consumers_for(event_type)
         expected = self.config.events * len(names)
         self.fill(event_type)
@@ -478,7 +506,7 @@ class Bench:
         for name in names:
             args += ["--consumer", name]
         command = [sys.executable, "-m", "bench.workers", "drain", "--", *args]
-        wall, probes = run_workers([command] * procs, self.env)
+        wall, probes = run_workers([command] * procs, {**self.env, **(env or {})})
         self._verify_drain(expected, probes)
         return sample_from(expected, wall, probes)
 
@@ -542,6 +570,47 @@ class Bench:
         return elapsed
 
     # raw -----------------------------------------------------------------------------------
+
+    def create_write_table(self) -> None:
+        self.admin.conn.execute(f"DROP TABLE IF EXISTS {bench_consumers.WRITE_TABLE}")
+        self.admin.conn.execute(bench_consumers.WRITE_TABLE_SQL)
+
+    def _reset_writes(self) -> None:
+        self.admin.conn.execute(f"TRUNCATE {bench_consumers.WRITE_TABLE}")
+        self.admin.settle([bench_consumers.WRITE_TABLE])
+
+    def write_drain(self, mode: str, env: dict[str, str] | None = None) -> Sample:
+        """2 drain processes, 3 consumers whose handlers write (see the module docstring)."""
+        self._reset_writes()
+        sample = self.drain(2, bench_consumers.WRITE_EVENTS[mode], env)
+        self._check_writes(sample.count)
+        return sample
+
+    def bare_insert(self, procs: int) -> Sample:
+        """The write handlers' INSERT in bare autocommit loops: 3N statements over `procs`."""
+        self._reset_writes()
+        names = bench_consumers.WRITE_CONSUMERS["plain"]
+        commands = [
+            [sys.executable, "-m", "bench.workers", "insert"]
+            + ["--conninfo", self.config.scratch_conninfo, "--count", str(self.config.events)]
+            + ["--part", str(part), "--parts", str(procs)]
+            + [arg for name in names for arg in ("--consumer", name)]
+            for part in range(procs)
+        ]
+        wall, probes = run_workers(commands, self.env)
+        count = self.config.events * len(names)
+        self._check_writes(count)
+        return sample_from(count, wall, probes)
+
+    def _check_writes(self, count: int) -> None:
+        [(written,)] = self.admin.rows(f"SELECT sum(n) FROM {bench_consumers.WRITE_TABLE}")
+        if written != count:
+            raise BenchError(f"the write handlers wrote {written} times, expected {count}")
+
+    def durability(self) -> dict[str, str]:
+        """The server's durability settings (a commit per delivery costs far more with fsync)."""
+        names = ("fsync", "synchronous_commit", "full_page_writes")
+        return {name: self.admin.rows(f"SHOW {name}")[0][0] for name in names}
 
     def create_raw_table(self) -> None:
         self.admin.conn.execute(f"DROP TABLE IF EXISTS {RAW_TABLE}")
@@ -653,6 +722,7 @@ def render(
     config: Config,
     startup: list[float],
     load: tuple[float, float],
+    durability: dict[str, str],
 ) -> str:
     lines = [
         f"Event bus throughput: {config.events:,} events per measurement, median of "
@@ -660,6 +730,7 @@ def render(
         f"{config.emit_chunk}, scratch database {config.scratch_name}",
         f"{os.cpu_count()} CPUs; 1-minute load average {load[0]:.2f} before the run, "
         f"{load[1]:.2f} after (other work on the machine inflates the spread of the runs)",
+        "server durability: " + ", ".join(f"{k} {v}" for k, v in durability.items()),
         "",
     ]
     header = (
@@ -705,6 +776,53 @@ def render(
         f"{', '.join(f'{x:.2f}' for x in startup)}; interpreter + Django + checks + the above).",
     ]
     return "\n".join(lines)
+
+
+def render_writes(by_key: dict[str, Measurement], durability: dict[str, str]) -> str:
+    """Handlers that write (issue 49): each write drain beside its floors of the same run, run
+    by run (interleaved: run i of each was measured within minutes of run i of the others)."""
+    if not any(key in by_key for key, _, _ in WRITE_TARGETS):
+        return ""
+    lines = [
+        "",
+        f"Handlers that write (issue 49), 2 processes x 3 consumers, server fsync "
+        f"{durability.get('fsync', '?')}:",
+    ]
+    noop, bare = by_key.get("d23"), by_key.get("bare-insert")
+    if noop is None or bare is None:
+        lines.append("  (run d23 and bare-insert too for the floors and ratios)")
+        return "\n".join(lines)
+    floors = [
+        1 / (1 / n.rate + 1 / b.rate) for n, b in zip(noop.samples, bare.samples, strict=True)
+    ]
+    lines.append(
+        "  floors per run: no-op d23 "
+        + " / ".join(fmt_rate(s.rate) for s in noop.samples)
+        + "; bare INSERT "
+        + " / ".join(fmt_rate(s.rate) for s in bare.samples)
+        + "; combined 1/(1/no-op + 1/bare) "
+        + " / ".join(fmt_rate(f) for f in floors)
+    )
+    floor = statistics.median(floors)
+    found = [f"write_combined_floor={floor:.0f}"]
+    for key, target, against in WRITE_TARGETS:
+        m = by_key.get(key)
+        if m is None:
+            continue
+        bottoms = floors if against == "floor" else [s.rate for s in noop.samples]
+        ratios = [s.rate / f for s, f in zip(m.samples, bottoms, strict=True)]
+        ratio = statistics.median(ratios)
+        to_floor = m.median / floor
+        verdict = "met" if ratio >= target else f"NOT met (short by {target - ratio:.2f})"
+        lines.append(
+            f"  {key:<13} {fmt_rate(m.median):>7}/s (runs "
+            + " / ".join(fmt_rate(s.rate) for s in m.samples)
+            + f"); / combined floor {to_floor:.2f}; / no-op d23 {m.median / noop.median:.2f}; "
+            f"target / {'combined floor' if against == 'floor' else 'no-op d23'} "
+            f">= {target:.2f}: {ratio:.2f} {verdict}"
+        )
+        found.append(f"{key.replace('-', '_')}_ratio={ratio:.2f}")
+    return "\n".join([*lines, *found])
 
 
 def render_targets(by_key: dict[str, Measurement]) -> str:
@@ -755,6 +873,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     recreate_scratch(config)
     bench = Bench(config, setup_django(config))
     bench.create_raw_table()
+    bench.create_write_table()
+    durability = bench.durability()
     measurements = [
         Measurement("emit", "eventbus.emit() loop, one transaction", "1", "3", "events/s"),
         Measurement(
@@ -789,6 +909,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             "deliveries/s",
         ),
         Measurement(
+            "bare-insert",
+            "raw psycopg: the write handlers' INSERT, autocommit",
+            "2",
+            "3",
+            "rows/s",
+        ),
+        Measurement("plain-write", "drain_events, one autocommit INSERT", "2", "3", "deliveries/s"),
+        Measurement(
+            "atomic-write",
+            "drain_events, the INSERT in the ack's transaction",
+            "2",
+            "3",
+            "deliveries/s",
+        ),
+        Measurement(
+            "atomic-write-1",
+            "the same, one transaction per delivery (group 1)",
+            "2",
+            "3",
+            "deliveries/s",
+        ),
+        Measurement(
+            "batch-write",
+            f"drain_events, batch={bench_consumers.BATCH}, one INSERT per batch",
+            "2",
+            "3",
+            "deliveries/s",
+        ),
+        Measurement(
             "bus2",
             f"bus SQL alone: claim.sql {config.batch_size} + ack.sql",
             "2",
@@ -818,6 +967,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "d13": lambda: bench.drain(1, bench_consumers.FANOUT_EVENT),
         "d23": lambda: bench.drain(2, bench_consumers.FANOUT_EVENT),
         "o21": lambda: bench.drain(2, bench_consumers.ORDERED_EVENT),
+        "bare-insert": lambda: bench.bare_insert(2),
+        "plain-write": lambda: bench.write_drain("plain"),
+        "atomic-write": lambda: bench.write_drain("atomic"),
+        "atomic-write-1": lambda: bench.write_drain("atomic", {"EVENTBUS_ATOMIC_GROUP": "1"}),
+        "batch-write": lambda: bench.write_drain("batch"),
         "bus2": lambda: bench.bus_sql(2),
         "raw1": lambda: bench.raw(1),
         "raw2": lambda: bench.raw(2),
@@ -844,8 +998,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     by_key = {m.key: m for m in measurements}
     ceiling = by_key["raw2"].median
     load = (load_before, os.getloadavg()[0])
-    print(render(measurements, ceiling, config, startup, load))
+    print(render(measurements, ceiling, config, startup, load, durability))
     say(f"done in {time.monotonic() - _T0:.0f}s")
+    print(render_writes(by_key, durability))
     print(render_targets(by_key))
     return 0
 

@@ -1,4 +1,4 @@
-"""Worker processes for bench/drain.py, started as `python -m bench.workers {drain,bus,raw} ...`.
+"""Worker processes for bench/drain.py: `python -m bench.workers {drain,bus,insert,raw} ...`.
 
 Start protocol (so process start-up is not timed): the worker loads everything it needs, prints
 one JSON line `{"ready": true}` to stdout, then blocks reading one byte from stdin. The parent
@@ -15,6 +15,9 @@ When done, the worker prints one JSON line with its results, including `t_end`, 
   parameters `eventbus.claim` passes) in a bare psycopg loop with nothing between them: no
   Django, no Event objects, no handler, no settle logic. JSON columns come back as text, as in
   the product. It says what this schema and these statements allow before any Python runs.
+- `insert`: the write benchmarks' floor (issue 49): a bare psycopg loop, autocommit, of the
+  handlers' own `INSERT ... ON CONFLICT DO UPDATE` (bench/bench_consumers.py `WRITE_SQL`), one
+  per (seq, consumer) of this process's share (`--part` of `--parts`, seqs round robin).
 - `raw`: a bare psycopg loop on the `bench_raw_job` table: claim a batch with
   `UPDATE ... WHERE id = ANY(ARRAY(SELECT ... FOR UPDATE SKIP LOCKED LIMIT n)) RETURNING`, then
   ack the batch with `UPDATE ... WHERE id = ANY(%s)`, each statement its own transaction.
@@ -38,6 +41,7 @@ import django
 import psycopg
 from django.core.management import call_command, get_commands, load_command_class
 
+from bench.bench_consumers import WRITE_KEYS, WRITE_SQL
 from eventbus import claim as claims
 from eventbus.sql import statement
 
@@ -180,6 +184,22 @@ def run_bus(conninfo: str, batch_size: int, consumers: Sequence[str]) -> Probe:
     return _finished(probe)
 
 
+def run_insert(conninfo: str, count: int, part: int, parts: int, consumers: Sequence[str]) -> Probe:
+    """Wait for the start signal, then run the handlers' write for this process's share of
+    `count` events times `consumers`, each statement its own transaction."""
+    probe = Probe()
+    probe.t_start = _wait_for_start()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        probe.first_claim = time.monotonic()
+        for seq in range(part, count, parts):
+            for name in consumers:
+                conn.execute(WRITE_SQL, (name, seq % WRITE_KEYS))
+                probe.acked += 1
+        probe.last_ack = time.monotonic()
+    probe.claimed = probe.acked
+    return _finished(probe)
+
+
 # A claimed batch: its lease token (None where there is none) and its rows, the id first.
 Batch = tuple[uuid.UUID | None, list[tuple[Any, ...]]]
 
@@ -239,8 +259,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw = sub.add_parser("raw", help="bare psycopg claim/ack loop on bench_raw_job")
     raw.add_argument("--conninfo", required=True)
     raw.add_argument("--batch-size", type=int, required=True)
+    insert = sub.add_parser("insert", help="the write handlers' INSERT in a bare psycopg loop")
+    insert.add_argument("--conninfo", required=True)
+    insert.add_argument("--count", type=int, required=True, help="events (all processes)")
+    insert.add_argument("--part", type=int, required=True)
+    insert.add_argument("--parts", type=int, required=True)
+    insert.add_argument("--consumer", action="append", required=True, dest="consumers")
     args = parser.parse_args(argv)
-    if args.mode == "drain":
+    if args.mode == "insert":
+        probe = run_insert(args.conninfo, args.count, args.part, args.parts, args.consumers)
+    elif args.mode == "drain":
         command_args = [a for a in args.command_args if a != "--"]
         probe = run_drain(command_args)
     elif args.mode == "bus":

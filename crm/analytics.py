@@ -1,10 +1,11 @@
 """analytics-aggregator: daily per-organization counters (seed 000 §3's "analytics").
 
 Each counted event adds 1 to `(organization, day, metric)` where the metric is the event type
-and the day the event's creation date (UTC). One statement does it: the event's id goes into
-`crm_analyticscounted` (ON CONFLICT DO NOTHING) and only a new row increments the counter
-(INSERT ... ON CONFLICT DO UPDATE SET count = count + 1), so a redelivery, a retry after a
-crash or two workers racing on the same event count it once. Counted ids are kept
+and the day the event's creation date (UTC). One statement does it for a whole batch of events
+(the consumer is a batch consumer): their ids go into `crm_analyticscounted` (ON CONFLICT DO
+NOTHING) and only the new rows increment the counters, grouped (INSERT ... ON CONFLICT DO UPDATE
+SET count = count + n), so a redelivery, a retry after a crash, a batch tried again in halves or
+two workers racing on the same event count it once. Counted ids are kept
 `CRM["ANALYTICS_DEDUP_DAYS"]` (the `analytics-prune` job), far beyond any redelivery.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Sequence
 
 from django.db import connection
 from django.utils import timezone
@@ -33,32 +35,48 @@ METRICS = (
 )
 
 COUNT_SQL = """
-WITH counted AS (
+WITH given AS (
+    SELECT * FROM unnest(%(event_ids)s::uuid[], %(organization_ids)s::uuid[], %(days)s::date[],
+                         %(metrics)s::text[]) AS t(event_id, organization_id, day, metric)
+), counted AS (
     INSERT INTO crm_analyticscounted (event_id, organization_id, counted_at)
-    VALUES (%(event_id)s, %(organization_id)s, now())
+    SELECT event_id, organization_id, now() FROM given
     ON CONFLICT (event_id) DO NOTHING
-    RETURNING organization_id
+    RETURNING event_id
+), added AS (
+    INSERT INTO crm_analyticsdaily (organization_id, day, metric, count, updated_at)
+    SELECT g.organization_id, g.day, g.metric, count(*), now()
+      FROM counted JOIN given g USING (event_id)
+     GROUP BY g.organization_id, g.day, g.metric
+    ON CONFLICT (organization_id, day, metric)
+    DO UPDATE SET count = crm_analyticsdaily.count + EXCLUDED.count, updated_at = now()
 )
-INSERT INTO crm_analyticsdaily (organization_id, day, metric, count, updated_at)
-SELECT organization_id, %(day)s, %(metric)s, 1, now() FROM counted
-ON CONFLICT (organization_id, day, metric)
-DO UPDATE SET count = crm_analyticsdaily.count + 1, updated_at = now()
+SELECT count(*) FROM counted
 """
 
 
 def count(event: eventbus.Event) -> bool:
     """Count `event` once; False when it was counted already."""
+    return count_many([event]) == 1
+
+
+def count_many(events: Sequence[eventbus.Event]) -> int:
+    """Count each of `events` once, in one statement; returns how many were new. Events
+    counted already (a redelivery, a retried batch) add nothing."""
+    if not events:
+        return 0
     with connection.cursor() as cursor:
         cursor.execute(
             COUNT_SQL,
             {
-                "event_id": event.id,
-                "organization_id": event.organization_id,
-                "day": event.created_at.astimezone(dt.UTC).date(),
-                "metric": event.event_type,
+                "event_ids": [e.id for e in events],
+                "organization_ids": [e.organization_id for e in events],
+                "days": [e.created_at.astimezone(dt.UTC).date() for e in events],
+                "metrics": [e.event_type for e in events],
             },
         )
-        return bool(cursor.rowcount)
+        (new,) = cursor.fetchone() or (0,)
+    return int(new)
 
 
 def daily(

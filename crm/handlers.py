@@ -12,7 +12,8 @@ and audited), then looked up within `event.organization_id`.
 - `csat-trigger-worker` (conversation.resolved, nuvemshop.order_fulfilled): the CSAT question,
   inside the 24-hour window only.
 - `template-suggester-worker` (system.window_24h_expired): a template suggestion for the agent.
-- `analytics-aggregator-worker`: daily per-organization counters (crm.analytics).
+- `analytics-aggregator-worker`: daily per-organization counters (crm.analytics), a batch
+  consumer: up to 200 events of one organization counted in one statement.
 """
 
 from __future__ import annotations
@@ -126,7 +127,10 @@ def template_suggester(event: eventbus.Event) -> None:
         )
 
 
-@eventbus.consumer("analytics-aggregator-worker", events=list(analytics.METRICS), max_attempts=8)
-def analytics_aggregator(event: eventbus.Event) -> None:
-    """Count the event once in its organization's daily counters."""
-    analytics.count(event)
+@eventbus.consumer(
+    "analytics-aggregator-worker", events=list(analytics.METRICS), max_attempts=8, batch=200
+)
+def analytics_aggregator(events: list[eventbus.Event]) -> None:
+    """Count each event once in its organization's daily counters, the batch in one statement
+    committed with its ack."""
+    analytics.count_many(events)

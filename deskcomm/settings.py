@@ -445,6 +445,9 @@ EVENTBUS = given(
         # Every slot of a worker busy with one run for this long: its claimed, unstarted deliveries
         # are released for other workers (no head-of-line blocking).
         "STUCK_RELEASE_SECONDS": env.float("EVENTBUS_STUCK_RELEASE_SECONDS", default=unset),
+        # An atomic consumer's deliveries of one claim, organization and key run up to this many
+        # in one transaction (a savepoint each, one ack, one commit); 1: one per delivery.
+        "ATOMIC_GROUP": env.int("EVENTBUS_ATOMIC_GROUP", default=unset),
         # Timed-out handler threads cannot be killed; past this many still running, the worker
         # stops and exits (code 75) so its supervisor starts a clean process.
         "MAX_ABANDONED_THREADS": env.int("EVENTBUS_MAX_ABANDONED_THREADS", default=unset),

@@ -6,6 +6,7 @@ Public API (pinned):
     eventbus.emit_many(items, *, organization) -> list[uuid.UUID]
     @eventbus.consumer("name-worker", events=[...], max_attempts=8, delay=None, atomic=False,
                        runs_on="drain")  # or "broker": run by the jobs process (rundramatiq)
+    @eventbus.consumer(..., batch=N)  # fn(events: list[Event]): up to N of one organization
     eventbus.PermanentError, eventbus.EventValidationError, eventbus.Event
 
 Importing `eventbus` is safe while Django loads: no module here touches models at import time.

@@ -302,6 +302,17 @@ def release(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = N
     return len(_fetch("release", {"ids": list(ids), "token": token, "now": now or timezone.now()}))
 
 
+def set_apart(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> None:
+    """Give back claimed deliveries that may have run but cannot be blamed (a batch that timed
+    out as a whole): pending again, attempt refunded, marked redelivered, each to run alone, so
+    the one at fault is charged when it fails again by itself."""
+    reason = (
+        "its batch timed out before the handler returned: this delivery may have run; "
+        "no attempt charged, it runs alone next"
+    )
+    _requeue(token, ids, now=now or timezone.now(), isolate=True, reason=reason)
+
+
 def extend(token: uuid.UUID, ids: Sequence[int], *, now: dt.datetime | None = None) -> set[int]:
     """Push the lease of held deliveries forward; returns the ids still ours (the rest are lost)."""
     if not ids:

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
@@ -35,7 +35,7 @@ from eventbus import claim as claims
 from eventbus.conf import bus_settings
 from eventbus.errors import HandlerTimeout, LeaseLost
 from eventbus.event import Event
-from eventbus.registry import Consumer
+from eventbus.registry import BatchHandler, Consumer, Handler
 from eventbus.retry import judge_failure
 from eventbus.settle import Settlement, by_token, settle
 from eventbus.slots import Job, Leases, SlotPool, log_lost
@@ -47,8 +47,12 @@ logger = logging.getLogger(__name__)
 ISOLATION_CHECK_SECONDS = 1.0
 # Handlers spending more than this share of their time on the CPU are run batch by batch.
 CPU_BOUND_SHARE = 0.5
+# An atomic consumer's group (EVENTBUS["ATOMIC_GROUP"] deliveries of one claim, organization and
+# key in one transaction) starts no further delivery once it has run this share of its timeout
+# (the rest are released, uncharged), so a group of normal runs never reaches the timeout.
+ATOMIC_GROUP_SHARE = 0.25
 
-Kind = Literal["done", "committed", "failed", "released"]
+Kind = Literal["done", "committed", "failed", "released", "set_apart"]
 
 
 class Finished(NamedTuple):
@@ -97,7 +101,8 @@ class DrainPump:
         # the pool's lock before the lane opens again; read by the slots before each run).
         self._broken: set[tuple[uuid.UUID, str]] = set()
         self.pauses = pauses.Watch(names=self.names)
-        self.pool: SlotPool[Finished] = SlotPool(
+        self._batching = any(_group_size(c) for c in consumers)
+        self.pool: SlotPool[Finished | list[Finished]] = SlotPool(
             concurrency,
             self._run,
             on_error=self._failed,
@@ -134,7 +139,15 @@ class DrainPump:
 
     def lost(self, token: uuid.UUID, ids: set[int]) -> None:
         """The heartbeat found these taken over: start none of them, drop their results."""
-        dropped = {job.event.delivery_id for job in self.pool.drop(ids)}
+        dropped: set[int] = set()
+        kept: list[Job] = []  # a batch's deliveries that were not lost: they still run
+        for job in self.pool.drop(ids):
+            dropped.update(e.delivery_id for e in job.events if e.delivery_id in ids)
+            keep = [e for e in job.events if e.delivery_id not in ids]
+            if keep:
+                kept.append(Job(job.token, keep[0], job.timeout, job.lane, tuple(keep[1:])))
+        if kept:
+            self.pool.submit(kept)
         self.leases.lose(token, ids, never_started=dropped)
         metrics.LEASES_LOST.inc(len(ids))
         log_lost(self.name, token, ids, len(dropped))
@@ -164,7 +177,7 @@ class DrainPump:
         self.stop()
         never_started = self.pool.wind_down(self._tick)
         self._collect()
-        self._results.extend(Finished(job, "released") for job in never_started)
+        self._results.extend(released(never_started))
         self._settle()
 
     def _tick(self) -> None:
@@ -182,16 +195,25 @@ class DrainPump:
 
     # -- running ------------------------------------------------------------------------------
 
-    def _run(self, job: Job) -> Finished:
+    def _run(self, job: Job) -> Finished | list[Finished]:
         if job.lane is not None and (job.token, job.lane) in self._broken:
-            return Finished(job, "released")  # an earlier delivery of its run did not succeed
-        finished = run_job(self.consumers[job.event.consumer], job, self.interrupted)
+            # an earlier delivery of its run did not succeed
+            return released([job]) if job.rest else Finished(job, "released")
+        consumer = self.consumers[job.event.consumer]
+        if _group_size(consumer):
+            outcomes = run_batch_job(consumer, job, self.interrupted)
+            if any(f.kind != "committed" for f in outcomes):
+                self._break_run(job)
+            return outcomes
+        finished = run_job(consumer, job, self.interrupted)
         if finished.kind in ("failed", "released"):
             self._break_run(job)
         return finished
 
-    def _failed(self, job: Job, exc: BaseException, elapsed: float) -> Finished:
+    def _failed(self, job: Job, exc: BaseException, elapsed: float) -> Finished | list[Finished]:
         self._break_run(job)
+        if job.rest:  # the bus failed around a batch: which event was at fault is unknown
+            return [Finished(job.single(e), "set_apart") for e in job.events]
         return failed(job, exc, elapsed, self.interrupted)
 
     def _break_run(self, job: Job) -> None:
@@ -199,16 +221,20 @@ class DrainPump:
         if job.lane is not None:
             self._broken.add((job.token, job.lane))
 
-    def _timed_out(self, job: Job, elapsed: float) -> Finished:
+    def _timed_out(self, job: Job, elapsed: float) -> list[Finished]:
+        """A run past its timeout fails; a batch's events, of which any may be the one that
+        hangs, are set apart instead (uncharged, each to run alone next)."""
         metrics.HANDLER_TIMEOUTS.labels(job.event.consumer).inc()
+        if job.rest:
+            return [Finished(job.single(e), "set_apart") for e in job.events]
         exc = HandlerTimeout(f"handler still running after {elapsed:.1f}s (timeout {job.timeout}s)")
-        return Finished(job, "failed", failure(job.event, exc, elapsed))
+        return [Finished(job, "failed", failure(job.event, exc, elapsed))]
 
     # -- watching -----------------------------------------------------------------------------
 
     def _watch(self) -> int:
         """Timeouts and stuck slots: returns how many results that produced."""
-        found = [self._timed_out(job, elapsed) for job, elapsed in self.pool.expired()]
+        found = [f for job, t in self.pool.expired() for f in self._timed_out(job, t)]
         stuck_after = bus_settings.STUCK_RELEASE_SECONDS
         if self.pool.queued and self.pool.stuck(stuck_after):
             waiting = self.pool.take_queued()
@@ -217,7 +243,7 @@ class DrainPump:
                 stuck_after,
                 len(waiting),
             )
-            found.extend(Finished(job, "released") for job in waiting)
+            found.extend(released(waiting))
         self._results.extend(found)
         return len(found)
 
@@ -232,16 +258,16 @@ class DrainPump:
         paused = self.pauses.check()
         if not paused:
             return 0
-        released = [Finished(j, "released") for j in self.pool.take_queued_of(pauses.held(paused))]
-        self._results.extend(released)
-        if released:
-            logger.info("released %d claimed deliveries of paused consumers", len(released))
+        given_back = released(self.pool.take_queued_of(pauses.held(paused)))
+        self._results.extend(given_back)
+        if given_back:
+            logger.info("released %d claimed deliveries of paused consumers", len(given_back))
         if self._stopping or self._quiet or self._interrupted.is_set() or self._alone:
-            return len(released)
+            return len(given_back)
         probes = breaker.claim_probes(paused, worker_id=self.worker_id)
         for batch in probes:
             self._submit(batch)
-        return len(released) + len(probes)
+        return len(given_back) + len(probes)
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -305,14 +331,48 @@ class DrainPump:
         if not batch.events:
             return
         self.leases.hold(batch.token, batch.ids)
+        self.pool.submit(self._jobs(batch))
+
+    def _jobs(self, batch: claims.Claim) -> list[Job]:
+        """The claim's jobs, oldest first: one per delivery, and per batch or atomic consumer
+        one per (organization, lane) group of up to `batch` (EVENTBUS["ATOMIC_GROUP"]) deliveries (a
+        handler call, a transaction, never mixes tenants; an ordered key's deliveries stay on
+        their lane, in order)."""
         batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
         timeouts = {name: c.timeout_seconds() for name, c in self.consumers.items()}
-        self.pool.submit(Job(batch.token, e, timeouts[e.consumer], _lane(e)) for e in batch.events)
+        token = batch.token
+        if not self._batching:
+            return [Job(token, e, timeouts[e.consumer], _lane(e)) for e in batch.events]
+        jobs: list[Job | None] = []  # a group's place is its first (oldest) delivery's
+        groups: dict[tuple[str, object, str | None], tuple[int, list[Event]]] = {}
+        for e in batch.events:
+            size, lane = _group_size(self.consumers[e.consumer]), _lane(e)
+            if size is None:
+                jobs.append(Job(token, e, timeouts[e.consumer], lane))
+                continue
+            key = (e.consumer, e.organization_id, lane)
+            place, group = groups.get(key) or groups.setdefault(key, (len(jobs), []))
+            if not group:
+                jobs.append(None)
+            group.append(e)
+            if len(group) == size:
+                del groups[key]
+                jobs[place] = Job(token, group[0], timeouts[e.consumer], lane, tuple(group[1:]))
+        for (name, _, lane), (place, group) in groups.items():
+            jobs[place] = Job(token, group[0], timeouts[name], lane, tuple(group[1:]))
+        return [job for job in jobs if job is not None]
 
     # -- settling -----------------------------------------------------------------------------
 
     def _collect(self) -> None:
-        self._results.extend(self.pool.take())
+        if not self._batching:
+            self._results.extend(self.pool.take())  # type: ignore[arg-type]  # no lists
+            return
+        for result in self.pool.take():
+            if isinstance(result, list):
+                self._results.extend(result)
+            else:
+                self._results.append(result)
 
     def _settle(self) -> int:
         """Settle the finished runs per claim; on a database error the rest is kept."""
@@ -344,7 +404,7 @@ class DrainPump:
     def _recover(self) -> None:
         """A settle worked again after a database failure: release what waited, start again."""
         waiting = self.pool.take_queued()
-        self._results.extend(Finished(job, "released") for job in waiting)
+        self._results.extend(released(waiting))
         self._settle()
         self._interrupted.clear()
         if not self._stopping:
@@ -367,9 +427,9 @@ class DrainPump:
             size = max(0, self._room())
             batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
         try:
-            for event in batch.events:
-                timeout = self.consumers[event.consumer].timeout_seconds()
-                self._results.append(self._run(Job(batch.token, event, timeout)))
+            for job in self._jobs(batch):
+                outcome = self._run(job)
+                self._results.extend(outcome if isinstance(outcome, list) else [outcome])
         finally:
             # The handlers ran inside their tenants on this thread's connection: the settle
             # (and the caller) get the process's default scope back.
@@ -399,6 +459,160 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
     finally:
         _duration(consumer.name, job.event.event_type).observe(time.monotonic() - started)
     return Finished(job, "committed" if consumer.atomic else "done")
+
+
+def _group_size(consumer: Consumer) -> int | None:
+    """How many deliveries one job of this consumer may hold (None: one, the plain path)."""
+    if consumer.batch is not None:
+        return consumer.batch
+    group = bus_settings.ATOMIC_GROUP
+    return group if consumer.atomic and group > 1 else None
+
+
+def run_batch_job(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
+    """Run a batch or atomic consumer's job (in the caller's thread) inside its organization.
+
+    A batch consumer's events go to one handler call in one transaction with their ack. When
+    the call fails, the halves are tried again, down to single events, so only an event that
+    fails alone is charged. An atomic consumer's events run one by one in one transaction, a
+    savepoint each: one that fails is rolled back alone and charged alone, and the others are
+    acked together and committed once. Either way an ordered key's later events are released
+    once one of its events did not succeed (they must not overtake it)."""
+    if consumer.batch is None:
+        return _run_atomic_group(consumer, job, on_lost)
+    started = time.monotonic()
+    outcomes: list[Finished] = []
+    broken: set[str | None] = set()  # lanes (ordered keys) with an event that did not succeed
+    first = job.event
+    try:
+        rls.enter_tenant(first.organization_id)  # the whole batch is of one organization
+        with context.run_scope(_correlation(first), log_ids(first)), provenance.handling(first):
+            _run_part(consumer, job, list(job.events), outcomes, broken, on_connection_lost=on_lost)
+    except BaseException as exc:  # entering the tenant failed: nothing ran
+        done = {f.job.event.delivery_id for f in outcomes}
+        left = [e for e in job.events if e.delivery_id not in done]
+        outcomes.extend(failed(job.single(e), exc, 0.0, on_lost) for e in left[:1])
+        outcomes.extend(Finished(job.single(e), "released") for e in left[1:])
+    finally:
+        _duration(consumer.name, first.event_type).observe(time.monotonic() - started)
+    return outcomes
+
+
+def _run_part(
+    consumer: Consumer,
+    job: Job,
+    events: list[Event],
+    outcomes: list[Finished],
+    broken: set[str | None],
+    *,
+    on_connection_lost: Callable[[], None],
+) -> None:
+    """One handler call for `events` (those whose key is not broken), bisected on failure."""
+    if None in broken:  # the connection died: nothing more runs
+        outcomes.extend(Finished(job.single(e), "released") for e in events)
+        return
+    runnable = events
+    if broken:
+        runnable = [e for e in events if e.ordering_key is None or _lane(e) not in broken]
+        held_back = [e for e in events if e.ordering_key is not None and _lane(e) in broken]
+        outcomes.extend(Finished(job.single(e), "released") for e in held_back)
+        if not runnable:
+            return
+    started = time.monotonic()
+    try:
+        _call_batch(consumer, job.token, runnable)
+    except BaseException as exc:
+        if len(runnable) == 1:
+            outcome = failed(job.single(runnable[0]), exc, time.monotonic() - started, lambda: None)
+            outcomes.append(outcome)
+            if outcome.kind == "released":  # the connection died, not the handler
+                broken.add(None)
+                on_connection_lost()
+            elif runnable[0].ordering_key is not None:
+                broken.add(_lane(runnable[0]))
+            return
+        if isinstance(exc, LeaseLost):  # taken over (this run was given up on, or stalled):
+            outcomes.extend(Finished(job.single(e), "released") for e in runnable)  # fenced
+            return
+        if connection_lost(exc):
+            outcomes.append(failed(job.single(runnable[0]), exc, 0.0, lambda: None))
+            outcomes.extend(Finished(job.single(e), "released") for e in runnable[1:])
+            broken.add(None)
+            on_connection_lost()
+            return
+        half = len(runnable) // 2
+        for part in (runnable[:half], runnable[half:]):
+            _run_part(consumer, job, part, outcomes, broken, on_connection_lost=on_connection_lost)
+        return
+    outcomes.extend(Finished(job.single(e), "committed") for e in runnable)
+
+
+def _run_atomic_group(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
+    handler = cast(Handler, consumer.handler)
+    group_started = time.monotonic()
+    budget = job.timeout * ATOMIC_GROUP_SHARE
+    ran: list[Event] = []  # succeeded inside the transaction (committed if it commits)
+    raised: list[tuple[Event, BaseException, float]] = []
+    unstarted: list[Event] = []
+    try:
+        rls.enter_tenant(job.event.organization_id)  # the whole group is of one organization
+        with transaction.atomic():
+            for event in job.events:
+                if (raised and event.ordering_key is not None) or (
+                    event is not job.event and time.monotonic() - group_started > budget
+                ):
+                    unstarted.append(event)  # after its key's failure, or past the budget
+                    continue
+                started = time.monotonic()
+                try:
+                    with (
+                        context.run_scope(_correlation(event), log_ids(event)),
+                        provenance.handling(event),
+                        transaction.atomic(),  # a savepoint: a failure rolls back its own writes
+                    ):
+                        handler(event.upcast())
+                except BaseException as exc:  # recorded too, as a single run's (run_job)
+                    if connection_lost(exc):
+                        raise
+                    raised.append((event, exc, time.monotonic() - started))
+                else:
+                    ran.append(event)
+                finally:
+                    _duration(consumer.name, event.event_type).observe(time.monotonic() - started)
+            ids = [e.delivery_id for e in ran]
+            if ids and claims.ack(job.token, ids) != len(ids):
+                raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+    except BaseException as exc:  # nothing committed: what ran is given back uncharged
+        if isinstance(exc, LeaseLost):
+            pass  # taken over: the release is fenced, as the failures' nack
+        elif connection_lost(exc):
+            failed(job.single(job.event), exc, 0.0, on_lost)  # logs, reconnects, tells the pump
+        else:
+            logger.warning("an atomic group of %d deliveries did not commit: %s", len(ran), exc)
+        done = {e.delivery_id for e, _, _ in raised}
+        return [
+            *(failed(job.single(e), x, t, on_lost) for e, x, t in raised),
+            *(Finished(job.single(e), "released") for e in job.events if e.delivery_id not in done),
+        ]
+    return [
+        *(Finished(job.single(e), "committed") for e in ran),
+        *(failed(job.single(e), x, t, on_lost) for e, x, t in raised),
+        *(Finished(job.single(e), "released") for e in unstarted),
+    ]
+
+
+def _call_batch(consumer: Consumer, token: uuid.UUID, events: list[Event]) -> None:
+    handler = cast(BatchHandler, consumer.handler)
+    ids = [e.delivery_id for e in events]
+    with transaction.atomic():
+        handler([e.upcast() for e in events])
+        if claims.ack(token, ids) != len(ids):
+            raise LeaseLost(f"deliveries {ids} of a batch: lease lost before commit")
+
+
+def released(jobs: Sequence[Job]) -> list[Finished]:
+    """Each event of these jobs given back unstarted."""
+    return [Finished(job.single(e), "released") for job in jobs for e in job.events]
 
 
 def run_adopted(consumer: Consumer, token: uuid.UUID, event: Event, *, worker_id: str) -> str:
@@ -466,7 +680,12 @@ def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
     for job, kind, failure_ in results:
         if s is None or s.token is not job.token:  # a claim's results mostly come together
             s = settlements[job.token]
-            lists = {"done": s.done, "committed": s.committed, "released": s.released}
+            lists = {
+                "done": s.done,
+                "committed": s.committed,
+                "released": s.released,
+                "set_apart": s.set_apart,
+            }
         if failure_ is not None:
             s.failures.append(failure_)
         else:
@@ -476,11 +695,12 @@ def _by_claim(results: Sequence[Finished]) -> dict[uuid.UUID, Settlement]:
 
 def _call(consumer: Consumer, token: uuid.UUID, event: Event) -> None:
     event = event.upcast()  # the latest payload version the catalog's upcasters reach
+    handler = cast(Handler, consumer.handler)
     if not consumer.atomic:
-        consumer.handler(event)
+        handler(event)
         return
     with transaction.atomic():
-        consumer.handler(event)
+        handler(event)
         if claims.ack(token, [event.delivery_id]) != 1:
             raise LeaseLost(f"delivery {event.delivery_id} lease lost before commit")
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from eventbus.catalog import validate_event_type
 from eventbus.errors import ConsumerRegistrationError, EventValidationError
@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from eventbus.event import Event
 
 Handler = Callable[["Event"], None]
+# A batch consumer's handler: up to `batch` events of one claim, one consumer, one organization.
+BatchHandler = Callable[[list["Event"]], None]
+H = TypeVar("H", bound=Callable[..., None])  # a handler, either kind, as the decorator returns it
+# The most events one batch handler call may receive.
+MAX_BATCH = 1000
 # An initial delay, or a callable giving it at call time (so a setting such as the LGPD export's
 # D+7 is read when an event is emitted, not when the handler module is imported).
 Delay = dt.timedelta | Callable[[], dt.timedelta]
@@ -37,7 +42,7 @@ class Consumer:
     """A registered handler and its policy."""
 
     name: str
-    handler: Handler
+    handler: Handler | BatchHandler
     events: tuple[str, ...]
     max_attempts: int | None = None  # None: settings.EVENTBUS["MAX_ATTEMPTS"]
     delay: Delay | None = None  # initial delay before the first attempt
@@ -46,6 +51,9 @@ class Consumer:
     timeout: dt.timedelta | None = None  # None: settings.EVENTBUS["HANDLER_TIMEOUT_SECONDS"]
     # One delivery per ordering key at a time, in emit order (eventbus/sql/claim.sql).
     ordered: bool = False
+    # Up to this many deliveries per handler call, acked in the handler's transaction (None:
+    # one event per call, as declared without it).
+    batch: int | None = None
 
     @property
     def delay_seconds(self) -> float:
@@ -186,7 +194,7 @@ registry = Registry()
 
 def make_consumer(
     name: str,
-    handler: Handler,
+    handler: Handler | BatchHandler,
     *,
     events: Iterable[str],
     max_attempts: int | None = None,
@@ -195,8 +203,10 @@ def make_consumer(
     runs_on: RunsOn = "drain",
     timeout: float | dt.timedelta | None = None,
     ordered: bool = False,
+    batch: int | None = None,
 ) -> Consumer:
-    """Validate a declaration and build the Consumer (does not register it)."""
+    """Validate a declaration and build the Consumer (does not register it). A batch consumer
+    is always atomic: its handler's writes commit with the ack of the events it was given."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ConsumerRegistrationError(
             f"invalid consumer name {name!r}: kebab-case ending in '-worker', "
@@ -221,7 +231,20 @@ def make_consumer(
     if not isinstance(ordered, bool):
         raise ConsumerRegistrationError(f"{name}: ordered must be True or False")
     limit = _timeout(name, timeout)
-    return Consumer(name, handler, event_list, max_attempts, delay, atomic, runs_on, limit, ordered)
+    _check_batch(name, batch, runs_on)
+    atomic = atomic or batch is not None
+    return Consumer(
+        name, handler, event_list, max_attempts, delay, atomic, runs_on, limit, ordered, batch
+    )
+
+
+def _check_batch(name: str, batch: int | None, runs_on: RunsOn) -> None:
+    if batch is None:
+        return
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise ConsumerRegistrationError(f"{name}: batch must be between 1 and {MAX_BATCH}")
+    if runs_on != "drain":
+        raise ConsumerRegistrationError(f"{name}: a batch consumer runs on the drain only")
 
 
 def _timeout(name: str, timeout: float | dt.timedelta | None) -> dt.timedelta | None:
@@ -246,7 +269,8 @@ def consumer(
     runs_on: RunsOn = "drain",
     timeout: float | dt.timedelta | None = None,
     ordered: bool = False,
-) -> Callable[[Handler], Handler]:
+    batch: int | None = None,
+) -> Callable[[H], H]:
     """Register `fn(event) -> None` as consumer `name` of `events`.
 
     Raising `eventbus.PermanentError` dead-letters the delivery at once; any other exception is
@@ -263,9 +287,13 @@ def consumer(
     workers, in emit order: a delivery waiting for a retry holds back the later ones of its key
     until it is done or dead-lettered (the dead letter releases the key). Events without a key
     run unordered.
+    `batch=N` makes a batch consumer: `fn(events: list[Event]) -> None` receives up to N
+    deliveries of one claim, all of one organization, in emit order, and its writes commit with
+    their ack. When the call fails the bus splits the batch and tries the halves, down to single
+    events, so only the event that fails is charged an attempt (retried, dead-lettered as usual).
     """
 
-    def decorate(fn: Handler) -> Handler:
+    def decorate(fn: H) -> H:
         registry.register(
             make_consumer(
                 name,
@@ -277,6 +305,7 @@ def consumer(
                 runs_on=runs_on,
                 timeout=timeout,
                 ordered=ordered,
+                batch=batch,
             )
         )
         return fn
@@ -303,5 +332,6 @@ def describe(consumer_: Consumer) -> dict[str, Any]:
         "runs_on": consumer_.runs_on,
         "timeout_seconds": consumer_.timeout_seconds(),
         "ordered": consumer_.ordered,
+        "batch": consumer_.batch,
         "handler": consumer_.label,
     }

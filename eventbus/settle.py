@@ -28,6 +28,8 @@ class Settlement:
     committed: list[int] = field(default_factory=list)  # atomic consumers: acked already
     failures: list[claims.Failure] = field(default_factory=list)  # to nack (retry or dead)
     released: list[int] = field(default_factory=list)  # never ran: back to pending, refunded
+    # May have run, fault unknown (a timed-out batch): refunded, redelivered, each runs alone
+    set_apart: list[int] = field(default_factory=list)
     consumer_of: dict[int, str] = field(default_factory=dict)  # delivery id -> consumer
     event_type_of: dict[int, str] = field(default_factory=dict)  # delivery id -> event type
 
@@ -38,11 +40,13 @@ class Settlement:
 
 
 def settle(settlement: Settlement, *, worker_id: str) -> list[claims.DeadDelivery]:
-    """Ack, nack and release in three fenced statements; count them; alert on deaths."""
+    """Ack, nack and release in three fenced statements (and set apart the deliveries of a
+    batch that timed out); count them; alert on deaths."""
     token = settlement.token
     claims.ack(token, settlement.done)
     dead = claims.nack(token, settlement.failures, worker_id=worker_id)
     claims.release(token, settlement.released)
+    claims.set_apart(token, settlement.set_apart)
     done = [*settlement.done, *settlement.committed]
     breaker.count(
         settlement.consumer_of,

@@ -48,12 +48,26 @@ SAMPLE_EVERY = 32  # runs between two readings of a slot's CPU clock (see SlotPo
 
 @dataclass(eq=False, slots=True)
 class Job:
-    """One claimed delivery to run: its claim's token, the event, its deadline and lane."""
+    """One claimed delivery to run: its claim's token, the event, its deadline and lane; for a
+    batch consumer, the batch's further events in `rest` (same consumer, organization, lane)."""
 
     token: uuid.UUID
     event: Event
     timeout: float
     lane: str | None = None
+    rest: tuple[Event, ...] = ()
+
+    @property
+    def events(self) -> tuple[Event, ...]:
+        return (self.event, *self.rest)
+
+    def single(self, event: Event) -> Job:
+        """The job of one event of this job (how each event's outcome is settled)."""
+        return (
+            self
+            if event is self.event and not self.rest
+            else Job(self.token, event, self.timeout, self.lane)
+        )
 
 
 class Leases:
@@ -121,6 +135,11 @@ class Leases:
                 del self._held[token]
                 self._until.pop(token, None)
                 self._all_until = min(self._until.values(), default=0.0)
+
+
+def _holds(job: Job, ids: Collection[int]) -> bool:
+    """Whether any of the job's deliveries is among `ids`."""
+    return job.event.delivery_id in ids or any(e.delivery_id in ids for e in job.rest)
 
 
 def log_lost(pump: str, token: uuid.UUID, ids: set[int], never_started: int) -> None:
@@ -282,8 +301,8 @@ class SlotPool(Generic[R]):
         """Take the queued jobs of these deliveries off the queue (their lease was lost): they
         never start. Returns them; running ones finish and their results come back as usual."""
         with self._lock:
-            dropped = [job for job in self._queue if job.event.delivery_id in ids]
-            self._queue = deque(job for job in self._queue if job.event.delivery_id not in ids)
+            dropped = [job for job in self._queue if _holds(job, ids)]
+            self._queue = deque(job for job in self._queue if not _holds(job, ids))
         return dropped
 
     def wait_idle(self, timeout: float) -> bool:

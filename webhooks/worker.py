@@ -231,7 +231,10 @@ class WebhookPump:
             self._per_consumer[event.consumer] += 1
             sub_id = subscription_id_of(event.consumer)
             target = targets.get(sub_id) if sub_id else None
-            jobs.append(SendJob(batch.token, event, timeout, event.consumer, sub_id, target))
+            lane = event.consumer
+            jobs.append(
+                SendJob(batch.token, event, timeout, lane, subscription_id=sub_id, target=target)
+            )
         self.pool.submit(jobs)
 
     # -- sending ------------------------------------------------------------------------------

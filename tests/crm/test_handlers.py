@@ -207,3 +207,27 @@ def test_a_handoff_naming_another_tenants_conversation_is_refused(
     assert theirs.assigned_to_id is None
     assert not AgentNotification.objects.exists() and mail.outbox == []
     assert AuditLog.objects.filter(action="security.cross_tenant_refused").count() == 1
+
+
+def test_the_aggregator_counts_a_batch_once_each_with_redelivered_events_in_it(
+    org: Organization, org_b: Organization
+) -> None:
+    from eventbus.registry import registry
+
+    assert registry.get("analytics-aggregator-worker").batch  # a batch consumer
+    delivered = {"message_id": "m", "delivered_at": timezone.now().isoformat()}
+    rows = [
+        eventbus.emit("message.delivered", organization=tenant, entity_kind="message",
+                      payload=delivered)
+        for tenant in (org, org, org, org, org, org_b, org_b)
+    ]  # fmt: skip
+    # A worker counted two of them and died before its ack: they come back, counted already.
+    assert analytics.count_many([as_event(r, "analytics-aggregator-worker") for r in rows[:2]]) == 2
+    run("analytics-aggregator-worker")
+    counts = {
+        c.organization_id: c.count
+        for c in AnalyticsDaily.objects.filter(metric="message.delivered")
+    }
+    assert counts == {org.pk: 5, org_b.pk: 2}
+    run("analytics-aggregator-worker")  # nothing left to count
+    assert AnalyticsDaily.objects.get(organization=org, metric="message.delivered").count == 5

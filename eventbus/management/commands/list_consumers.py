@@ -42,5 +42,6 @@ class Command(BaseCommand):
                 f"  max_attempts: {row['max_attempts']}   delay: {delay}   atomic: {row['atomic']}"
                 f"   timeout: {row['timeout_seconds']:g}s"
                 f"   runs_on: {row['runs_on']}"
+                + (f"   batch: {row['batch']}" if row["batch"] else "")
             )
             self.stdout.write(f"  handler:      {row['handler']}")
