@@ -24,7 +24,8 @@ session-level setting the project used with a per-transaction one:
   need one whole session (`migrate`, `backup`, `restore_check`, `dbshell`) run their Django
   connection on it too (`select_for_process`).
 
-System check deskcomm.E101 refuses the pooler without DATABASE_DIRECT_URL; README "PgBouncer".
+System check deskcomm.E101 refuses the pooler without DATABASE_DIRECT_URL; docs/configuration.md
+"PgBouncer".
 """
 
 from __future__ import annotations

@@ -228,9 +228,9 @@ def reset_scope(using: str = "default") -> None:
 
 def _reset_idle(connection: BaseDatabaseWrapper) -> None:
     """The reset of an idle session (the end of every API request): one simple query straight
-    through libpq, which releases the GIL while it waits. Through a cursor the same round trip
-    spent 70-100 us of Python in psycopg's and Django's execute; this spends about 15 (README
-    "Issue #23"). A session whose reset fails is closed, never handed to the next request."""
+    through libpq, which releases the GIL while it waits. Through a cursor the same round trip spent
+    70-100 us of Python in psycopg's and Django's execute; this spends about 15 (docs/benchmarks.md,
+    issue 23). A session whose reset fails is closed, never handed to the next request."""
     try:
         result = connection.connection.pgconn.exec_(RESET_SQL[default_bypass(connection)])
         failed = None if result.status == pq.ExecStatus.TUPLES_OK else result.error_message

@@ -1,4 +1,4 @@
-"""Failure isolation with real `drain_events` subprocesses and real signals (SPEC §10).
+"""Failure isolation with real `drain_events` subprocesses and real signals (R-F1, docs/workers.md).
 
 No delivery pays for another's failure: a handler that kills its worker dies alone, a slow one
 delays only itself, a hung one times out, a worker stopped past its lease starts nothing of the
