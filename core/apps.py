@@ -50,6 +50,9 @@ class CoreConfig(AppConfig):
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
         post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
         register_defaults()
+        from core.crypto import warn_deprecated_key_variables
+
+        warn_deprecated_key_variables()  # ENCRYPTION_KEYS_<CONTEXT>'s former names, once
         from core.slow_queries import SlowStatementsCollector
 
         register_scrape_collector(SlowStatementsCollector)  # pg_stat_statements' top 20

@@ -68,7 +68,7 @@ def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckM
         elif not crypto.configured_keys(context) and not crypto.dev_keys_allowed():
             errors.append(
                 Error(
-                    f"no encryption key is configured for {context} (production refuses to start)",
+                    f"{crypto.missing_key_message(context)} (production refuses to start)",
                     hint=_KEY_HINT,
                     id="deskcomm.E002",
                 )
@@ -77,8 +77,7 @@ def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckM
 
 
 _KEY_HINT = (
-    "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets, "
-    "CPF_ENCRYPTION_KEY for cpf, ENCRYPTION_KEY_OAUTH for oauth): "
+    "Generate a key with "
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import environ
 
-from core import db_roles
+from core import db_roles, key_variables
 from core.db_timeouts import with_timeouts
 from core.replica.conf import ALIAS as REPLICA_ALIAS
 from core.replica.conf import replica_database
@@ -651,18 +651,14 @@ SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
 # (fails closed) unless DEBUG is on.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
-# Encryption keys per context (core.crypto): comma-separated Fernet keys, current key first;
+# Encryption keys per context (core.crypto), from ENCRYPTION_KEYS_<CONTEXT> (core.key_variables:
+# the names, and the deprecated ones still read): comma-separated Fernet keys, current key first;
 # old keys keep decrypting during a rotation. Generate one with
 # `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
-ENCRYPTION_KEYS = {
-    "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
-    "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
-    "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
-    "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
-    "waha_byo": env.list("WAHA_ENCRYPTION_KEY", default=[]),  # WAHA API keys, HMAC secrets
-    # Pipelines' secret http-request header values (pipelines.secrets).
-    "pipeline_secrets": env.list("PIPELINE_SECRETS_KEY", default=[]),
-}
+# ENCRYPTION_KEY_ALIASES: the deprecated names this process was given ({old: new}; logged once).
+ENCRYPTION_KEYS, ENCRYPTION_KEY_ALIASES = key_variables.read_keys(
+    lambda name: [key.strip() for key in env.list(name, default=[]) if key.strip()]
+)
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
 # The worker registry (core/workers.py): every long-running process heartbeats this often; the
