@@ -130,6 +130,9 @@ def default_bypass(connection: BaseDatabaseWrapper) -> bool:
     return connection.alias in db_roles.PLATFORM_ALIASES or process_bypasses()
 
 
+pooler.use_default_bypass(default_bypass)  # the pooled prologue's scope when nothing set one
+
+
 def platform_configured() -> bool:
     """Whether this process has a `platform` alias: its own role cannot use the bypass."""
     return db_roles.PLATFORM_ALIAS in settings.DATABASES

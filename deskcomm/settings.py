@@ -12,9 +12,9 @@ from typing import Any
 import environ
 
 from core import db_roles, key_variables
-from core.db_timeouts import with_timeouts
 from core.replica.conf import ALIAS as REPLICA_ALIAS
 from core.replica.conf import replica_database
+from core.timeout_options import with_timeouts
 from jobs.broker_config import choose_backend, dramatiq_broker
 
 BASE_DIR = Path(__file__).resolve().parent.parent
