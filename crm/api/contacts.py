@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -23,7 +22,8 @@ from core.api.conf import api_settings
 from core.api.errors import InvalidState
 from core.api.pagination import CursorField, Position, page
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
+from core.api.schema import errors, ok, request_example
+from core.api.schema import operation as schema_operation
 from core.api.views import ApiView, found_or_404
 from crm import selectors, services
 from crm.api.contact_scopes import CONTACTS_READ, CONTACTS_WRITE
@@ -126,14 +126,16 @@ class BlockInput(StrictSerializer):
 def operation(
     name: str, summary: str, *, description: str, scope: str, **kwargs: Any
 ) -> Callable[[ViewMethod], ViewMethod]:
-    note = f"Scope: `{scope}`" + (f" (or `{CONTACTS_WRITE}`)." if scope == CONTACTS_READ else ".")
-    parameters = [*kwargs.pop("parameters", ()), REQUEST_ID_PARAMETER]
-    return extend_schema(
-        operation_id=f"contacts_{name}",
-        summary=summary,
-        description=f"{description}\n\n{note}",
-        tags=["contacts"],
-        parameters=parameters,
+    """The operation's schema (core.api.schema.operation); `contacts:write` implies
+    `contacts:read`."""
+    implied_by = CONTACTS_WRITE if scope == CONTACTS_READ else None
+    return schema_operation(
+        name,
+        summary,
+        description=description,
+        scope=scope,
+        tag="contacts",
+        implied_by=implied_by,
         **kwargs,
     )
 
