@@ -49,13 +49,18 @@ def test_every_project_package_is_in_a_layer() -> None:
     assert set(CONFIG["root_packages"]) == packages | {"dev"}
 
 
-def lint_with_import(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
-    """The contracts run on a copy of the tree whose `module` (a path) ends with `line`."""
+def copy_tree(tmp_path: Path) -> None:
+    """The project's packages and pyproject.toml, copied into `tmp_path`."""
     shutil.copy(REPO / "pyproject.toml", tmp_path)
     for package in CONFIG["root_packages"]:
         shutil.copytree(
             REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
+
+
+def lint_with_import(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess[str]:
+    """The contracts run on a copy of the tree whose `module` (a path) ends with `line`."""
+    copy_tree(tmp_path)
     source = tmp_path / module
     source.write_text(f"{source.read_text()}\n{line}  # noqa: E402, F401\n")
     return lint_imports(tmp_path)
@@ -146,11 +151,7 @@ def test_no_module_imports_itself_back_through_others() -> None:
 
 
 def test_an_import_circle_inside_a_function_is_seen(tmp_path: Path) -> None:
-    shutil.copy(REPO / "pyproject.toml", tmp_path)
-    for package in CONFIG["root_packages"]:
-        shutil.copytree(
-            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
-        )
+    copy_tree(tmp_path)
     flags = tmp_path / "core" / "flags.py"
     flags.write_text(
         f"{flags.read_text()}\n\ndef _late():\n    from core.models import Organization\n"

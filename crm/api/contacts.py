@@ -22,8 +22,7 @@ from core.api.conf import api_settings
 from core.api.errors import InvalidState
 from core.api.pagination import CursorField, Position, page
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import errors, ok, request_example
-from core.api.schema import operation as schema_operation
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from crm import selectors, services
 from crm.api.contact_scopes import CONTACTS_READ, CONTACTS_WRITE
@@ -123,21 +122,7 @@ class BlockInput(StrictSerializer):
     reason = StrictCharField(required=False, max_length=64, default="operator")
 
 
-def operation(
-    name: str, summary: str, *, description: str, scope: str, **kwargs: Any
-) -> Callable[[ViewMethod], ViewMethod]:
-    """The operation's schema (core.api.schema.operation); `contacts:write` implies
-    `contacts:read`."""
-    implied_by = CONTACTS_WRITE if scope == CONTACTS_READ else None
-    return schema_operation(
-        name,
-        summary,
-        description=description,
-        scope=scope,
-        tag="contacts",
-        implied_by=implied_by,
-        **kwargs,
-    )
+operation = write_implies_read(CONTACTS_READ, CONTACTS_WRITE, tag="contacts")
 
 
 @contextmanager

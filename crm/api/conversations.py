@@ -18,8 +18,7 @@ from rest_framework.response import Response
 
 from core.api.errors import InvalidState
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import errors, ok, request_example
-from core.api.schema import operation as schema_operation
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from crm import analytics, conversations
 from crm.conversation_scopes import ANALYTICS_READ, CONVERSATIONS_READ, CONVERSATIONS_WRITE
@@ -51,21 +50,7 @@ DAILY = {
 }
 
 
-def operation(
-    name: str, summary: str, *, description: str, scope: str, tag: str = "conversations", **kw: Any
-) -> Callable[[ViewMethod], ViewMethod]:
-    """The operation's schema (core.api.schema.operation); `conversations:write` implies
-    `conversations:read`."""
-    implied_by = CONVERSATIONS_WRITE if scope == CONVERSATIONS_READ else None
-    return schema_operation(
-        name,
-        summary,
-        description=description,
-        scope=scope,
-        tag=tag,
-        implied_by=implied_by,
-        **kw,
-    )
+operation = write_implies_read(CONVERSATIONS_READ, CONVERSATIONS_WRITE, tag="conversations")
 
 
 class ConversationSerializer(serializers.ModelSerializer[Conversation]):

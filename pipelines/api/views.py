@@ -8,7 +8,7 @@ validate is a 400 whose fields name the node: `definition.<node id>` (or `defini
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -20,8 +20,7 @@ from rest_framework.response import Response
 from core.api import idempotency
 from core.api.errors import InvalidState, error_body
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import ErrorSerializer, errors, ok, request_example
-from core.api.schema import operation as schema_operation
+from core.api.schema import ErrorSerializer, errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from eventbus.errors import EmitRateLimited, EventValidationError
@@ -74,29 +73,7 @@ PRE_FAILED = OpenApiResponse(
 )
 
 
-def operation(
-    name: str,
-    summary: str,
-    *,
-    description: str,
-    scope: str,
-    tag: str = "pipelines",
-    parameters: Sequence[Any] = (),
-    **kwargs: Any,
-) -> Callable[[ViewMethod], ViewMethod]:
-    """The operation's schema (core.api.schema.operation); `pipelines:write` implies
-    `pipelines:read`."""
-    implied_by = PIPELINES_WRITE if scope == PIPELINES_READ else None
-    return schema_operation(
-        name,
-        summary,
-        description=description,
-        scope=scope,
-        tag=tag,
-        implied_by=implied_by,
-        parameters=parameters,
-        **kwargs,
-    )
+operation = write_implies_read(PIPELINES_READ, PIPELINES_WRITE, tag="pipelines")
 
 
 class PipelineView(ApiView):

@@ -59,6 +59,21 @@ def test_deliver_webhooks_sends_and_exits_0_on_sigterm(
     assert set(WEBHOOK_DELIVERIES.values_list("status", flat=True)) == {"done"}
 
 
+def start_sender(managed: list[Managed], **env: str) -> Managed:
+    """`deliver_webhooks` polling every 0.2 s, allowed to reach the loopback receivers."""
+    sender = Managed(
+        "deliver_webhooks",
+        "--poll-interval",
+        "0.2",
+        "--no-listen",
+        WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
+        WEBHOOKS_ALLOW_HTTP="true",
+        **env,
+    )
+    managed.append(sender)
+    return sender
+
+
 def test_deliver_webhooks_survives_losing_its_database_connections(
     org: Organization, receiver: Receiver, subscribe: Subscribe, managed: list[Managed]
 ) -> None:
@@ -70,15 +85,7 @@ def test_deliver_webhooks_survives_losing_its_database_connections(
                 "lead.assigned", organization=org, entity_kind="lead", payload={"to_owner_id": i}
             )
 
-    sender = Managed(
-        "deliver_webhooks",
-        "--poll-interval",
-        "0.2",
-        "--no-listen",
-        WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
-        WEBHOOKS_ALLOW_HTTP="true",
-    )
-    managed.append(sender)
+    sender = start_sender(managed)
     emit(3)
     receiver.wait_for(lambda: len(receiver.requests) == 3, timeout=60, what="3 deliveries")
     with raw_connection() as admin:
@@ -141,17 +148,11 @@ def test_a_sender_with_too_many_abandoned_threads_exits_75(
         eventbus.emit(
             "lead.assigned", organization=org, entity_kind="lead", payload={"to_owner_id": "u1"}
         )
-        sender = Managed(
-            "deliver_webhooks",
-            "--poll-interval",
-            "0.2",
-            "--no-listen",
-            WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
-            WEBHOOKS_ALLOW_HTTP="true",
+        sender = start_sender(
+            managed,
             WEBHOOKS_TIMEOUT="0.5",  # the attempt is given up after 2 x 0.5 + 5 s
             EVENTBUS_MAX_ABANDONED_THREADS="1",
         )
-        managed.append(sender)
         wait_for(lambda: sender.poll() is not None, timeout=90, what=sender.output)
         assert sender.returncode == 75, sender.output()
         assert "too many abandoned handler threads" in sender.output()

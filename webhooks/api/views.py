@@ -19,8 +19,7 @@ from rest_framework.response import Response
 
 from core.api.errors import InvalidState
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import errors, ok, request_example
-from core.api.schema import operation as schema_operation
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from webhooks import selectors, services
@@ -45,6 +44,8 @@ SUBSCRIBE_EXAMPLE = request_example("Leads and new contacts to a CRM", examples.
 NOT_FOUND = "No such webhook subscription in this organization."
 DISABLED_PING = "the subscription is disabled: enable it before a test ping"
 
+scoped_operation = write_implies_read(WEBHOOKS_READ, WEBHOOKS_WRITE, tag="webhooks")
+
 
 def operation(
     name: str,
@@ -58,16 +59,9 @@ def operation(
     which `webhooks:write` implies; anything else `webhooks:write`."""
 
     def decorate(method: ViewMethod) -> ViewMethod:
-        reads = method.__name__ == "get"
-        return schema_operation(
-            name,
-            summary,
-            description=description,
-            scope=WEBHOOKS_READ if reads else WEBHOOKS_WRITE,
-            tag="webhooks",
-            implied_by=WEBHOOKS_WRITE if reads else None,
-            parameters=parameters,
-            **kwargs,
+        scope = WEBHOOKS_READ if method.__name__ == "get" else WEBHOOKS_WRITE
+        return scoped_operation(
+            name, summary, description=description, scope=scope, parameters=parameters, **kwargs
         )(method)
 
     return decorate
