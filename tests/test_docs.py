@@ -132,3 +132,11 @@ def test_every_cited_requirement_has_an_entry_and_every_entry_is_cited() -> None
     entries = requirement_entries()
     assert {rid: sorted(paths) for rid, paths in cited.items() if rid not in entries} == {}
     assert entries - set(cited) == set()
+
+
+def test_the_readme_is_a_short_tour_with_the_two_commands_ci_runs() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 600  # the rest lives in docs/, linked from it
+    commands = re.findall(r"^python3 -m dev (\w+) ", readme, re.M)
+    assert commands[:2] == ["run", "test"]
+    assert (REPO / ".ci" / "run").read_text().rstrip().endswith("python3 -m dev test")
