@@ -5,12 +5,14 @@ the repository cites (`R-…`) is written out in docs/requirements.md."""
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache"}
-SKIPPED_PREFIXES = (".pgdata",)  # the embedded PostgreSQL's clusters
+# Without git: what .gitignore leaves out (caches, the embedded PostgreSQL's clusters, var/).
+SKIPPED_DIRS = {".git", ".venv", "var", "test-artifacts", "node_modules", "__pycache__"}
+SKIPPED_PREFIXES = (".pgdata", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^\s*```")
 HEADING = re.compile(r"^#{1,6} (.*?)\s*$")
@@ -21,6 +23,23 @@ OUTSIDE = (".." + "/shared", "/wo" + "rk/")
 
 
 def repository_files() -> Iterator[Path]:
+    """The repository's files: tracked or new, not ignored (git), else the tree minus what
+    .gitignore lists."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=False,
+        )
+    except OSError:  # no git on this machine
+        listed = subprocess.CompletedProcess([], returncode=1)
+    if listed.returncode == 0:
+        for name in sorted(set(listed.stdout.decode().split("\0")) - {""}):
+            path = REPO / name
+            if path.is_file() and not path.is_symlink():
+                yield path
+        return
     for path in sorted(REPO.rglob("*")):
         parts = path.relative_to(REPO).parts
         if any(p in SKIPPED_DIRS or p.startswith(SKIPPED_PREFIXES) for p in parts):
