@@ -27,11 +27,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import eventbus
+from ai import calls
 from ai.conf import ai_settings
 from ai.models import AiAccount, AiUsageDaily
 
 if TYPE_CHECKING:
-    from ai.gateway import EmbeddingResult
+    from ai.calls import EmbeddingResult
 
 OrgId = uuid.UUID | str
 
@@ -258,15 +259,11 @@ def _snapshot(account: AiAccount) -> None:
 def embedding_estimate(texts: list[str]) -> tuple[int, float]:
     """(tokens, cents) an embedding call for `texts` is reserved for: about four characters a
     token, rounded up per text; the charge after the call uses the provider's count."""
-    from ai.gateway import cost_cents
-
     tokens = sum(len(text) // 4 + 1 for text in texts)
-    return tokens, cost_cents(tokens, embedding=True)
+    return tokens, calls.cost_cents(tokens, embedding=True)
 
 
 def chat_estimate(text: str) -> float:
     """The cents a chat call about `text` is reserved for (its input, about four characters a
     token); the charge after the call uses the provider's counts."""
-    from ai.gateway import cost_cents
-
-    return cost_cents(len(text) // 4 + 1, 0)
+    return calls.cost_cents(len(text) // 4 + 1, 0)

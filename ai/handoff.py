@@ -14,7 +14,7 @@ from django.db import transaction
 
 import eventbus
 from ai import metrics
-from ai.mock import normalized_words
+from ai.words import normalized_words
 from crm.models import Conversation
 
 # The model is told to answer exactly this when a person should take over.

@@ -12,73 +12,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-import re
-import unicodedata
 
+from ai.calls import ChatMessage, ChatResult, EmbeddingResult, cost_cents
 from ai.conf import EMBEDDING_DIMENSIONS
-from ai.gateway import ChatMessage, ChatResult, EmbeddingResult, cost_cents
+from ai.words import normalized_words
 
 MOCK_CHAT_MODEL = "mock-chat"
 MOCK_EMBEDDING_MODEL = "mock-embedding"
-WORD = re.compile(r"[a-z0-9]+")
-# Short function words carry no meaning for retrieval (Portuguese and English).
-STOPWORDS = frozenset(
-    [
-        "a",
-        "o",
-        "e",
-        "de",
-        "da",
-        "do",
-        "das",
-        "dos",
-        "em",
-        "no",
-        "na",
-        "nos",
-        "nas",
-        "um",
-        "uma",
-        "para",
-        "por",
-        "com",
-        "que",
-        "qual",
-        "quais",
-        "como",
-        "se",
-        "eu",
-        "voce",
-        "vocês",
-        "voces",
-        "tem",
-        "ter",
-        "é",
-        "the",
-        "of",
-        "and",
-        "to",
-        "is",
-        "in",
-        "for",
-        "what",
-        "which",
-        "how",
-        "do",
-        "does",
-        "i",
-        "you",
-        "it",
-    ]
-)
 NEGATIVE = ("pessimo", "horrivel", "absurdo", "raiva", "irritado", "nunca mais", "lixo", "odeio")
 POSITIVE = ("obrigad", "otimo", "adorei", "perfeito", "excelente", "maravilh")
-
-
-def normalized_words(text: str) -> list[str]:
-    """Lower case, accents removed, stop words dropped."""
-    plain = unicodedata.normalize("NFKD", text.lower()).encode("ascii", "ignore").decode()
-    return [w for w in WORD.findall(plain) if w not in STOPWORDS]
 
 
 def hash_embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:

@@ -35,7 +35,7 @@ from ai.inbound import Inbound, resolve_inbound
 from ai.prompts import build_prompt
 from ai.rag.retrieval import retrieve
 from ai.sentiment import classify_inbound
-from core import flags
+from core import flag_state
 from crm.conversation_models import TemplateSuggestion
 from crm.conversations import suggest_template, window_open
 from crm.models import Message
@@ -173,7 +173,7 @@ def _budget_fallback(inbound: Inbound) -> None:
 def _switched_off(event: eventbus.Event, inbound: Inbound) -> str | None:
     """`disabled`: the organization's ai_responder flag is off (core.flags); `bot_inactive`:
     the bot is off for this conversation."""
-    if not flags.enabled(event.organization_id, "ai_responder"):
+    if not flag_state.enabled(event.organization_id, "ai_responder"):
         return "disabled"
     return None if inbound.conversation.bot_active else "bot_inactive"
 

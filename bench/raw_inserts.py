@@ -1,8 +1,8 @@
 """Raw-SQL baselines for bench/drain.py's emit figures: bare psycopg, same server, same run.
 
 - `single_row_loop`: one single-row INSERT per event into the plain `bench_raw_job` table, all in
-  one transaction (the "~12,400 single-row INSERTs/s in one transaction" of PERFORMANCE.md); the
-  baseline of target 1 (`emit()` in a transaction).
+  one transaction (about 12,400 INSERTs/s on the reference machine); the baseline of target 1
+  (`emit()` in a transaction).
 - `event_rows_loop`: the rows `emit()` writes (one event_log row + one eventbus_delivery row per
   consumer) in one statement per event, one transaction: what the real tables and their indexes
   cost, without the bus (no tenant lock, no routes, no validation). For reference.

@@ -22,12 +22,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/deskcomm"  # as deskcomm/settings.py
 # Every encryption key context of deskcomm/settings.py's ENCRYPTION_KEYS, by its variable.
 ENCRYPTION_KEY_VARIABLES = (
-    "WEBHOOK_SECRETS_KEY",
-    "CPF_ENCRYPTION_KEY",
-    "AI_PROVIDER_KEYS_KEY",
-    "ENCRYPTION_KEY_OAUTH",
-    "WAHA_ENCRYPTION_KEY",
-    "PIPELINE_SECRETS_KEY",
+    "ENCRYPTION_KEYS_WEBHOOKS",
+    "ENCRYPTION_KEYS_CPF",
+    "ENCRYPTION_KEYS_AI_PROVIDERS",
+    "ENCRYPTION_KEYS_OAUTH",
+    "ENCRYPTION_KEYS_WAHA",
+    "ENCRYPTION_KEYS_PIPELINES",
 )
 
 

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from core import audit, scopes, services, shown_once
+from core import admin_links, audit, scopes, services, shown_once
+from core.admin_links import Link
 from core.admin_scope import OrganizationListFilter, sees_all
 from core.admin_tables import ReadOnlyAdmin
 from core.flags import FLAGS
@@ -168,19 +169,22 @@ class OrganizationAdmin(admin.ModelAdmin):
 
     @admin.display(description="event bus")
     def bus_links(self, obj: Organization) -> SafeString:
-        return format_html(
-            '<a href="{}">events</a> · <a href="{}">dead letters</a> · <a href="{}">audit</a>',
-            _filtered("admin:eventbus_eventlog_changelist", organization=obj.pk),
-            _filtered("admin:eventbus_deadletter_changelist", organization=obj.pk),
-            _filtered("admin:core_auditlog_changelist", organization=obj.pk),
+        """The pages the apps registered for an organization (core.admin_links), then its audit."""
+        links = [*admin_links.organization_links(), Link("audit", "admin:core_auditlog_changelist")]
+        return format_html_join(
+            " · ",
+            '<a href="{}">{}</a>',
+            ((_filtered(link.viewname, organization=obj.pk), link.label) for link in links),
         )
 
 
 def audit_target(entry: AuditLog) -> SafeString | str:
-    """What an audit entry acted on: a link to the delivery, else `type:id`."""
-    if entry.target_type == "eventbus.delivery" and entry.target_id.isdigit():
-        url = reverse("admin:eventbus_delivery_change", args=[entry.target_id])
-        return format_html('<a href="{}">delivery {}</a>', url, entry.target_id)
+    """What an audit entry acted on: a link to it when its app registered one
+    (core.admin_links), else `type:id`."""
+    link = admin_links.audit_target_link(entry.target_type)
+    if link is not None and entry.target_id.isdigit():
+        url = reverse(link.viewname, args=[entry.target_id])
+        return format_html('<a href="{}">{} {}</a>', url, link.label, entry.target_id)
     return f"{entry.target_type}:{entry.target_id}"
 
 
@@ -235,7 +239,10 @@ class AuditLogAdmin(ReadOnlyAdmin):
     def request(self, obj: AuditLog) -> SafeString | str:
         if not obj.request_id:
             return "-"
-        url = _filtered("eventbus_ops:correlation", request_id=obj.request_id)
+        view = admin_links.request_view()
+        if view is None:
+            return obj.request_id
+        url = _filtered(view, request_id=obj.request_id)
         return format_html('<a href="{}">{}</a>', url, obj.request_id)
 
 

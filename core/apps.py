@@ -50,6 +50,12 @@ class CoreConfig(AppConfig):
         pre_migrate.connect(lift_statement_timeout_for_migrate, sender=self)
         post_migrate.connect(restore_statement_timeout_after_migrate, sender=self)
         register_defaults()
+        from core.crypto import warn_deprecated_key_variables
+
+        warn_deprecated_key_variables()  # ENCRYPTION_KEYS_<CONTEXT>'s former names, once
+        from core import restore_scope
+
+        restore_scope.count_after_restore(self.label)  # a restore must bring back core's tables
         from core.slow_queries import SlowStatementsCollector
 
         register_scrape_collector(SlowStatementsCollector)  # pg_stat_statements' top 20

@@ -31,11 +31,10 @@ from django.core.files.storage import Storage, storages
 from django.db import connection
 from psycopg import sql
 
-from core import pooler
+from core import pooler, restore_scope
 from core.db import drop_database
 from core.pg_tools import tools_for
 
-CORE_APPS = ("core", "jobs", "crm", "eventbus", "webhooks")
 PREFIX = "deskcomm-"
 STAMP_FORMAT = "%Y%m%dT%H%M%S%fZ"
 
@@ -59,10 +58,11 @@ def backup_storage() -> Storage:
 
 
 def core_tables() -> list[str]:
-    """The tables of the core apps' concrete models (what a restore must bring back)."""
+    """The tables of the registered apps' concrete models (what a restore must bring back:
+    core.restore_scope)."""
     return sorted(
         model._meta.db_table
-        for label in CORE_APPS
+        for label in restore_scope.labels()
         for model in apps.get_app_config(label).get_models()
         if model._meta.managed and not model._meta.proxy
     )

@@ -68,7 +68,7 @@ def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckM
         elif not crypto.configured_keys(context) and not crypto.dev_keys_allowed():
             errors.append(
                 Error(
-                    f"no encryption key is configured for {context} (production refuses to start)",
+                    f"{crypto.missing_key_message(context)} (production refuses to start)",
                     hint=_KEY_HINT,
                     id="deskcomm.E002",
                 )
@@ -77,8 +77,7 @@ def check_encryption_keys(app_configs: Any = None, **kwargs: Any) -> list[CheckM
 
 
 _KEY_HINT = (
-    "Set the context's key in the environment (WEBHOOK_SECRETS_KEY for webhook_secrets, "
-    "CPF_ENCRYPTION_KEY for cpf, ENCRYPTION_KEY_OAUTH for oauth): "
+    "Generate a key with "
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
 
@@ -171,7 +170,7 @@ def check_database_roles(
                     f"database {alias!r} connects as {user!r}, which is not a member of "
                     f"{PLATFORM_GROUP}: this platform connection's bypass shows no tenant's rows.",
                     hint="Set DATABASE_WORKER_URL to the worker role (python3 -m dev creates "
-                    f"deskcomm_worker), or GRANT {PLATFORM_GROUP} TO {user} (README "
+                    f"deskcomm_worker), or GRANT {PLATFORM_GROUP} TO {user} (docs/configuration.md "
                     '"Database roles").',
                     id="deskcomm.E040",
                 )
@@ -182,7 +181,7 @@ def check_database_roles(
                     f"the web process connects as {user!r}, a member of {PLATFORM_GROUP}: a "
                     "statement it sends can lift the tenant wall (SET app.rls_bypass = on).",
                     hint="Set DATABASE_WEB_URL to a role outside it (python3 -m dev creates "
-                    'deskcomm_web; README "Database roles").',
+                    'deskcomm_web; docs/configuration.md "Database roles").',
                     id="deskcomm.W040",
                 )
             )
@@ -206,7 +205,7 @@ def check_archive_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckM
 
 
 # The file roots that must outlive a container (every one a setting or a storage alias's
-# location; README "Production", docs/deployment.md "Data volume"). STATIC_ROOT is not one: the
+# location; docs/deployment.md "Data volume"). STATIC_ROOT is not one: the
 # image collects it at build time, and PROMETHEUS_MULTIPROC_DIR is a per-start scratch directory.
 FILE_ROOT_STORAGES = {
     "ARCHIVE_ROOT": "archive",

@@ -19,6 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.crypto import salted_hmac
 
+from core import key_variables
+
 if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
 
@@ -137,6 +139,27 @@ def blind_index(context: str, value: str) -> str:
     return salted_hmac(f"deskcomm.blind_index.{context}", value, algorithm="sha256").hexdigest()
 
 
+def missing_key_message(context: str) -> str:
+    """What to do when a context has no key: names the exact variable to set."""
+    return (
+        f"no encryption key is configured for {context}: set {key_variables.variable(context)} "
+        "(comma-separated Fernet keys, newest first; see .env.example)"
+    )
+
+
+def warn_deprecated_key_variables() -> None:
+    """Log, once per process (at start-up: core's AppConfig.ready), each deprecated key variable
+    this process was given, with the name to use instead."""
+    for former, current in getattr(settings, "ENCRYPTION_KEY_ALIASES", {}).items():
+        if former not in _warned:
+            _warned.add(former)
+            logger.warning(
+                "%s is deprecated: rename it to %s (the old name is still read for now)",
+                former,
+                current,
+            )
+
+
 def dev_keys_allowed() -> bool:
     """Development only: DEBUG, or the insecure development SECRET_KEY (refused in production)."""
     return bool(settings.DEBUG) or settings.SECRET_KEY == settings.INSECURE_DEV_SECRET_KEY
@@ -152,10 +175,7 @@ def _fernet(context: str) -> MultiFernet:
             raise ImproperlyConfigured(problem)
         return MultiFernet([Fernet(k) for k in keys])
     if not dev_keys_allowed():
-        raise ImproperlyConfigured(
-            f"no encryption key is configured for {context}: set its environment variable "
-            "(see .env.example), e.g. WEBHOOK_SECRETS_KEY for webhook secrets"
-        )
+        raise ImproperlyConfigured(missing_key_message(context))
     return MultiFernet([Fernet(_dev_key(context))])
 
 

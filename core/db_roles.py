@@ -20,7 +20,7 @@ Each URL falls back to `DATABASE_URL`, so a single-role setup keeps working: the
 every process's role, and the web one can lift the wall (system check deskcomm.W040 says so).
 The group roles are created by the migration `core/0013_database_roles` (or by whoever sets up
 the server: python3 -m dev, the compose files' `db-roles` service); the login roles and their
-passwords by the deploy. README "Database roles".
+passwords by the deploy. docs/configuration.md "Database roles".
 
 This module imports nothing from Django at load time: the settings module uses it.
 """

@@ -6,25 +6,26 @@ travel as libpq `options` (`-c name=value`), so the server applies them when the
 opens: no extra statement, and nothing a handler's `SET` could forget to undo. The settings give
 every connection the web values; a worker command switches its process with
 `use_database_timeouts("worker")`, and `migrate` lifts the statement timeout while it runs.
-This module imports nothing from Django at load time: the settings module uses it.
+The flags themselves are built by core.timeout_options (which the settings module uses).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
-TIMEOUTS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
-_TIMEOUT_FLAG = re.compile(r"-c\s*(?:" + "|".join(TIMEOUTS) + r")=\S*")
+from django.conf import settings
+from django.db import connections
 
+from core import pooler
+from core.timeout_options import TIMEOUTS, with_timeouts
 
-def with_timeouts(options: str, timeouts: Mapping[str, float]) -> str:
-    """libpq `options` carrying `timeouts` (seconds) as `-c name=<milliseconds>` flags; other
-    flags (from DATABASE_URL) are kept, earlier timeout flags replaced."""
-    kept = " ".join(_TIMEOUT_FLAG.sub("", options).split())
-    flags = [f"-c {name}={round(seconds * 1000)}" for name, seconds in timeouts.items()]
-    return " ".join([kept, *flags] if kept else flags)
+__all__ = [
+    "TIMEOUTS",
+    "lift_statement_timeout_for_migrate",
+    "restore_statement_timeout_after_migrate",
+    "use_database_timeouts",
+    "with_timeouts",
+]
 
 
 def use_database_timeouts(role: str) -> None:
@@ -34,11 +35,6 @@ def use_database_timeouts(role: str) -> None:
     connection is closed (it keeps the values it opened with), and Django opens a new one at
     the next query. `role` is a key of `settings.DATABASE_TIMEOUTS`.
     """
-    from django.conf import settings
-    from django.db import connections
-
-    from core import pooler
-
     pooler.use_role(role)
     timeouts = settings.DATABASE_TIMEOUTS[role]
     for connection in connections.all():
@@ -53,10 +49,6 @@ def lift_statement_timeout_for_migrate(*, using: str, **kwargs: Any) -> None:
     """pre_migrate: no statement timeout while migrations run (an index build or a backfill may
     take long on a big table); the lock timeout stays, so a migration that cannot get its lock
     fails instead of holding every query queued behind it."""
-    from django.db import connections
-
-    from core import pooler
-
     if pooler.pooled(using):
         return  # `migrate` runs on the direct server (core.pooler.DIRECT_COMMANDS)
     with connections[using].cursor() as cursor:
@@ -65,10 +57,6 @@ def lift_statement_timeout_for_migrate(*, using: str, **kwargs: Any) -> None:
 
 def restore_statement_timeout_after_migrate(*, using: str, **kwargs: Any) -> None:
     """post_migrate: back to the value the connection opened with."""
-    from django.db import connections
-
-    from core import pooler
-
     if pooler.pooled(using):
         return
     with connections[using].cursor() as cursor:

@@ -1,5 +1,6 @@
 """Per-organization feature flags (seed 001 §5.5): `Organization.feature_flags`, a JSON object of
-flag name -> bool, edited in the admin (Organizations) and read only through `enabled`.
+flag name -> bool, edited in the admin (Organizations) and read only through
+`core.flag_state.enabled`.
 
 Every flag is declared here with its default; a flag an organization has not set has its
 default, so a new flag needs no data migration. Unknown names and non-boolean values are refused
@@ -8,7 +9,6 @@ default, so a new flag needs no data migration. Unknown names and non-boolean va
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,17 +43,3 @@ def validate_feature_flags(value: Any) -> None:
         raise ValidationError(
             "Feature flag(s) %(wrong)s must be true or false.", params={"wrong": ", ".join(wrong)}
         )
-
-
-def enabled(organization_id: uuid.UUID | str, name: str) -> bool:
-    """Whether flag `name` is on for the organization (its default when not set)."""
-    from core.models import Organization
-
-    flag = FLAGS[name]  # a KeyError here is a typo in the caller, not a tenant's data
-    stored = (
-        Organization.objects.filter(pk=organization_id)
-        .values_list("feature_flags", flat=True)
-        .first()
-    )
-    value = (stored or {}).get(name, flag.default)
-    return value if isinstance(value, bool) else flag.default

@@ -24,7 +24,8 @@ session-level setting the project used with a per-transaction one:
   need one whole session (`migrate`, `backup`, `restore_check`, `dbshell`) run their Django
   connection on it too (`select_for_process`).
 
-System check deskcomm.E101 refuses the pooler without DATABASE_DIRECT_URL; README "PgBouncer".
+System check deskcomm.E101 refuses the pooler without DATABASE_DIRECT_URL; docs/configuration.md
+"PgBouncer".
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import pq
 
 from core.db_roles import PLATFORM_ALIAS
+from core.timeout_options import TIMEOUTS, with_timeouts
 
 TRANSACTION = "transaction"
 POOLED_ALIAS = "default"  # the database DATABASE_URL names
@@ -54,7 +56,11 @@ PROLOGUE_SQL = (
 )
 # On a connection wrapper: (tenant, bypass, proof) set by core.rls.
 _SCOPE = "_deskcomm_pooled_scope"
-_state: dict[str, Any] = {"direct": False, "role": "web"}
+_state: dict[str, Any] = {
+    "direct": False,
+    "role": "web",
+    "default_bypass": lambda connection: False,  # core.rls's rule once it is loaded
+}
 
 
 def configured() -> bool:
@@ -100,8 +106,6 @@ def select_for_process(argv: Sequence[str]) -> None:
 def go_direct() -> None:
     """This process's Django connections use DATABASE_DIRECT_URL's server, with the startup
     options (timeouts, bypass) a direct connection takes."""
-    from core.db_timeouts import with_timeouts
-
     _state["direct"] = True
     settings_dict = connections[POOLED_ALIAS].settings_dict
     settings_dict.update({name.upper(): value for name, value in direct_params().items()})
@@ -138,17 +142,18 @@ def remember_scope(
         raw.execute(PROLOGUE_SQL, prologue_params(connection))
 
 
-def prologue_params(connection: BaseDatabaseWrapper) -> list[str]:
-    from core import rls
+def use_default_bypass(rule: Callable[[BaseDatabaseWrapper], bool]) -> None:
+    """core.rls installs its rule here when it loads: whether a connection nothing scoped
+    bypasses row-level security. Until then none does (the safe answer)."""
+    _state["default_bypass"] = rule
 
-    default = ("", rls.default_bypass(connection), "")
+
+def prologue_params(connection: BaseDatabaseWrapper) -> list[str]:
+    default = ("", _state["default_bypass"](connection), "")
     tenant, bypass, proof = connection.__dict__.get(_SCOPE, default)
     timeouts: Mapping[str, float] = settings.DATABASE_TIMEOUTS[_state["role"]]
-    milliseconds = [str(round(timeouts[name] * 1000)) for name in _TIMEOUTS]
+    milliseconds = [str(round(timeouts[name] * 1000)) for name in TIMEOUTS]
     return [tenant, proof, "on" if bypass else "off", *milliseconds]
-
-
-_TIMEOUTS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
 
 def begin(connection: BaseDatabaseWrapper) -> None:

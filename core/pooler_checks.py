@@ -15,7 +15,8 @@ from core.checks import PROJECT_TAG
 PGBOUNCER_PORT = 6432
 _POOLER_HINT = (
     "Behind PgBouncer in transaction mode set DATABASE_POOLER=transaction and "
-    "DATABASE_DIRECT_URL=postgres://user@db-host:5432/ (the server itself); README 'PgBouncer'."
+    "DATABASE_DIRECT_URL=postgres://user@db-host:5432/ (the server itself); "
+    "docs/configuration.md 'PgBouncer'."
 )
 
 

@@ -130,6 +130,9 @@ def default_bypass(connection: BaseDatabaseWrapper) -> bool:
     return connection.alias in db_roles.PLATFORM_ALIASES or process_bypasses()
 
 
+pooler.use_default_bypass(default_bypass)  # the pooled prologue's scope when nothing set one
+
+
 def platform_configured() -> bool:
     """Whether this process has a `platform` alias: its own role cannot use the bypass."""
     return db_roles.PLATFORM_ALIAS in settings.DATABASES
@@ -228,9 +231,9 @@ def reset_scope(using: str = "default") -> None:
 
 def _reset_idle(connection: BaseDatabaseWrapper) -> None:
     """The reset of an idle session (the end of every API request): one simple query straight
-    through libpq, which releases the GIL while it waits. Through a cursor the same round trip
-    spent 70-100 us of Python in psycopg's and Django's execute; this spends about 15 (README
-    "Issue #23"). A session whose reset fails is closed, never handed to the next request."""
+    through libpq, which releases the GIL while it waits. Through a cursor the same round trip spent
+    70-100 us of Python in psycopg's and Django's execute; this spends about 15 (docs/benchmarks.md,
+    issue 23). A session whose reset fails is closed, never handed to the next request."""
     try:
         result = connection.connection.pgconn.exec_(RESET_SQL[default_bypass(connection)])
         failed = None if result.status == pq.ExecStatus.TUPLES_OK else result.error_message

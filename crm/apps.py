@@ -12,6 +12,7 @@ class CrmConfig(AppConfig):
     verbose_name = "CRM records"
 
     def ready(self) -> None:
+        from core import restore_scope
         from core.crypto import register_encrypted_field
         from crm import conversation_scopes  # noqa: F401  (conversations:*, analytics:read)
         from crm.api import (
@@ -21,3 +22,4 @@ class CrmConfig(AppConfig):
         from crm.models import Contact
 
         register_encrypted_field(Contact.CPF_CONTEXT, "crm.Contact", "cpf_encrypted")
+        restore_scope.count_after_restore(self.label)  # the CRM's records, checked after a restore

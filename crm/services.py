@@ -540,21 +540,29 @@ def send_message(
             reply_to=reply_to,
             is_template=is_template,
         )
-        eventbus.emit(
-            "message.queued",
-            organization=conversation.organization_id,
-            entity_kind="message",
-            entity_id=message.id,
-            payload={
-                "message_id": str(message.id),
-                "conversation_id": str(conversation.pk),
-                "contact_id": str(conversation.contact_id),
-                "channel": conversation.channel,
-                "sender": sender,
-            },
-            idempotency_key=f"message.queued:{message.id}",
-        )
+        emit_message_queued(message)
     return message
+
+
+def emit_message_queued(message: Message, *, idempotency_key: str = "") -> None:
+    """`message.queued` for an outbound message, which its channel's send worker consumes: ids
+    only (the worker reads the row). The key defaults to one per message; a re-queue (the
+    WhatsApp recovery job) passes its own."""
+    conversation = message.conversation
+    eventbus.emit(
+        "message.queued",
+        organization=message.organization_id,
+        entity_kind="message",
+        entity_id=message.pk,
+        payload={
+            "message_id": str(message.pk),
+            "conversation_id": str(conversation.pk),
+            "contact_id": str(conversation.contact_id),
+            "channel": conversation.channel,
+            "sender": message.sender,
+        },
+        idempotency_key=idempotency_key or f"message.queued:{message.pk}",
+    )
 
 
 def register_send_check(channel: str, check: SendCheck) -> None:

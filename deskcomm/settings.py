@@ -11,10 +11,10 @@ from typing import Any
 
 import environ
 
-from core import db_roles
-from core.db_timeouts import with_timeouts
+from core import db_roles, key_variables
 from core.replica.conf import ALIAS as REPLICA_ALIAS
 from core.replica.conf import replica_database
+from core.timeout_options import with_timeouts
 from jobs.broker_config import choose_backend, dramatiq_broker
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -136,7 +136,7 @@ AUTHENTICATION_BACKENDS = [
     "core.admin_scope.ScopedModelBackend",
 ]
 
-# Admin login hardening (README "Admin security"). Lockout: after ADMIN_LOGIN_FAILURE_LIMIT
+# Admin login hardening (docs/admin.md "Admin security"). Lockout: after ADMIN_LOGIN_FAILURE_LIMIT
 # failed logins for one username from one address, that pair is refused (429) for
 # ADMIN_LOGIN_COOLOFF_MINUTES, or until `manage.py admin_recover USER` unlocks it.
 AXES_FAILURE_LIMIT = env.int("ADMIN_LOGIN_FAILURE_LIMIT", default=5)
@@ -176,9 +176,10 @@ TEMPLATES = [
 
 # PostgreSQL only (system check deskcomm.E001 refuses anything else). `python3 -m dev`
 # sets DATABASE_URL to an embedded server when the environment does not.
-# Database roles (core.db_roles; README "Database roles"): DATABASE_URL is the owner's (migrations),
-# DATABASE_WORKER_URL the platform processes', DATABASE_WEB_URL the web servers'; each unset one
-# is DATABASE_URL. DATABASE_ROLE (owner, worker or web) overrides the choice by command.
+# Database roles (core.db_roles; docs/configuration.md "Database roles"): DATABASE_URL is the
+# owner's (migrations), DATABASE_WORKER_URL the platform processes', DATABASE_WEB_URL the web
+# servers'; each unset one is DATABASE_URL. DATABASE_ROLE (owner, worker or web) overrides the
+# choice by command.
 DATABASE_URL = env.str("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/deskcomm")
 DATABASE_WORKER_URL = env.str("DATABASE_WORKER_URL", default="")
 DATABASE_WEB_URL = env.str("DATABASE_WEB_URL", default="")
@@ -195,8 +196,8 @@ DATABASES = {
 # Workers keep their connection between handler runs; health checks drop dead ones.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# Server-side timeouts per process role, seconds (0 = none); README "Database timeouts". Every
-# connection opens with the web values; worker processes switch with
+# Server-side timeouts per process role, seconds (0 = none); docs/configuration.md "Database
+# timeouts". Every connection opens with the web values; worker processes switch with
 # core.db_timeouts.use_database_timeouts("worker"); migrate lifts the statement timeout.
 DB_LOCK_TIMEOUT = env.float("DB_LOCK_TIMEOUT", default=10.0)
 DB_IDLE_IN_TRANSACTION_TIMEOUT = env.float("DB_IDLE_IN_TRANSACTION_TIMEOUT", default=60.0)
@@ -227,9 +228,10 @@ _platform = env.db_url_config(DATABASE_WORKER_URL or DATABASE_URL)
 if DATABASE_ROLE == db_roles.WEB and not db_roles.same_login(_platform, DATABASES["default"]):
     DATABASES[db_roles.PLATFORM_ALIAS] = db_roles.platform_database(_platform, DATABASES["default"])
 
-# Read replica (README "Read replica"): a streaming standby that serves the read-only admin pages,
-# the status page and the API lists (core.replica); writes, workers and migrations stay on the
-# primary. Set after the primary's options: the replica's sessions get the same timeouts.
+# Read replica (docs/configuration.md "Read replica"): a streaming standby that serves the
+# read-only admin pages, the status page and the API lists (core.replica); writes, workers and
+# migrations stay on the primary. Set after the primary's options: the replica's sessions get the
+# same timeouts.
 DATABASE_REPLICA_URL = env.str("DATABASE_REPLICA_URL", default="")
 if DATABASE_REPLICA_URL:
     DATABASES[REPLICA_ALIAS] = replica_database(
@@ -255,11 +257,11 @@ DATABASE_REPLICA = given(
     }
 )
 
-# --- Connection pooler (core.pooler; README "PgBouncer") --------------------------------------
-# DATABASE_POOLER=transaction: DATABASE_URL is a transaction-mode PgBouncer. Scope and timeouts
-# are then set per transaction instead of as startup options (PgBouncer refuses those: empty,
-# also against PGOPTIONS), and server-side cursors are off. DATABASE_DIRECT_URL is the server
-# itself, for what needs a session (LISTEN, session advisory locks, migrate, pg_dump).
+# --- Connection pooler (core.pooler; docs/configuration.md "PgBouncer") --------------------------
+# DATABASE_POOLER=transaction: DATABASE_URL is a transaction-mode PgBouncer. Scope and timeouts are
+# then set per transaction instead of as startup options (PgBouncer refuses those: empty, also
+# against PGOPTIONS), and server-side cursors are off. DATABASE_DIRECT_URL is the server itself, for
+# what needs a session (LISTEN, session advisory locks, migrate, pg_dump).
 DATABASE_POOLER = env.str("DATABASE_POOLER", default="")
 DATABASE_DIRECT_URL = env.str("DATABASE_DIRECT_URL", default="")
 if DATABASE_POOLER.lower() == "transaction":
@@ -495,9 +497,10 @@ EVENTBUS = given(
         "DLQ_ALERT_INTERVAL": env.float("EVENTBUS_DLQ_ALERT_INTERVAL", default=unset),
         # Slack-compatible incoming-webhook URL (a secret: environment only); empty = mail only.
         "DLQ_ALERT_WEBHOOK_URL": env.str("EVENTBUS_DLQ_ALERT_WEBHOOK_URL", default=unset),
-        # The circuit breaker per consumer (README "Pause, resume and circuit breakers"): at least
-        # FAILURE_RATE of at least MIN_VOLUME deliveries settled within WINDOW_SECONDS failed ->
-        # paused as "open"; after COOL_DOWN_SECONDS one probe runs; its success resumes it.
+        # The circuit breaker per consumer (docs/workers.md "Pause, resume and circuit breakers"):
+        # at least FAILURE_RATE of at least MIN_VOLUME deliveries settled within WINDOW_SECONDS
+        # failed -> paused as "open"; after COOL_DOWN_SECONDS one probe runs; its success resumes
+        # it.
         "BREAKER_ENABLED": env.bool("EVENTBUS_BREAKER_ENABLED", default=unset),
         "BREAKER_FAILURE_RATE": env.float("EVENTBUS_BREAKER_FAILURE_RATE", default=unset),
         "BREAKER_MIN_VOLUME": env.int("EVENTBUS_BREAKER_MIN_VOLUME", default=unset),
@@ -651,18 +654,14 @@ SENTRY_TRACES_SAMPLE_RATE = env.float("SENTRY_TRACES_SAMPLE_RATE", default=0.0)
 # (fails closed) unless DEBUG is on.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 
-# Encryption keys per context (core.crypto): comma-separated Fernet keys, current key first;
+# Encryption keys per context (core.crypto), from ENCRYPTION_KEYS_<CONTEXT> (core.key_variables:
+# the names, and the deprecated ones still read): comma-separated Fernet keys, current key first;
 # old keys keep decrypting during a rotation. Generate one with
 # `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
-ENCRYPTION_KEYS = {
-    "webhook_secrets": env.list("WEBHOOK_SECRETS_KEY", default=[]),
-    "cpf": env.list("CPF_ENCRYPTION_KEY", default=[]),  # contacts' CPF (LGPD)
-    "ai_provider": env.list("AI_PROVIDER_KEYS_KEY", default=[]),  # organizations' AI API keys
-    "oauth": env.list("ENCRYPTION_KEY_OAUTH", default=[]),  # Nuvemshop stores' access tokens
-    "waha_byo": env.list("WAHA_ENCRYPTION_KEY", default=[]),  # WAHA API keys, HMAC secrets
-    # Pipelines' secret http-request header values (pipelines.secrets).
-    "pipeline_secrets": env.list("PIPELINE_SECRETS_KEY", default=[]),
-}
+# ENCRYPTION_KEY_ALIASES: the deprecated names this process was given ({old: new}; logged once).
+ENCRYPTION_KEYS, ENCRYPTION_KEY_ALIASES = key_variables.read_keys(
+    lambda name: [key.strip() for key in env.list(name, default=[]) if key.strip()]
+)
 
 # Outbound webhooks, read at call time through `webhooks.conf.webhook_settings`.
 # The worker registry (core/workers.py): every long-running process heartbeats this often; the
@@ -732,7 +731,8 @@ PIPELINES = given(
         "HTTP_TIMEOUT": env.float("PIPELINES_HTTP_TIMEOUT", default=unset),
         # Development only: let http-request reach loopback/private addresses.
         "ALLOW_PRIVATE_TARGETS": env.bool("PIPELINES_ALLOW_PRIVATE_TARGETS", default=unset),
-        # Bounds on tenant templates and expressions, per validation and per run (README).
+        # Bounds on tenant templates and expressions, per validation and per run
+        # (docs/integrations/pipelines.md).
         "TEMPLATE_TIME_BUDGET_MS": env.int("PIPELINES_TEMPLATE_TIME_BUDGET_MS", default=unset),
         "TEMPLATE_MAX_OUTPUT": env.int("PIPELINES_TEMPLATE_MAX_OUTPUT", default=unset),
         "TEMPLATE_MAX_ITERATIONS": env.int("PIPELINES_TEMPLATE_MAX_ITERATIONS", default=unset),

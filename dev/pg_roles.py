@@ -1,9 +1,9 @@
 """SQL that sets up the application's roles on the embedded server (none is a superuser).
 
-The roles of core.db_roles (README "Database roles"): the owner `deskcomm` (migrations), the
-worker role `deskcomm_worker` (platform processes: may use the RLS bypass) and the web role
-`deskcomm_web` (may not), and the two group roles every database's policies and grants name,
-`deskcomm_platform` (whose members may bypass) and `deskcomm_app` (rows and sequences). On
+The roles of core.db_roles (docs/configuration.md, "Database roles"): the owner `deskcomm`
+(migrations), the worker role `deskcomm_worker` (platform processes: may use the RLS bypass) and the
+web role `deskcomm_web` (may not), and the two group roles every database's policies and grants
+name, `deskcomm_platform` (whose members may bypass) and `deskcomm_app` (rows and sequences). On
 this server (trust authentication on 127.0.0.1) they need no passwords.
 """
 

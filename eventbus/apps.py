@@ -20,6 +20,7 @@ class EventbusConfig(AppConfig):
     verbose_name = "Event bus"
 
     def ready(self) -> None:
+        from core import admin_links, restore_scope
         from eventbus import checks  # noqa: F401  (registers the system checks)
         from eventbus.api import scopes  # noqa: F401  (declares the API key scopes)
         from eventbus.conf import bus_settings
@@ -27,6 +28,14 @@ class EventbusConfig(AppConfig):
         for module in handler_modules(bus_settings.HANDLER_MODULES):
             import_module(module)
         post_migrate.connect(_sync_after_migrate, sender=self)
+        restore_scope.count_after_restore(self.label)  # the log and deliveries, after a restore
+        # The core admin's links into the bus's pages (core.admin_links).
+        admin_links.link_organization("events", "admin:eventbus_eventlog_changelist")
+        admin_links.link_organization("dead letters", "admin:eventbus_deadletter_changelist")
+        admin_links.link_audit_target(
+            "eventbus.delivery", "admin:eventbus_delivery_change", "delivery"
+        )
+        admin_links.link_request("eventbus_ops:correlation")
 
         from core.health import registry as health
         from core.metrics import register_scrape_collector

@@ -7,7 +7,7 @@ lease set, attempt counted). Every later transition is fenced by the claim's `le
 worker whose lease was taken over changes 0 rows, and that is logged and counted, never raised.
 Rows are read by column name. Times come from Python (`timezone.now()`), so tests control them.
 
-Failure isolation (SPEC R-F1): an attempt is charged only to a delivery whose own handler may
+Failure isolation (R-F1): an attempt is charged only to a delivery whose own handler may
 have run. The reaper charges a dead worker's delivery only when it was the one thing that worker
 held; when it held several, none is charged: each is marked `isolate` and `redelivered` and runs
 alone next, so a delivery that kills its worker is soon the only one held when it does.

@@ -16,6 +16,7 @@ class JobsConfig(AppConfig):
     verbose_name = "Scheduled jobs"
 
     def ready(self) -> None:
+        from core import restore_scope
         from core.metrics import register_scrape_collector
         from jobs import housekeeping  # noqa: F401  (the core layer's jobs)
         from jobs.metrics import JobsCollector
@@ -26,5 +27,6 @@ class JobsConfig(AppConfig):
             if find_spec(f"{config.name}.jobs") is not None:
                 import_module(f"{config.name}.jobs")
         register_scrape_collector(JobsCollector)
+        restore_scope.count_after_restore(self.label)  # a restore must bring back the job runs
         # After the last app's migrations (django_celery_beat's tables exist by then).
         post_migrate.connect(install_schedules_after_migrate, sender=self)

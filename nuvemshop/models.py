@@ -29,7 +29,7 @@ class Store(models.Model):
         CONNECTED = "connected"
         UNINSTALLED = "uninstalled"  # app/uninstalled: the token is gone, nothing syncs
         SUSPENDED = "suspended"  # app/suspended (unpaid): API access stopped until app/resumed
-        TOKEN_INVALID = "token_invalid"  # noqa: S105  (a status name)  # the API answered 401: reinstall (README runbook)
+        TOKEN_INVALID = "token_invalid"  # noqa: S105  (a status name)  # the API answered 401: reinstall (docs/integrations/nuvemshop.md)
         REDACTED = "redacted"  # store/redact: the store's data was removed
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

@@ -110,7 +110,8 @@ def store_status_set(*, store: Store, status: str, reason: str) -> None:
 
 
 def store_token_invalid(*, store: Store, error: str) -> None:
-    """The API refused the token (401): stop syncing and tell a human (README runbook)."""
+    """The API refused the token (401): stop syncing and tell a human (its runbook:
+    docs/integrations/nuvemshop.md)."""
     store_status_set(store=store, status=Store.Status.TOKEN_INVALID, reason=error)
     alert(
         "Nuvemshop token invalid",

@@ -26,6 +26,8 @@ from pipelines import templating
 TRIGGER_ORDER_PRE = "order.pre"
 TRIGGER_ORDER_POST = "order.post"
 EVENT_PREFIX = "event."
+# The consumer that runs event.<type> pipelines (pipelines/handlers.py).
+EVENT_WORKER = "pipeline-event-worker"
 NODE_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 ON_ERROR = ("abort", "continue")

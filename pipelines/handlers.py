@@ -23,11 +23,12 @@ from django.utils import timezone
 import eventbus
 from crm.models import Order
 from eventbus.provenance import cause_of
+from eventbus.registry import Consumer, make_consumer, registry
 from eventbus.tenancy import guard_ids, guard_payload
 from pipelines import engine, metrics, selectors
 from pipelines.conf import pipeline_settings
 from pipelines.context import event_context, order_context
-from pipelines.definition import EVENT_PREFIX, TRIGGER_ORDER_POST
+from pipelines.definition import EVENT_PREFIX, EVENT_WORKER, TRIGGER_ORDER_POST
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +91,22 @@ def run_event_pipeline(event: eventbus.Event) -> None:
         raise PipelineFailed(outcome.execution.error)
 
 
-EVENT_PIPELINE_TYPES = tuple(t for t in pipeline_settings.EVENT_TYPES if t != "order.confirmed")
-if EVENT_PIPELINE_TYPES:
-    eventbus.consumer("pipeline-event-worker", events=EVENT_PIPELINE_TYPES, runs_on="broker")(
-        run_event_pipeline
-    )
+def event_pipeline_consumer() -> Consumer | None:
+    """`pipeline-event-worker` for the PIPELINES_EVENT_TYPES set now (read when called, never
+    cached), or None when no type is listed. `order.confirmed` is order-post-worker's."""
+    types = tuple(t for t in pipeline_settings.EVENT_TYPES if t != "order.confirmed")
+    if not types:
+        return None
+    return make_consumer(EVENT_WORKER, run_event_pipeline, events=types, runs_on="broker")
+
+
+def register_event_pipeline_consumer() -> None:
+    """Subscribe `pipeline-event-worker` to the types the settings list at registration time
+    (this module's discovery at start-up; again after a settings change, e.g. in a test)."""
+    registry.unregister(EVENT_WORKER)
+    worker = event_pipeline_consumer()
+    if worker is not None:
+        registry.register(worker)
+
+
+register_event_pipeline_consumer()

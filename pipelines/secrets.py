@@ -4,7 +4,7 @@ An `http-request` header is secret when its node lists it in `config.secretHeade
 name says so (token, key, secret, auth, password, cookie, signature). Its value never stays in
 `Pipeline.definition`: the definition keeps `MASK` in its place and the values live in
 `Pipeline.secret_headers_encrypted`, one Fernet token (`core.crypto`, context
-`pipeline_secrets`, key PIPELINE_SECRETS_KEY) of `{node id: {header: value}}`. So the API, the
+`pipeline_secrets`, key ENCRYPTION_KEYS_PIPELINES) of `{node id: {header: value}}`. So the API, the
 admin and the audit log only ever see the mask. A definition sent back with `MASK` for a secret
 header keeps the stored value; a new value replaces it. The engine runs `restore(definition,
 secrets)`. `redact_url` hides the values of a rendered URL's query string in step excerpts.

@@ -6,14 +6,14 @@ import uuid
 
 from django.db.models import QuerySet
 
-from core import flags
+from core import flag_state
 from pipelines.models import Execution, Pipeline
 
 
 def enabled_pipeline(organization_id: uuid.UUID, trigger: str) -> Pipeline | None:
     """The organization's enabled pipeline for `trigger`; None when it has none or its
     `pipelines` flag is off (core.flags: every trigger pauses, nothing is deleted)."""
-    if not flags.enabled(organization_id, "pipelines"):
+    if not flag_state.enabled(organization_id, "pipelines"):
         return None
     return Pipeline.objects.filter(
         organization_id=organization_id, trigger=trigger, enabled=True

@@ -36,6 +36,7 @@ from pipelines import engine, secrets, selectors
 from pipelines.context import amount, event_context, order_context
 from pipelines.definition import (
     EVENT_PREFIX,
+    EVENT_WORKER,
     TRIGGER_ORDER_POST,
     TRIGGER_ORDER_PRE,
     DefinitionError,
@@ -45,7 +46,6 @@ from pipelines.definition import (
 )
 from pipelines.models import Execution, Pipeline
 
-EVENT_WORKER = "pipeline-event-worker"
 # Serialises order_create per (organization, number) until the transaction ends.
 ORDER_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('pipelines.order'), hashtext(%s))"
 

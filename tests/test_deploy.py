@@ -1,7 +1,7 @@
 """The compose files and the Dockerfile: every service runs a command that exists here.
 
 There is no Docker engine on the test machine: this checks the files' structure and commands;
-`docker build` itself is documented in README.md (Deploy with Docker).
+`docker build` itself is documented in docs/deployment.md.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ RULE_TESTS = REPO / "deploy" / "prometheus" / "deskcomm-rules.test.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "deskcomm-dashboard.json"
 METRIC = re.compile(r"\bdeskcomm_[a-z_]+")
 SUFFIXES = ("_bucket", "_count", "_sum")
-SEED_ALERTS = {  # seed 000 §10.1 and seed 001 §10 (README, Operations: which and why not)
+SEED_ALERTS = {  # seed 000 §10.1 and seed 001 §10 (docs/operations.md: which and why not)
     "EventBusLagHigh", "EventBusLagCritical", "EventBusFailRateHigh", "DeadLetterQueueLarge",
     "HandlerSlow", "JobQueueLarge", "CronJobFailed", "BackupFailed", "BackupMissing",
     "LgpdSlaWarning", "LgpdSlaEscalation", "LgpdSlaBreached",
@@ -97,9 +97,9 @@ def test_every_objective_has_a_burn_rate_per_window_and_a_dashboard_row() -> Non
     assert {slo for slo in SLOS for title in rows if title.startswith(f"SLO {slo}:")} == SLOS
 
 
-def test_the_readme_gives_every_alert_a_meaning_and_a_first_response() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("### Alerts: meaning and first response", 1)[1].split("\n## ", 1)[0]
+def test_the_operations_guide_gives_every_alert_a_meaning_and_a_first_response() -> None:
+    guide = (REPO / "docs" / "operations.md").read_text()
+    section = guide.split("### Alerts: meaning and first response", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \((warning|critical)\) \|([^|]*\|){3}$", section, re.M)
     listed = {name: severity for name, severity, _ in rows}
     alerts = [rule for rule in rules() if "alert" in rule]

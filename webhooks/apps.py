@@ -10,7 +10,7 @@ class WebhooksConfig(AppConfig):
     verbose_name = "Outbound webhooks"
 
     def ready(self) -> None:
-        from core import crypto
+        from core import crypto, restore_scope
         from eventbus import consumer_labels, pauses
         from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)
         from webhooks.conf import CONSUMER_PREFIX
@@ -22,3 +22,4 @@ class WebhooksConfig(AppConfig):
         for field in ("secret_encrypted", "previous_secret_encrypted"):
             crypto.register_encrypted_field("webhook_secrets", "webhooks.Subscription", field)
         consumer_labels.register(SubscriptionLabels())
+        restore_scope.count_after_restore(self.label)  # subscriptions, checked after a restore

@@ -80,7 +80,8 @@ def _target(row: Subscription, now: dt.datetime) -> Target:
     except DecryptionError as exc:
         # One bad row (a key rotated away, a corrupt value) must not stop every other send.
         logger.error("webhook subscription %s: its signing secret cannot be decrypted", row.id)
-        return target(keys=(), unusable=f"SecretUnavailable: {exc} (check WEBHOOK_SECRETS_KEY)")
+        unusable = f"SecretUnavailable: {exc} (check ENCRYPTION_KEYS_WEBHOOKS)"
+        return target(keys=(), unusable=unusable)
 
 
 def _secrets(row: Subscription, now: dt.datetime) -> list[str]:

@@ -13,7 +13,7 @@ from core.alerts import alert
 from crm.conf import crm_settings
 from crm.identity import chat_phone
 from crm.models import Contact, Conversation, Message
-from crm.services import contact_identity_add
+from crm.services import contact_identity_add, emit_message_queued
 from eventbus.models import Delivery
 from jobs.registry import integration_check, job
 from whatsapp import client as waha
@@ -147,19 +147,8 @@ def recover_stuck_messages() -> int:
         if message.attempts >= whatsapp_settings.SEND_ATTEMPTS:
             fail_message(message, "stuck", "still sending after every attempt", retryable=True)
         else:
-            eventbus.emit(
-                "message.queued",
-                organization=message.organization_id,
-                entity_kind="message",
-                entity_id=message.pk,
-                payload={
-                    "message_id": str(message.pk),
-                    "conversation_id": str(message.conversation_id),
-                    "contact_id": str(message.conversation.contact_id),
-                    "channel": message.conversation.channel,
-                    "sender": message.sender,
-                },
-                idempotency_key=f"message.queued:{message.pk}:recover:{message.attempts}",
+            emit_message_queued(
+                message, idempotency_key=f"message.queued:{message.pk}:recover:{message.attempts}"
             )
         handled += 1
     return handled

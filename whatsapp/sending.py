@@ -16,8 +16,8 @@ refusal or failure (seed 000 §6.1).
    with the same text, no older than the `sending` mark (minus the allowed clock skew) and not
    already the id of another message of the organization. Found: that is our send (id stored,
    `message.sent`). Not found: WAHA did not accept it, so it is sent again. WAHA has no
-   client-side message id to ask by, hence the match on text and time (see README, "residual
-   window").
+   client-side message id to ask by, hence the match on text and time (see
+   docs/integrations/whatsapp.md, "residual window").
 
 One send per message at a time: a session-level advisory lock on the message id is held around
 the lookup and the call (a killed worker's lock goes with its connection).

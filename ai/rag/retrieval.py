@@ -20,7 +20,7 @@ from ai.budget import budget_release, budget_reserve, charge_embedding, embeddin
 from ai.conf import ai_settings
 from ai.gateway import Gateway, gateway_for
 from ai.models import Chunk
-from core import flags
+from core import flag_state
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def retrieve(
     when the organization's `rag` flag is off (core.flags)."""
     if not query.strip() or k <= 0:
         return []
-    if not flags.enabled(organization_id, "rag"):
+    if not flag_state.enabled(organization_id, "rag"):
         return []
     if not Chunk.objects.filter(organization_id=organization_id).exists():
         return []  # nothing indexed yet: no embedding call to pay for

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
@@ -339,3 +339,24 @@ def operation(
         parameters=[*parameters, REQUEST_ID_PARAMETER],
         **kwargs,
     )
+
+
+class Operation(Protocol):
+    """`operation` with the scope it implies filled in (`write_implies_read`)."""
+
+    def __call__(
+        self, name: str, summary: str, *, scope: str, tag: str = ..., **kwargs: Any
+    ) -> Callable[[ViewMethod], ViewMethod]: ...
+
+
+def write_implies_read(read_scope: str, write_scope: str, *, tag: str) -> Operation:
+    """`operation` for an API whose write scope implies its read scope (a key that may change
+    these may read them: core.api.permissions.WriteImpliesRead), on tag `tag` by default."""
+
+    def scoped(
+        name: str, summary: str, *, scope: str, tag: str = tag, **kwargs: Any
+    ) -> Callable[[ViewMethod], ViewMethod]:
+        implied_by = write_scope if scope == read_scope else None
+        return operation(name, summary, scope=scope, tag=tag, implied_by=implied_by, **kwargs)
+
+    return scoped

@@ -25,12 +25,12 @@ class ReusedFields:
     """A serializer mixin: the fields are copied once per class and thread, not per instance.
 
     DRF deep-copies every declared field for each serializer it instantiates; for the event
-    endpoints that was a sixth of an API emit's time (py-spy, README "Issue #23"). A serializer
-    with this mixin takes the copy its thread made first and binds it to the new instance (a
-    few attribute sets per field). Only for flat serializers whose fields keep no state between
-    calls and read neither the context nor `partial`: a thread serves one request at a time, and
-    the instance bound last is the one in use. A subclass that declares a nested serializer
-    copies its fields per instance again.
+    endpoints that was a sixth of an API emit's time (py-spy, docs/benchmarks.md, issue 23). A
+    serializer with this mixin takes the copy its thread made first and binds it to the new instance
+    (a few attribute sets per field). Only for flat serializers whose fields keep no state between
+    calls and read neither the context nor `partial`: a thread serves one request at a time, and the
+    instance bound last is the one in use. A subclass that declares a nested serializer copies its
+    fields per instance again.
     """
 
     reuses_fields = True  # False for a subclass with nested serializers (__init_subclass__)
@@ -120,14 +120,14 @@ Convert = Callable[[Any, dt.tzinfo | None], Any]
 class PlainRepresentation:
     """A serializer mixin: `to_representation` by a plan made once per class, same output.
 
-    DRF renders each field through `get_attribute` (a loop over the source path, with its
-    exception handling) and the field's own `to_representation`, whose DateTimeField looks up
-    the current time zone for every value: ten events took half a millisecond, more than the
-    rest of `GET /api/v1/events` in Python (README "Issue #23"). The plan reads each column as an
-    attribute and converts it as DRF's field would (`str` for a CharField or a UUID, the ISO text
-    of an aware datetime in the current time zone, ...), with the time zone looked up once per
-    instance, or once per list (`many=True`: its Meta names PlainList; a subclass that declares
-    a Meta of its own should keep that `list_serializer_class`).
+    DRF renders each field through `get_attribute` (a loop over the source path, with its exception
+    handling) and the field's own `to_representation`, whose DateTimeField looks up the current time
+    zone for every value: ten events took half a millisecond, more than the rest of
+    `GET /api/v1/events` in Python (docs/benchmarks.md, issue 23). The plan reads each column as an
+    attribute and converts it as DRF's field would (`str` for a CharField or a UUID, the ISO text of
+    an aware datetime in the current time zone, ...), with the time zone looked up once per
+    instance, or once per list (`many=True`: its Meta names PlainList; a subclass that declares a
+    Meta of its own should keep that `list_serializer_class`).
 
     Only for serializers whose readable fields are all of the kinds below, each reading one
     attribute of its own name or `source`; any other field (a nested serializer, a method

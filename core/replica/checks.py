@@ -15,7 +15,10 @@ from core.replica.lag import first_line
 
 ROUTER = "core.replica.routing.ReplicaRouter"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", ""})
-HINT = "DATABASE_REPLICA_URL must name a streaming standby of the primary (README: Read replica)."
+HINT = (
+    "DATABASE_REPLICA_URL must name a streaming standby of the primary "
+    "(docs/configuration.md: Read replica)."
+)
 
 
 @register(PROJECT_TAG)

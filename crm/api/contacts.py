@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -23,7 +22,7 @@ from core.api.conf import api_settings
 from core.api.errors import InvalidState
 from core.api.pagination import CursorField, Position, page
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from crm import selectors, services
 from crm.api.contact_scopes import CONTACTS_READ, CONTACTS_WRITE
@@ -123,19 +122,7 @@ class BlockInput(StrictSerializer):
     reason = StrictCharField(required=False, max_length=64, default="operator")
 
 
-def operation(
-    name: str, summary: str, *, description: str, scope: str, **kwargs: Any
-) -> Callable[[ViewMethod], ViewMethod]:
-    note = f"Scope: `{scope}`" + (f" (or `{CONTACTS_WRITE}`)." if scope == CONTACTS_READ else ".")
-    parameters = [*kwargs.pop("parameters", ()), REQUEST_ID_PARAMETER]
-    return extend_schema(
-        operation_id=f"contacts_{name}",
-        summary=summary,
-        description=f"{description}\n\n{note}",
-        tags=["contacts"],
-        parameters=parameters,
-        **kwargs,
-    )
+operation = write_implies_read(CONTACTS_READ, CONTACTS_WRITE, tag="contacts")
 
 
 @contextmanager

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from core.api.errors import InvalidState
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from crm import analytics, conversations
 from crm.conversation_scopes import ANALYTICS_READ, CONVERSATIONS_READ, CONVERSATIONS_WRITE
@@ -51,22 +50,7 @@ DAILY = {
 }
 
 
-def operation(
-    name: str, summary: str, *, description: str, scope: str, tag: str = "conversations", **kw: Any
-) -> Callable[[ViewMethod], ViewMethod]:
-    """`extend_schema` of an operation: id `<tag>_<name>`, tag, scope, X-Request-ID."""
-    note = f"Scope: `{scope}`" + (
-        f" (or `{CONVERSATIONS_WRITE}`)." if scope == CONVERSATIONS_READ else "."
-    )
-    parameters: Sequence[Any] = kw.pop("parameters", ())
-    return extend_schema(
-        operation_id=f"{tag}_{name}",
-        summary=summary,
-        description=f"{description}\n\n{note}",
-        tags=[tag],
-        parameters=[*parameters, REQUEST_ID_PARAMETER],
-        **kw,
-    )
+operation = write_implies_read(CONVERSATIONS_READ, CONVERSATIONS_WRITE, tag="conversations")
 
 
 class ConversationSerializer(serializers.ModelSerializer[Conversation]):

@@ -24,8 +24,7 @@ from core.api.conf import api_settings
 from core.api.errors import InvalidState, error_body
 from core.api.pagination import Position, page
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import errors, ok, request_example
-from core.api.schema import operation as schema_operation
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from crm import selectors, services
@@ -71,10 +70,7 @@ REFUSALS = {
 }
 
 
-def operation(name: str, summary: str, *, scope: str, tag: str = "leads", **kwargs: Any) -> Any:
-    """The operation's schema (core.api.schema.operation); `leads:write` implies `leads:read`."""
-    implied_by = LEADS_WRITE if scope == LEADS_READ else None
-    return schema_operation(name, summary, scope=scope, tag=tag, implied_by=implied_by, **kwargs)
+operation = write_implies_read(LEADS_READ, LEADS_WRITE, tag="leads")
 
 
 @contextmanager

@@ -1,4 +1,4 @@
--- Deskcomm's database roles (core/db_roles.py; README "Database roles").
+-- Deskcomm's database roles (core/db_roles.py; docs/configuration.md "Database roles").
 --
 -- Run by the compose files' one-shot `db-roles` service, as the superuser of the postgres image
 -- (POSTGRES_USER, `postgres`; no Deskcomm process ever connects as it), before `migrate`, on

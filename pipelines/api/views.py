@@ -8,11 +8,11 @@ validate is a 400 whose fields name the node: `definition.<node id>` (or `defini
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers, status
 from rest_framework.exceptions import Throttled
 from rest_framework.response import Response
@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from core.api import idempotency
 from core.api.errors import InvalidState, error_body
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import REQUEST_ID_PARAMETER, ErrorSerializer, errors, ok, request_example
+from core.api.schema import ErrorSerializer, errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from eventbus.errors import EmitRateLimited, EventValidationError
@@ -73,26 +73,7 @@ PRE_FAILED = OpenApiResponse(
 )
 
 
-def operation(
-    name: str,
-    summary: str,
-    *,
-    description: str,
-    scope: str,
-    tag: str = "pipelines",
-    parameters: Sequence[Any] = (),
-    **kwargs: Any,
-) -> Callable[[ViewMethod], ViewMethod]:
-    """`extend_schema` of an operation: id `pipelines_<name>`, tag, scope, X-Request-ID."""
-    note = f"Scope: `{scope}`" + (f" (or `{PIPELINES_WRITE}`)." if scope == PIPELINES_READ else ".")
-    return extend_schema(
-        operation_id=f"{tag}_{name}",
-        summary=summary,
-        description=f"{description}\n\n{note}",
-        tags=[tag],
-        parameters=[*parameters, REQUEST_ID_PARAMETER],
-        **kwargs,
-    )
+operation = write_implies_read(PIPELINES_READ, PIPELINES_WRITE, tag="pipelines")
 
 
 class PipelineView(ApiView):

@@ -39,7 +39,7 @@ def test_contexts_have_their_own_keys() -> None:
 
 def test_production_without_a_key_refuses(caplog: pytest.LogCaptureFixture) -> None:
     with override_settings(ENCRYPTION_KEYS={"webhook_secrets": []}, **PROD):
-        with pytest.raises(ImproperlyConfigured, match="WEBHOOK_SECRETS_KEY"):
+        with pytest.raises(ImproperlyConfigured, match="ENCRYPTION_KEYS_WEBHOOKS"):
             crypto.encrypt("webhook_secrets", "x")
         assert [e.id for e in check_encryption_keys()] == ["deskcomm.E002"]
 

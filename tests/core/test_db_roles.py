@@ -239,7 +239,7 @@ def test_other_sessions_statements_are_not_the_web_roles_to_read(
     with revoked:
         revoked.execute("SELECT has_table_privilege('public', 'pg_stat_activity', 'SELECT')")
         if revoked.fetchone()[0]:
-            pytest.skip("this server's databases grant pg_stat_activity to PUBLIC (README)")
+            pytest.skip("this server's databases grant pg_stat_activity to PUBLIC (docs)")
     for statement in (
         "SELECT query FROM pg_stat_activity",
         "SELECT pg_stat_get_activity(NULL)",

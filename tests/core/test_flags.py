@@ -9,7 +9,8 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from core.flags import FLAGS, enabled, validate_feature_flags
+from core.flag_state import enabled
+from core.flags import FLAGS, validate_feature_flags
 from core.models import Organization
 from tests.support.admin import staff
 from tests.support.factories import OrganizationFactory

@@ -100,7 +100,7 @@ def run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO,
         # The fixture's CPF was encrypted with the development key of the default SECRET_KEY.
         env=subprocess_env(
-            DATABASE_URL=url, DB_RLS_BYPASS="true", SECRET_KEY="", CPF_ENCRYPTION_KEY=""
+            DATABASE_URL=url, DB_RLS_BYPASS="true", SECRET_KEY="", ENCRYPTION_KEYS_CPF=""
         ),
         capture_output=True,
         text=True,

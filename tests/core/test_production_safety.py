@@ -12,6 +12,7 @@ from cryptography.fernet import Fernet
 from django.test import Client
 from django.test.utils import override_settings
 
+from core import key_variables
 from core.checks import check_production_settings
 from tests.support.processes import REPO, subprocess_env
 
@@ -19,12 +20,12 @@ PRODUCTION = {
     "DEBUG": "false",
     "SECRET_KEY": secrets.token_urlsafe(64),
     "ALLOWED_HOSTS": "crm.example.com",
-    "WEBHOOK_SECRETS_KEY": Fernet.generate_key().decode(),
-    "CPF_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-    "AI_PROVIDER_KEYS_KEY": Fernet.generate_key().decode(),
-    "ENCRYPTION_KEY_OAUTH": Fernet.generate_key().decode(),
-    "WAHA_ENCRYPTION_KEY": Fernet.generate_key().decode(),
-    "PIPELINE_SECRETS_KEY": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEYS_WEBHOOKS": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEYS_CPF": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEYS_AI_PROVIDERS": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEYS_OAUTH": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEYS_WAHA": Fernet.generate_key().decode(),
+    "ENCRYPTION_KEYS_PIPELINES": Fernet.generate_key().decode(),
     "METRICS_TOKEN": "metrics-token-for-tests",
     "HTTPS": "true",
     "SECURE_HSTS_PRELOAD": "true",
@@ -76,9 +77,9 @@ def test_check_deploy_reports_the_unsafe_defaults() -> None:
         ({"SECRET_KEY": ""}, "deskcomm.E004"),
         ({"SECRET_KEY": "short"}, "deskcomm.E004"),
         ({"ALLOWED_HOSTS": ""}, "deskcomm.E005"),
-        ({"WEBHOOK_SECRETS_KEY": ""}, "deskcomm.E002"),
-        ({"WEBHOOK_SECRETS_KEY": "", "SECRET_KEY": ""}, "deskcomm.E006"),
-        ({"CPF_ENCRYPTION_KEY": ""}, "deskcomm.E002"),
+        ({"ENCRYPTION_KEYS_WEBHOOKS": ""}, "deskcomm.E002"),
+        ({"ENCRYPTION_KEYS_WEBHOOKS": "", "SECRET_KEY": ""}, "deskcomm.E006"),
+        ({"ENCRYPTION_KEYS_CPF": ""}, "deskcomm.E002"),
         ({"MEDIA_ROOT": "var/media"}, "deskcomm.E008"),
         ({"ADMINS": ""}, "deskcomm.E010"),
         ({"EMAIL_URL": "consolemail://"}, "deskcomm.E010"),
@@ -162,3 +163,42 @@ def test_hsts_when_tls() -> None:
         redirected = Client().get("/api/ping")
     assert response["Strict-Transport-Security"].startswith("max-age=31536000")
     assert redirected.status_code == 301
+
+
+@pytest.mark.parametrize("variable", sorted(key_variables.VARIABLES.values()))
+def test_a_missing_encryption_key_is_refused_naming_its_variable(variable: str) -> None:
+    result = run(["-c", "import deskcomm.wsgi"], **{**PRODUCTION, variable: ""})
+    assert result.returncode != 0
+    [refusal] = [line for line in result.stderr.splitlines() if "deskcomm.E002" in line]
+    assert f"set {variable} " in refusal, result.stderr
+    assert [v for v in key_variables.VARIABLES.values() if v in refusal] == [variable]
+
+
+@pytest.mark.parametrize(("context", "former"), sorted(key_variables.FORMER_NAMES.items()))
+def test_a_deprecated_key_variable_still_works_and_is_warned_about_once(
+    context: str, former: str
+) -> None:
+    current = key_variables.VARIABLES[context]
+    key = Fernet.generate_key().decode()
+    result = run(
+        ["-c", f"import deskcomm.wsgi, core.crypto as c; print(c.configured_keys({context!r}))"],
+        **{**PRODUCTION, current: "", former: key},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == repr([key])  # read through the old name
+    warning = f"{former} is deprecated: rename it to {current}"
+    assert (result.stdout + result.stderr).count(warning) == 1, result.stdout  # logs: stdout
+
+
+def test_a_deprecated_key_variable_beside_its_new_name_with_another_key_refuses_to_start() -> None:
+    other = Fernet.generate_key().decode()
+    result = run(["-c", "import deskcomm.wsgi"], **{**PRODUCTION, "CPF_ENCRYPTION_KEY": other})
+    assert result.returncode != 0
+    assert (
+        "ENCRYPTION_KEYS_CPF and its deprecated alias CPF_ENCRYPTION_KEY are both set, to "
+        "different keys" in result.stderr
+    )
+    same = PRODUCTION["ENCRYPTION_KEYS_CPF"]  # the same keys under both names: only the warning
+    result = run(["-c", "import deskcomm.wsgi"], **{**PRODUCTION, "CPF_ENCRYPTION_KEY": same})
+    assert result.returncode == 0, result.stderr
+    assert "CPF_ENCRYPTION_KEY is deprecated: rename it to ENCRYPTION_KEYS_CPF" in result.stdout

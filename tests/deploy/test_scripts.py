@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
+from core import key_variables
 from tests.deploy.test_deployment import FILE_ROOTS, REPO, parse_env, under_data
 from tests.deploy.test_monitoring_stack import tool
 from tests.support.processes import subprocess_env
@@ -26,7 +27,7 @@ SCRIPTS = [
     ".ci/run",
     ".ci/brokers",
 ]
-KEYS = ("WEBHOOK_SECRETS_KEY", "CPF_ENCRYPTION_KEY", "ENCRYPTION_KEY_OAUTH", "WAHA_ENCRYPTION_KEY")
+KEYS = tuple(key_variables.VARIABLES.values())
 PASSWORDS = (
     "POSTGRES_PASSWORD",
     "DESKCOMM_OWNER_PASSWORD",

@@ -168,7 +168,7 @@ def test_each_process_connects_as_its_role_and_a_web_one_has_the_platform_aliase
     worker = _databases({**urls, "DATABASE_ROLE": "worker"})
     assert {alias: config["USER"] for alias, config in worker.items()} == {
         "default": "worker",
-        "replica": "web",  # the standby's URL names its own role (README "Read replica")
+        "replica": "web",  # the standby's URL names its own role (docs/configuration.md)
     }
     assert _databases({**urls, "DATABASE_ROLE": "owner"})["default"]["USER"] == "owner"
     # A single DATABASE_URL: every process is the owner, and no platform alias is needed.

@@ -1,4 +1,4 @@
-"""Failure isolation with real `drain_events` subprocesses and real signals (SPEC §10).
+"""Failure isolation with real `drain_events` subprocesses and real signals (R-F1, docs/workers.md).
 
 No delivery pays for another's failure: a handler that kills its worker dies alone, a slow one
 delays only itself, a hung one times out, a worker stopped past its lease starts nothing of the
@@ -239,3 +239,18 @@ def test_a_database_restart_charges_nothing_and_loses_nothing(
     assert not DeliveryAttempt.objects.exists()  # no failed attempt recorded for anyone
     assert all("database error" in d.output() for d in drains)  # both lived through it
     assert all(d.poll() is None for d in drains)
+
+
+def test_a_worker_with_too_many_abandoned_threads_exits_75(
+    org: Organization, side_effects: None, processes: list[Drain]
+) -> None:
+    """The supervisor's signal to start a clean process (docs/workers.md): the command's exit
+    code is the runner's, not 0."""
+    emit(org, "test.hang", [{"hang": True}])
+    drain = start_drain(
+        "--consumer", "hang-worker", *LOOP, **FAST, EVENTBUS_MAX_ABANDONED_THREADS="1"
+    )
+    processes.append(drain)
+    wait_for(lambda: drain.poll() is not None, timeout=60, what=drain.output)
+    assert drain.returncode == 75, drain.output()
+    assert "too many abandoned handler threads" in drain.output()

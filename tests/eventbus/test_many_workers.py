@@ -23,9 +23,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 DRAINS = 8
 EFFECT_ARGS = [arg for name in EFFECT_CONSUMERS for arg in ("--consumer", name)]
 BIG, SMALL = 1000, 100
-# Per drain process at --concurrency 1 (README "Connections per process"): the main thread's
-# Django connection (claims, acks), the handler thread's, the heartbeat thread's (lease renewals
-# and the worker registry's beat) and the LISTEN connection.
+# Per drain process at --concurrency 1 (docs/configuration.md "Connections per process"): the main
+# thread's Django connection (claims, acks), the handler thread's, the heartbeat thread's (lease
+# renewals and the worker registry's beat) and the LISTEN connection.
 CONNECTIONS_PER_DRAIN = 4
 
 # Another owner's token and lease (long enough that no reaper takes the rows back meanwhile).

@@ -1,4 +1,4 @@
-"""The reaper's charging rule (SPEC R-F1): only a delivery its worker held alone is charged."""
+"""The reaper's charging rule (R-F1): only a delivery its worker held alone is charged."""
 
 from __future__ import annotations
 

@@ -146,7 +146,8 @@ def install(admin_client: Client, org: Organization, fake: FakeNuvemshop) -> Any
 def test_a_store_reconnects_to_its_organization_with_a_fresh_token(
     admin_client: Client, org: Organization, fake: FakeNuvemshop, shop: FakeStore
 ) -> None:
-    """The README's runbook for a revoked token: "Connect a store" again, same organization."""
+    """The runbook for a revoked token (docs/integrations/nuvemshop.md): "Connect a store" again,
+    same organization."""
     assert install(admin_client, org, fake).status_code == 302
     Store.objects.filter(ns_store_id=789).update(status="token_invalid", status_reason="401")
     shop.token = "tok-789-reinstalled"

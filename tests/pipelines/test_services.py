@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings
+from django.test.utils import override_settings
 
 import eventbus
 from core.models import AuditLog, Organization
 from eventbus.models import EventLog
-from eventbus.registry import make_consumer, registry
+from eventbus.registry import registry
 from pipelines import engine, selectors, services
 from pipelines.context import event_context
-from pipelines.definition import DefinitionError
-from pipelines.handlers import run_event_pipeline
+from pipelines.definition import EVENT_WORKER, DefinitionError
+from pipelines.handlers import event_pipeline_consumer, register_event_pipeline_consumer
 from pipelines.models import Execution, Pipeline
 from tests.support.pipelines import seed_example
 
@@ -35,10 +37,9 @@ EMIT_JOB = {
 
 @pytest.fixture
 def event_worker() -> Iterator[None]:
-    worker = make_consumer(
-        "pipeline-event-worker", run_event_pipeline, events=["test.effect"], runs_on="broker"
-    )
-    with registry.temporarily(worker):
+    listed = {**getattr(settings, "PIPELINES", {}), "EVENT_TYPES": ["test.effect"]}
+    with override_settings(PIPELINES=listed), registry.temporarily():
+        register_event_pipeline_consumer()
         yield
 
 
@@ -143,3 +144,17 @@ def test_the_tenants_pipelines_flag_pauses_every_trigger_and_resumes_them(
     assert Pipeline.objects.get(pk=pipeline.pk).enabled  # paused by the flag, not disabled
     Organization.objects.filter(pk=org.pk).update(feature_flags={"pipelines": True})
     assert selectors.enabled_pipeline(org.pk, "order.pre") == pipeline
+
+
+def test_pipeline_event_worker_subscribes_to_the_types_set_when_it_is_registered() -> None:
+    """PIPELINES_EVENT_TYPES is read at registration, not frozen when the module was imported."""
+    base = getattr(settings, "PIPELINES", {})
+    listed = ["test.effect", "order.confirmed"]  # order.confirmed is order-post-worker's
+    with registry.temporarily(), override_settings(PIPELINES={**base, "EVENT_TYPES": listed}):
+        register_event_pipeline_consumer()
+        assert registry.get(EVENT_WORKER).events == ("test.effect",)
+        assert EVENT_WORKER in {c.name for c in registry.for_event("test.effect")}
+        with override_settings(PIPELINES={**base, "EVENT_TYPES": []}):
+            assert event_pipeline_consumer() is None
+            register_event_pipeline_consumer()
+            assert EVENT_WORKER not in {c.name for c in registry.for_event("test.effect")}

@@ -53,7 +53,7 @@ def connect(role: str) -> psycopg.Connection[Any]:
     except psycopg.OperationalError as error:
         if os.environ.get("CI", "").lower() == "true":
             raise
-        pytest.skip(f"cannot connect as the {role} role {user!r} ({error}): see README")
+        pytest.skip(f"cannot connect as the {role} role {user!r} ({error}): see docs/")
 
 
 def role_url(role: str) -> str:

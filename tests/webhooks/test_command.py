@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import sys
+import threading
 
 import pytest
 from django.db import connections
@@ -56,6 +59,21 @@ def test_deliver_webhooks_sends_and_exits_0_on_sigterm(
     assert set(WEBHOOK_DELIVERIES.values_list("status", flat=True)) == {"done"}
 
 
+def start_sender(managed: list[Managed], **env: str) -> Managed:
+    """`deliver_webhooks` polling every 0.2 s, allowed to reach the loopback receivers."""
+    sender = Managed(
+        "deliver_webhooks",
+        "--poll-interval",
+        "0.2",
+        "--no-listen",
+        WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
+        WEBHOOKS_ALLOW_HTTP="true",
+        **env,
+    )
+    managed.append(sender)
+    return sender
+
+
 def test_deliver_webhooks_survives_losing_its_database_connections(
     org: Organization, receiver: Receiver, subscribe: Subscribe, managed: list[Managed]
 ) -> None:
@@ -67,15 +85,7 @@ def test_deliver_webhooks_survives_losing_its_database_connections(
                 "lead.assigned", organization=org, entity_kind="lead", payload={"to_owner_id": i}
             )
 
-    sender = Managed(
-        "deliver_webhooks",
-        "--poll-interval",
-        "0.2",
-        "--no-listen",
-        WEBHOOKS_ALLOW_PRIVATE_TARGETS="true",
-        WEBHOOKS_ALLOW_HTTP="true",
-    )
-    managed.append(sender)
+    sender = start_sender(managed)
     emit(3)
     receiver.wait_for(lambda: len(receiver.requests) == 3, timeout=60, what="3 deliveries")
     with raw_connection() as admin:
@@ -94,3 +104,57 @@ def test_deliver_webhooks_survives_losing_its_database_connections(
     )
     assert sender.poll() is None
     assert set(WEBHOOK_DELIVERIES.values_list("attempts", flat=True)) == {1}  # nothing charged
+
+
+class TricklingEndpoint:
+    """A loopback endpoint that reads a request, then sends its response headers one byte every
+    0.2 s and never finishes them: each read beats the client's read timeout, so only the
+    sender's own deadline ends the attempt (a stuck send, as a hung DNS lookup would be)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while not self.stop.is_set():
+                conn, _ = self.listener.accept()
+                threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not self.stop.wait(0.2):
+                conn.sendall(b"X")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+def test_a_sender_with_too_many_abandoned_threads_exits_75(
+    org: Organization, subscribe: Subscribe, managed: list[Managed]
+) -> None:
+    """The command exits with the runner's code (75: start a fresh process), not 0."""
+    endpoint = TricklingEndpoint()
+    try:
+        subscribe(endpoint.url())
+        eventbus.emit(
+            "lead.assigned", organization=org, entity_kind="lead", payload={"to_owner_id": "u1"}
+        )
+        sender = start_sender(
+            managed,
+            WEBHOOKS_TIMEOUT="0.5",  # the attempt is given up after 2 x 0.5 + 5 s
+            EVENTBUS_MAX_ABANDONED_THREADS="1",
+        )
+        wait_for(lambda: sender.poll() is not None, timeout=90, what=sender.output)
+        assert sender.returncode == 75, sender.output()
+        assert "too many abandoned handler threads" in sender.output()
+    finally:
+        endpoint.close()

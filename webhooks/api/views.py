@@ -14,13 +14,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from core.api.errors import InvalidState
 from core.api.permissions import WriteImpliesRead
-from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
+from core.api.schema import errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
 from webhooks import selectors, services
@@ -44,10 +43,8 @@ ViewMethod = TypeVar("ViewMethod", bound=Callable[..., Response])
 SUBSCRIBE_EXAMPLE = request_example("Leads and new contacts to a CRM", examples.SUBSCRIBE_REQUEST)
 NOT_FOUND = "No such webhook subscription in this organization."
 DISABLED_PING = "the subscription is disabled: enable it before a test ping"
-SCOPE_NOTES = {
-    True: f"Scope: `{WEBHOOKS_READ}` (or `{WEBHOOKS_WRITE}`).",
-    False: f"Scope: `{WEBHOOKS_WRITE}`.",
-}
+
+scoped_operation = write_implies_read(WEBHOOKS_READ, WEBHOOKS_WRITE, tag="webhooks")
 
 
 def operation(
@@ -58,16 +55,13 @@ def operation(
     parameters: Sequence[Any] = (),
     **kwargs: Any,
 ) -> Callable[[ViewMethod], ViewMethod]:
-    """`extend_schema` of a webhook operation: id `webhooks_<name>`, tag, scope, X-Request-ID."""
+    """The operation's schema (core.api.schema.operation): a read (`get`) needs `webhooks:read`,
+    which `webhooks:write` implies; anything else `webhooks:write`."""
 
     def decorate(method: ViewMethod) -> ViewMethod:
-        return extend_schema(
-            operation_id=f"webhooks_{name}",
-            summary=summary,
-            description=f"{description}\n\n{SCOPE_NOTES[method.__name__ == 'get']}",
-            tags=["webhooks"],
-            parameters=[*parameters, REQUEST_ID_PARAMETER],
-            **kwargs,
+        scope = WEBHOOKS_READ if method.__name__ == "get" else WEBHOOKS_WRITE
+        return scoped_operation(
+            name, summary, description=description, scope=scope, parameters=parameters, **kwargs
         )(method)
 
     return decorate

@@ -2,7 +2,7 @@
 
 `--organization system` makes a platform key: the system organization's keys are the only ones
 that may read, pause and resume the registered consumers, which every organization shares
-(`consumers:read`, `consumers:write`; README "Pause, resume and circuit breakers")."""
+(`consumers:read`, `consumers:write`; docs/workers.md "Pause, resume and circuit breakers")."""
 
 from __future__ import annotations
 

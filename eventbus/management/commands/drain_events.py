@@ -1,7 +1,9 @@
-"""`manage.py drain_events`: the pull loop that runs consumers (thin: parses, calls Worker.run)."""
+"""`manage.py drain_events`: the pull loop that runs consumers (thin: parses, calls Worker.run and
+exits with its code)."""
 
 from __future__ import annotations
 
+import sys
 from argparse import ArgumentParser
 from collections.abc import Sequence
 from typing import Any
@@ -88,4 +90,6 @@ class Command(BaseCommand):
         sync_routes()
         start_exporter_if_configured()
         freeze_startup_heap()
-        worker.run()
+        code = worker.run()
+        if code:
+            sys.exit(code)  # 75: too many abandoned handler threads; a fresh process takes over

@@ -1,7 +1,9 @@
-"""`manage.py deliver_webhooks`: send webhook deliveries (thin: parses, calls WebhookWorker.run)."""
+"""`manage.py deliver_webhooks`: send webhook deliveries (thin: parses, calls WebhookWorker.run
+and exits with its code)."""
 
 from __future__ import annotations
 
+import sys
 from argparse import ArgumentParser
 from typing import Any
 
@@ -37,7 +39,7 @@ class Command(BaseCommand):
         use_database_timeouts("worker")
         start_exporter_if_configured()
         freeze_startup_heap()
-        WebhookWorker(
+        code = WebhookWorker(
             WebhookWorkerOptions(
                 concurrency=options["concurrency"],
                 per_subscription=options["per_subscription"],
@@ -48,3 +50,5 @@ class Command(BaseCommand):
                 listen=not options["no_listen"],
             )
         ).run()
+        if code:
+            sys.exit(code)  # 75: too many abandoned send threads; a fresh process takes over
