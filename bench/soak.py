@@ -73,6 +73,7 @@ from bench import drain as base  # noqa: E402  (needs the sys.path line above)
 from bench.soak_consumers import (  # noqa: E402
     CREATE_WRITE_TABLE,
     ENTITY_KIND,
+    HANDLERS,
     SOAK_CONSUMERS,
     SOAK_EVENT,
     WRITE_TABLE,
@@ -120,6 +121,7 @@ class Config:
     only: str | None
     graphile_jobs: int
     drain_concurrency: int | None
+    handler: str
     drain_timeout: float
     early_stop: bool
     base_url: str
@@ -162,6 +164,12 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         help="pass --concurrency N to drain_events (default: its own default)",
     )
     parser.add_argument(
+        "--handler",
+        choices=HANDLERS,
+        default="plain",
+        help="how the bus's consumers declare the write (bench/soak_consumers.py; default plain)",
+    )
+    parser.add_argument(
         "--drain-timeout", type=float, default=600.0, help="seconds to wait for the backlog"
     )
     parser.add_argument(
@@ -196,6 +204,7 @@ def parse_args(argv: Sequence[str] | None) -> Config:
         only=args.only,
         graphile_jobs=args.graphile_jobs,
         drain_concurrency=args.drain_concurrency,
+        handler=args.handler,
         drain_timeout=args.drain_timeout,
         early_stop=not args.no_early_stop,
         base_url=base.database_url(),
@@ -373,6 +382,7 @@ class Deskcomm(System):
     def __init__(self, config: Config) -> None:
         super().__init__(config, "soak")
         self.env = base.scratch_env(self.url, HANDLER_MODULE)
+        self.env["BENCH_SOAK_HANDLER"] = config.handler
 
     def prepare(self) -> None:
         say(f"{self.name}: re-creating {self.db_name} and migrating it")
@@ -1008,7 +1018,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"synchronous_commit={settings['synchronous_commit']}, "
         f"full_page_writes={settings['full_page_writes']}"
         + ("" if settings["fsync"] == "on" else "  (fsync OFF: commits cost less than for real)"),
-        "drain_events: "
+        f"drain_events, {config.handler} consumers: "
         + (
             f"--concurrency {config.drain_concurrency}"
             if config.drain_concurrency

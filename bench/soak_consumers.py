@@ -10,9 +10,17 @@ Django's connection into WRITE_TABLE, keyed by (event id, consumer). The row kee
 creation time and the moment this handler started, so the benchmark reads the pick-up lag from
 it, and `runs` counts the runs of that delivery (2 or more: it ran twice).
 bench/peers/graphile/tasks/soak_write.js writes the same row for graphile-worker's jobs.
+
+`BENCH_SOAK_HANDLER` (bench/soak.py's `--handler`, read when this module loads) picks how the
+same write is declared, the three ways docs/handlers-that-write.md compares: `plain` (default:
+the handler's own autocommit), `atomic` (`atomic=True`: the INSERT commits with the ack, a
+claim's deliveries grouped in one transaction) or `batch` (`batch=BATCH`: one multi-row upsert
+per call, committed with the ack).
 """
 
 from __future__ import annotations
+
+import os
 
 from django.db import connection
 from django.utils import timezone
@@ -29,6 +37,8 @@ SOAK_CONSUMERS: tuple[str, ...] = (
 )
 ENTITY_KIND = "bench_item"
 WRITE_TABLE = "bench_soak_write"
+HANDLERS = ("plain", "atomic", "batch")
+BATCH = 200
 
 # The table both systems write (created by bench/soak.py in each scratch database). The index on
 # started_at serves the benchmark's per-window lag query.
@@ -64,5 +74,19 @@ def write(event: Event) -> None:
         )
 
 
+def write_many(events: list[Event]) -> None:
+    """One multi-row upsert for a batch (all of one consumer): every row gets the call's start."""
+    started = timezone.now()
+    rows = [(e.id, e.consumer, e.organization_id, e.created_at, started) for e in events]
+    with connection.cursor() as cursor:
+        cursor.executemany(UPSERT, rows)  # psycopg 3 pipelines it: one round trip
+
+
+HANDLER = os.environ.get("BENCH_SOAK_HANDLER", "plain")
+if HANDLER not in HANDLERS:
+    raise ValueError(f"BENCH_SOAK_HANDLER must be one of {HANDLERS}, got {HANDLER!r}")
 for _name in SOAK_CONSUMERS:
-    consumer(_name, events=[SOAK_EVENT])(write)
+    if HANDLER == "batch":
+        consumer(_name, events=[SOAK_EVENT], batch=BATCH)(write_many)
+    else:
+        consumer(_name, events=[SOAK_EVENT], atomic=HANDLER == "atomic")(write)
