@@ -20,22 +20,24 @@ PREFIX = "ENCRYPTION_KEYS_"
 
 # context (core.crypto) -> its variable
 VARIABLES: Mapping[str, str] = {
-    "webhook_secrets": "ENCRYPTION_KEYS_WEBHOOKS",  # webhook signing secrets
+    # webhook signing secrets (the "secrets" in these names is a context, not a value)
+    "webhook_secrets": "ENCRYPTION_KEYS_WEBHOOKS",  # pragma: allowlist secret
     "cpf": "ENCRYPTION_KEYS_CPF",  # contacts' CPF (LGPD)
     "ai_provider": "ENCRYPTION_KEYS_AI_PROVIDERS",  # organizations' own AI API keys
     "oauth": "ENCRYPTION_KEYS_OAUTH",  # Nuvemshop stores' access tokens
     "waha_byo": "ENCRYPTION_KEYS_WAHA",  # WAHA sessions' API keys and webhook HMAC secrets
-    "pipeline_secrets": "ENCRYPTION_KEYS_PIPELINES",  # pipelines' secret header values
+    # pipelines' secret header values
+    "pipeline_secrets": "ENCRYPTION_KEYS_PIPELINES",  # pragma: allowlist secret
 }
 
 # context -> the variable's former name, still read (deprecated)
 FORMER_NAMES: Mapping[str, str] = {
-    "webhook_secrets": "WEBHOOK_SECRETS_KEY",
+    "webhook_secrets": "WEBHOOK_SECRETS_KEY",  # pragma: allowlist secret
     "cpf": "CPF_ENCRYPTION_KEY",
     "ai_provider": "AI_PROVIDER_KEYS_KEY",
     "oauth": "ENCRYPTION_KEY_OAUTH",
     "waha_byo": "WAHA_ENCRYPTION_KEY",
-    "pipeline_secrets": "PIPELINE_SECRETS_KEY",
+    "pipeline_secrets": "PIPELINE_SECRETS_KEY",  # pragma: allowlist secret
 }
 
 

@@ -7,6 +7,9 @@
 -- deskcomm.db.pipeline): no quoting and escaping of every JSON text.
 -- Priorities, ordering keys and the deliveries' event_created_at as in emit_insert_one
 -- (`r_ordered` per registry route).
+-- The deliveries are inserted in input order (ORDER BY the item's ordinal): an ordered
+-- consumer runs a key's deliveries in delivery-id order, so the ids must follow the emit order
+-- whatever join order the planner picks.
 -- Rows: (id) of each inserted event (not of repeated keys); one (NULL) without a tenant.
 WITH tenant AS MATERIALIZED (
     SELECT id FROM deskcomm_organization WHERE id = %(org)s FOR KEY SHARE
@@ -48,7 +51,8 @@ WITH tenant AS MATERIALIZED (
     SELECT ev.id, %(org)s, r.consumer, ev.event_type, 'pending', 0, r.max_attempts,
            %(now)s + r.delay * interval '1 second', CASE WHEN r.ordered THEN ev.ordering_key END,
            ev.priority, %(now)s, %(now)s, %(now)s
-      FROM ev JOIN routes r ON r.event_id = ev.id
+      FROM ev JOIN routes r ON r.event_id = ev.id JOIN i ON i.id = ev.id
+     ORDER BY i.ord, r.consumer
 )
 SELECT id FROM ev
 UNION ALL

@@ -317,6 +317,23 @@ def test_emit_many_fans_out_and_keeps_order(org: Organization) -> None:
     assert EventLog.objects.get(pk=ids[-1]).status == "done"
 
 
+def test_emit_many_numbers_each_consumers_deliveries_in_emit_order(org: Organization) -> None:
+    # Ordered consumers run a key's deliveries in delivery-id order: the ids must follow the
+    # items, for every consumer of the type (three here), whatever join order the plan takes.
+    items = [
+        {"event_type": "test.effect", "entity_kind": "thing", "payload": {"n": i}}
+        for i in range(1200)
+    ]
+    eventbus.emit_many(items, organization=org)
+    for name in EFFECT_CONSUMERS:
+        numbers = list(
+            Delivery.objects.filter(consumer=name)
+            .order_by("id")
+            .values_list("event__payload__n", flat=True)
+        )
+        assert numbers == list(range(1200)), name
+
+
 def test_emit_many_idempotency(org: Organization) -> None:
     first = eventbus.emit(
         "test.effect",
