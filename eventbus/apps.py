@@ -39,8 +39,8 @@ class EventbusConfig(AppConfig):
 
         from core.health import registry as health
         from core.metrics import register_scrape_collector
+        from eventbus.gauges import QueueCollector, TenantCollector
         from eventbus.job_runs import record_job_run
-        from eventbus.metrics import QueueCollector, TenantCollector
         from eventbus.partitions import check_partitions_ahead
         from jobs.registry import on_run
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 from core.models import Organization
 from core.replica.routing import read_connection
 from eventbus import rollup
-from eventbus.admin.selectors import distinct_values
+from eventbus.distinct import distinct_values
 from eventbus.dlq_sizes import dlq_sizes
 
 WINDOW = dt.timedelta(hours=1)
