@@ -29,35 +29,18 @@
 -- circuit breaker) are dropped from the list first, one primary-key probe per consumer named,
 -- so their deliveries stay pending and uncharged; %(probing)s names the consumers whose
 -- half-open probe this claim takes (eventbus/breaker.py), claimed despite their state.
+--
+-- Each `-- include: parts/<name>.sql` line is a piece shared with the other claims, written
+-- once there and put in place on load (eventbus/sql/__init__.py); statement("claim")
+-- gives the whole statement as sent, to read or EXPLAIN.
 WITH RECURSIVE runnable(consumer) AS MATERIALIZED (
-    SELECT k.consumer FROM unnest(%(consumers)s::text[]) AS k(consumer)
-     WHERE k.consumer = ANY(%(probing)s::text[])
-        OR NOT EXISTS (SELECT 1 FROM eventbus_consumer_state s
-                        WHERE s.consumer = k.consumer AND s.state <> 'running')
+    -- include: parts/runnable.sql
 ), after_start(org) AS (
-    (SELECT organization_id FROM eventbus_delivery
-      WHERE status = 'pending' AND organization_id >= %(start)s
-      ORDER BY organization_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT d.organization_id FROM eventbus_delivery d
-             WHERE d.status = 'pending' AND d.organization_id > a.org
-             ORDER BY d.organization_id LIMIT 1)
-      FROM after_start a WHERE a.org IS NOT NULL
+    -- include: parts/after_start.sql
 ), before_start(org) AS (
-    (SELECT organization_id FROM eventbus_delivery
-      WHERE status = 'pending' AND organization_id < %(start)s
-      ORDER BY organization_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT d.organization_id FROM eventbus_delivery d
-             WHERE d.status = 'pending' AND d.organization_id > b.org
-               AND d.organization_id < %(start)s
-             ORDER BY d.organization_id LIMIT 1)
-      FROM before_start b WHERE b.org IS NOT NULL
+    -- include: parts/before_start.sql
 ), orgs AS MATERIALIZED (
-    SELECT org FROM (SELECT org FROM after_start WHERE org IS NOT NULL
-                     UNION ALL
-                     SELECT org FROM before_start WHERE org IS NOT NULL) o
-     LIMIT %(batch)s
+    -- include: parts/orgs.sql
 ), active AS MATERIALIZED (
     SELECT orgs.org, k.consumer
       FROM orgs
@@ -66,17 +49,12 @@ WITH RECURSIVE runnable(consumer) AS MATERIALIZED (
         SELECT 1 FROM eventbus_delivery d
          WHERE d.organization_id = orgs.org AND d.consumer = k.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
-           AND (d.ordering_key IS NULL OR NOT EXISTS (  -- ordered: this key's next, none running
-                 SELECT 1 FROM eventbus_delivery o
-                  WHERE o.consumer = d.consumer AND o.organization_id = d.organization_id
-                    AND o.ordering_key = d.ordering_key AND o.ordering_key IS NOT NULL
-                    AND o.status IN ('pending', 'processing')
-                    AND (o.id < d.id OR o.status = 'processing')))
+           -- include: parts/key_turn.sql
          ORDER BY d.priority DESC, d.next_attempt_at
          LIMIT 1
      ) AS probe
 ), share AS MATERIALIZED (
-    SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*))))::int AS n FROM active
+    -- include: parts/share.sql
 ), picked AS MATERIALIZED (
     SELECT c.id
       FROM active
@@ -84,27 +62,14 @@ WITH RECURSIVE runnable(consumer) AS MATERIALIZED (
         SELECT d.id FROM eventbus_delivery d
          WHERE d.organization_id = active.org AND d.consumer = active.consumer
            AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
-           AND (d.ordering_key IS NULL OR NOT EXISTS (  -- ordered: this key's next, none running
-                 SELECT 1 FROM eventbus_delivery o
-                  WHERE o.consumer = d.consumer AND o.organization_id = d.organization_id
-                    AND o.ordering_key = d.ordering_key AND o.ordering_key IS NOT NULL
-                    AND o.status IN ('pending', 'processing')
-                    AND (o.id < d.id OR o.status = 'processing')))
+           -- include: parts/key_turn.sql
          ORDER BY d.priority DESC, d.next_attempt_at
          LIMIT (SELECT n FROM share)
            FOR UPDATE SKIP LOCKED
      ) c
      LIMIT %(batch)s
 )
-UPDATE eventbus_delivery d
-   SET status = 'processing', attempts = d.attempts + 1, lease_token = %(token)s,
-       locked_until = %(lease_until)s, locked_by = %(worker)s, updated_at = %(now)s
-  FROM event_log e
- WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
+-- include: parts/lease.sql
    AND d.status = 'pending' AND d.next_attempt_at <= %(now)s AND NOT d.isolate
    AND e.id = d.event_id
-RETURNING d.id AS delivery_id, d.consumer, d.attempts AS attempt, d.max_attempts,
-          d.redelivered, d.redelivery_reason, e.id AS event_id, e.organization_id,
-          e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at,
-          e.metadata ->> 'request_id' AS request_id, e.metadata ->> 'trace_id' AS trace_id,
-          e.metadata ->> 'actor_id' AS actor_id
+-- include: parts/claimed.sql

@@ -16,30 +16,15 @@
 -- `isolate` is ignored here: these pumps run no handler code that could kill the worker.
 -- Paused consumers (eventbus_consumer_state not 'running': a paused webhook subscription) are
 -- skipped with one primary-key probe per pair, so their deliveries stay pending and uncharged.
+-- Each `-- include: parts/<name>.sql` line is a piece shared with the other claims, written
+-- once there and put in place on load (eventbus/sql/__init__.py); statement("claim_prefixed")
+-- gives the whole statement as sent, to read or EXPLAIN.
 WITH RECURSIVE after_start(org) AS (
-    (SELECT organization_id FROM eventbus_delivery
-      WHERE status = 'pending' AND organization_id >= %(start)s
-      ORDER BY organization_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT d.organization_id FROM eventbus_delivery d
-             WHERE d.status = 'pending' AND d.organization_id > a.org
-             ORDER BY d.organization_id LIMIT 1)
-      FROM after_start a WHERE a.org IS NOT NULL
+    -- include: parts/after_start.sql
 ), before_start(org) AS (
-    (SELECT organization_id FROM eventbus_delivery
-      WHERE status = 'pending' AND organization_id < %(start)s
-      ORDER BY organization_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT d.organization_id FROM eventbus_delivery d
-             WHERE d.status = 'pending' AND d.organization_id > b.org
-               AND d.organization_id < %(start)s
-             ORDER BY d.organization_id LIMIT 1)
-      FROM before_start b WHERE b.org IS NOT NULL
+    -- include: parts/before_start.sql
 ), orgs AS MATERIALIZED (
-    SELECT org FROM (SELECT org FROM after_start WHERE org IS NOT NULL
-                     UNION ALL
-                     SELECT org FROM before_start WHERE org IS NOT NULL) o
-     LIMIT %(batch)s
+    -- include: parts/orgs.sql
 ), pairs(org, consumer) AS (
     SELECT o.org, (SELECT d.consumer FROM eventbus_delivery d
                     WHERE d.status = 'pending' AND d.organization_id = o.org
@@ -70,7 +55,7 @@ WITH RECURSIVE after_start(org) AS (
          LIMIT 1
      ) AS probe
 ), share AS MATERIALIZED (
-    SELECT greatest(1, ceil(%(batch)s::numeric / greatest(1, count(*))))::int AS n FROM active
+    -- include: parts/share.sql
 ), picked AS MATERIALIZED (
     SELECT c.id
       FROM active
@@ -84,15 +69,7 @@ WITH RECURSIVE after_start(org) AS (
      ) c
      LIMIT %(batch)s
 )
-UPDATE eventbus_delivery d
-   SET status = 'processing', attempts = d.attempts + 1, lease_token = %(token)s,
-       locked_until = %(lease_until)s, locked_by = %(worker)s, updated_at = %(now)s
-  FROM event_log e
- WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
+-- include: parts/lease.sql
    AND d.status = 'pending' AND d.next_attempt_at <= %(now)s
    AND e.id = d.event_id
-RETURNING d.id AS delivery_id, d.consumer, d.attempts AS attempt, d.max_attempts,
-          d.redelivered, d.redelivery_reason, e.id AS event_id, e.organization_id,
-          e.event_type, e.entity_kind, e.entity_id, e.payload, e.metadata, e.created_at,
-          e.metadata ->> 'request_id' AS request_id, e.metadata ->> 'trace_id' AS trace_id,
-          e.metadata ->> 'actor_id' AS actor_id
+-- include: parts/claimed.sql
