@@ -5,7 +5,7 @@
 -- delivery without a key passes at once. Finished rows (done, dead, discarded) release their
 -- key. The per-row form: claim.sql (which meets keyed rows only from a consumer ordered once)
 -- and the isolated claim (isolated_waiting.sql); claim_ordered.sql finds heads by its walk.
-AND (d.ordering_key IS NULL OR NOT EXISTS (  -- ordered: this key's next, none running
+AND (d.ordering_key IS NULL OR NOT EXISTS (
       SELECT 1 FROM eventbus_delivery o
        WHERE o.consumer = d.consumer AND o.organization_id = d.organization_id
          AND o.ordering_key = d.ordering_key AND o.ordering_key IS NOT NULL
