@@ -1,6 +1,7 @@
 """The webhook sender pump: many HTTP requests in flight, one slow endpoint never holding the rest.
 
-It runs on the bus's runner (signals, LISTEN, heartbeats, reaping, database back-off) and slots
+It runs on the bus's runner (signals, LISTEN, heartbeats, reaping, database back-off), as a
+slotted pump (eventbus/slotted.py: leases, stop, quiet, close, recovery, pauses) on slots
 (eventbus/slots.py): up to `concurrency` requests run at once, each subscription at most
 `per_subscription` of them (its lane), and the pump claims again as soon as slots free up: each
 claim asks only for the free room, and each subscription for at most its own free in-flight
