@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -38,7 +37,8 @@ from eventbus.event import Event
 from eventbus.registry import BatchHandler, Consumer, Handler
 from eventbus.retry import judge_failure
 from eventbus.settle import Settlement, by_token, settle
-from eventbus.slots import Job, Leases, SlotPool, log_lost
+from eventbus.slots import Job, SlotPool
+from eventbus.slotted import SlottedPump
 from eventbus.tenancy import SecurityRefusal
 
 logger = logging.getLogger(__name__)
@@ -63,10 +63,13 @@ class Finished(NamedTuple):
     failure: claims.Failure | None = None
 
 
-class DrainPump:
-    """Runs the drain consumers (`runs_on="drain"`); driven by the runner's loop."""
+class DrainPump(SlottedPump[Finished]):
+    """Runs the drain consumers (`runs_on="drain"`); driven by the runner's loop. What it shares
+    with every slotted pump (leases, stop, quiet, close, recovery, pauses) is eventbus.slotted's;
+    here: claiming (isolation, batch by batch or overlapping), running handlers, settling."""
 
     name = "drain"
+    release_when_stuck = True
 
     def __init__(
         self,
@@ -80,29 +83,23 @@ class DrainPump:
     ) -> None:
         self.consumers = {c.name: c for c in consumers}
         self.names = list(self.consumers)
-        self.worker_id = worker_id
-        self.concurrency = concurrency
-        self.batch_size = batch_size
-        self.max_events = max_events
-        self.processed = 0
+        super().__init__(
+            worker_id=worker_id,
+            concurrency=concurrency,
+            batch_size=batch_size,
+            max_events=max_events,
+            watch=pauses.Watch(names=self.names),
+        )
         self._low_water = max(concurrency, batch_size // 2)
-        self._results: list[Finished] = []  # finished, not settled yet
-        self.settling = threading.Lock()  # the runner's heartbeat never extends mid-settle
-        self.leases = Leases()
-        self._stopping = False
-        self._quiet = False  # asked from the console: claim nothing more, finish what is held
-        self._interrupted = threading.Event()  # the database failed: start nothing
         self._alone = False  # an isolated delivery is in flight: claim nothing else
         self._isolated_waiting = False
         self._next_isolation_check = 0.0
-        self._drained = False  # the last claim found nothing due
         # (claim token, lane) of ordered runs stopped by a delivery that did not succeed: the
         # rest of the run is released (written by the slot threads and, for a timeout, under
         # the pool's lock before the lane opens again; read by the slots before each run).
         self._broken: set[tuple[uuid.UUID, str]] = set()
-        self.pauses = pauses.Watch(names=self.names)
-        self._batching = any(_group_size(c) for c in consumers)
-        self.pool: SlotPool[Finished | list[Finished]] = SlotPool(
+        self.batches = any(_group_size(c) for c in consumers)
+        self.pool = SlotPool(
             concurrency,
             self._run,
             on_error=self._failed,
@@ -115,83 +112,27 @@ class DrainPump:
             name="eventbus-handler",
         )
 
-    # -- the runner's interface ---------------------------------------------------------------
-
-    def step(self) -> int:
-        """Settle, watch, claim: returns how many deliveries were settled or claimed."""
-        self._collect()
-        progress = self._settle() if self._overlapping() or self.pool.idle() else 0
-        if self._interrupted.is_set():
-            self._recover()
-        progress += self._watch() + self._check_pauses()
-        return progress + self._claim()
-
-    @property
-    def in_flight(self) -> int:
-        return self.pool.outstanding + len(self._results)
-
     def idle(self) -> bool:
-        """Nothing due was found and nothing is in flight (`--once` may exit)."""
-        return self._drained and not self._isolated_waiting and self.in_flight == 0
+        """Nothing due was found (nor waiting to run alone) and nothing is in flight."""
+        return super().idle() and not self._isolated_waiting
 
-    def held(self) -> dict[uuid.UUID, list[int]]:
-        return self.leases.held()
-
-    def lost(self, token: uuid.UUID, ids: set[int]) -> None:
-        """The heartbeat found these taken over: start none of them, drop their results."""
-        dropped: set[int] = set()
-        kept: list[Job] = []  # a batch's deliveries that were not lost: they still run
-        for job in self.pool.drop(ids):
-            dropped.update(e.delivery_id for e in job.events if e.delivery_id in ids)
-            keep = [e for e in job.events if e.delivery_id not in ids]
-            if keep:
-                kept.append(Job(job.token, keep[0], job.timeout, job.lane, tuple(keep[1:])))
+    def _dropped(self, jobs: list[Job], ids: set[int]) -> set[int]:
+        """A batch's deliveries that were not lost still run: queued again without the others."""
+        kept = [
+            Job(job.token, keep[0], job.timeout, job.lane, tuple(keep[1:]))
+            for job in jobs
+            if (keep := [e for e in job.events if e.delivery_id not in ids])
+        ]
         if kept:
             self.pool.submit(kept)
-        self.leases.lose(token, ids, never_started=dropped)
         metrics.LEASES_LOST.inc(len(ids))
-        log_lost(self.name, token, ids, len(dropped))
+        return super()._dropped(jobs, ids)
 
-    def renewed(self, token: uuid.UUID) -> None:
-        self.leases.renew(token)
+    def _released(self, jobs: Sequence[Job]) -> list[Finished]:
+        return released(jobs)
 
-    def poke(self) -> None:
-        """A NOTIFY arrived (the runner steps at once): perhaps a pause, re-read them."""
-        self.pauses.poke()
-
-    def interrupted(self) -> None:
-        """The database failed: start no further handler until a settle succeeds again."""
-        self._interrupted.set()
-        self.pool.pause()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self.pool.pause()
-
-    def quiet(self) -> None:
-        """Claim nothing more (probes included); what is claimed still runs and settles."""
-        self._quiet = True
-
-    def close(self) -> None:
-        """Let running handlers finish (each within its timeout), release the rest, settle."""
-        self.stop()
-        never_started = self.pool.wind_down(self._tick)
-        self._collect()
-        self._results.extend(released(never_started))
-        self._settle()
-
-    def _tick(self) -> None:
-        self._collect()
-        self._watch()
-
-    @property
-    def gathering(self) -> bool:
-        """Results come one by one (overlapping); batch by batch there is nothing to gather."""
-        return not self.pool.quiet
-
-    def wait_hint(self, poll_interval: float) -> float:
-        """How long the runner may sleep: short while handlers run (the watchdog's tick)."""
-        return 0.1 if self.in_flight else poll_interval
+    def _may_settle(self) -> bool:
+        return self._overlapping() or self.pool.idle()
 
     # -- running ------------------------------------------------------------------------------
 
@@ -230,49 +171,21 @@ class DrainPump:
         exc = HandlerTimeout(f"handler still running after {elapsed:.1f}s (timeout {job.timeout}s)")
         return [Finished(job, "failed", failure(job.event, exc, elapsed))]
 
-    # -- watching -----------------------------------------------------------------------------
+    # -- probes -------------------------------------------------------------------------------
 
-    def _watch(self) -> int:
-        """Timeouts and stuck slots: returns how many results that produced."""
-        found = [f for job, t in self.pool.expired() for f in self._timed_out(job, t)]
-        stuck_after = bus_settings.STUCK_RELEASE_SECONDS
-        if self.pool.queued and self.pool.stuck(stuck_after):
-            waiting = self.pool.take_queued()
-            logger.info(
-                "every slot busy for over %.1fs: releasing %d claimed deliveries to other workers",
-                stuck_after,
-                len(waiting),
-            )
-            found.extend(released(waiting))
-        self._results.extend(found)
-        return len(found)
-
-    @property
-    def degraded(self) -> bool:
-        """Too many abandoned handler threads: the process should be replaced."""
-        return self.pool.orphans >= bus_settings.MAX_ABANDONED_THREADS
-
-    def _check_pauses(self) -> int:
-        """About once a second: release the unstarted deliveries of consumers paused since they
-        were claimed (refunded) and run the circuit breaker's due probes."""
-        paused = self.pauses.check()
-        if not paused:
+    def _probe(self, paused: dict[str, str]) -> int:
+        """The circuit breaker's due probes (not while an isolated delivery runs alone)."""
+        if self._alone:
             return 0
-        given_back = released(self.pool.take_queued_of(pauses.held(paused)))
-        self._results.extend(given_back)
-        if given_back:
-            logger.info("released %d claimed deliveries of paused consumers", len(given_back))
-        if self._stopping or self._quiet or self._interrupted.is_set() or self._alone:
-            return len(given_back)
         probes = breaker.claim_probes(paused, worker_id=self.worker_id)
         for batch in probes:
             self._submit(batch)
-        return len(given_back) + len(probes)
+        return len(probes)
 
     # -- claiming -----------------------------------------------------------------------------
 
     def _claim(self) -> int:
-        if self._stopping or self._quiet or self._interrupted.is_set() or not self.names:
+        if not self.names:
             return 0
         if self._alone:
             if self.in_flight:
@@ -322,16 +235,9 @@ class DrainPump:
         self._submit(batch)
         return len(batch.events)
 
-    def _room(self) -> int:
-        if self.max_events is None:
-            return self.batch_size
-        return min(self.batch_size, self.max_events - self.processed - self.in_flight)
-
     def _submit(self, batch: claims.Claim) -> None:
-        if not batch.events:
-            return
-        self.leases.hold(batch.token, batch.ids)
-        self.pool.submit(self._jobs(batch))
+        if batch.events:
+            self._enqueue(batch.token, batch.ids, self._jobs(batch))
 
     def _jobs(self, batch: claims.Claim) -> list[Job]:
         """The claim's jobs, oldest first: one per delivery, and per batch or atomic consumer
@@ -341,7 +247,7 @@ class DrainPump:
         batch.events.sort(key=_EMIT_ORDER)  # oldest first within the claim
         timeouts = {name: c.timeout_seconds() for name, c in self.consumers.items()}
         token = batch.token
-        if not self._batching:
+        if not self.batches:
             return [Job(token, e, timeouts[e.consumer], _lane(e)) for e in batch.events]
         jobs: list[Job | None] = []  # a group's place is its first (oldest) delivery's
         groups: dict[tuple[str, object, str | None], tuple[int, list[Event]]] = {}
@@ -363,16 +269,6 @@ class DrainPump:
         return [job for job in jobs if job is not None]
 
     # -- settling -----------------------------------------------------------------------------
-
-    def _collect(self) -> None:
-        if not self._batching:
-            self._results.extend(self.pool.take())  # type: ignore[arg-type]  # no lists
-            return
-        for result in self.pool.take():
-            if isinstance(result, list):
-                self._results.extend(result)
-            else:
-                self._results.append(result)
 
     def _settle(self) -> int:
         """Settle the finished runs per claim; on a database error the rest is kept."""
@@ -401,17 +297,6 @@ class DrainPump:
             self._broken = {b for b in self._broken if b[0] in held}
         return settled
 
-    def _recover(self) -> None:
-        """A settle worked again after a database failure: release what waited, start again."""
-        waiting = self.pool.take_queued()
-        self._results.extend(released(waiting))
-        self._settle()
-        self._interrupted.clear()
-        if not self._stopping:
-            self.pool.resume()
-        if waiting:
-            logger.info("database back: released %d deliveries that had not started", len(waiting))
-
     # -- run_once: one batch inline ---------------------------------------------------------
 
     def run_batch(self) -> int:
@@ -424,7 +309,7 @@ class DrainPump:
         if claims.isolated_due(self.names):
             batch = claims.claim_isolated(consumers=self.names, worker_id=self.worker_id)
         if batch is None or not batch.events:
-            size = max(0, self._room())
+            size = self._room()
             batch = claims.claim(consumers=self.names, batch_size=size, worker_id=self.worker_id)
         try:
             for job in self._jobs(batch):

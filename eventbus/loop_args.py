@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 from argparse import ArgumentParser, ArgumentTypeError
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+
+class LoopOptions(TypedDict):
+    """The parsed loop arguments, as the workers' options take them (`WorkerOptions(**...)`)."""
+
+    batch_size: int
+    poll_interval: float
+    once: bool
+    max_events: int | None
+    listen: bool
 
 
 def positive_int(value: str) -> int:
@@ -44,4 +56,15 @@ def add_loop_arguments(parser: ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."
+    )
+
+
+def loop_options(options: Mapping[str, Any]) -> LoopOptions:
+    """The loop arguments `add_loop_arguments` declared, from a command's parsed options."""
+    return LoopOptions(
+        batch_size=options["batch_size"],
+        poll_interval=options["poll_interval"],
+        once=options["once"],
+        max_events=options["max_events"],
+        listen=not options["no_listen"],
     )

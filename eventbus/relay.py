@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -63,7 +62,11 @@ def delivery_message(consumer: Consumer, delivery_id: int, token: uuid.UUID) -> 
 
 
 class Relay:
-    """The relay pump: `run_once()` publishes one batch of due broker deliveries."""
+    """The relay pump: `run_once()` publishes one batch of due broker deliveries.
+
+    A plain `eventbus.runner.Pump`, not a `LeaseHolder`: it keeps no delivery after publishing
+    it (the jobs process adopts and settles each), so the heartbeat extends nothing of it and
+    nothing of it is in flight."""
 
     name = "relay"
     concurrency = 1  # publishes batch by batch
@@ -73,7 +76,6 @@ class Relay:
         self.consumers = {c.name: c for c in registry.running_on("broker")}
         self.names = list(self.consumers)
         self.processed = 0
-        self.settling = threading.Lock()
         self._broker = broker
         self._next_due = 0.0
         self._stopping = False
@@ -153,21 +155,8 @@ class Relay:
         self._next_due = now if not self._idle else now + poll
         return claimed
 
-    in_flight = 0  # published deliveries are the jobs process's to run and settle
-    degraded = False
-    gathering = False
-
     def idle(self) -> bool:
         return self._idle or not self.names
-
-    def held(self) -> dict[uuid.UUID, list[int]]:
-        return {}
-
-    def renewed(self, token: uuid.UUID) -> None:
-        """Nothing held: the relay keeps no delivery after publishing it."""
-
-    def lost(self, token: uuid.UUID, ids: set[int]) -> None:
-        """Nothing held: the relay keeps no delivery after publishing it."""
 
     def poke(self) -> None:
         self._next_due = 0.0

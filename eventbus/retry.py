@@ -13,13 +13,17 @@ Pure functions (no database) so the policy is tested on its own. The default tab
 
 Attempts past the end of the table reuse its last step (2 h) for consumers allowed more attempts.
 Every step gets 0-30% extra random delay (jitter) so failed batches do not retry in lockstep.
+
+`decide` is the one decision every failed attempt goes through (a handler's exception here, a
+publish to the broker here, a webhook's response in webhooks/outcome.py): permanent or out of
+attempts -> dead, else retry after the table's delay (or the wait the failure asked for).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.redaction import redact_text
 from eventbus import tracebacks
@@ -53,6 +57,33 @@ class Verdict:
     traceback: str = ""  # the handler's, bounded and redacted (eventbus.tracebacks)
 
 
+def decide(
+    attempt: int,
+    *,
+    max_attempts: int,
+    permanent: bool,
+    schedule: Sequence[float],
+    jitter: float,
+    error_class: str,
+    error: str,
+    traceback: str = "",
+    delay: float | None = None,
+    rand: Callable[[], float] = random.random,
+) -> Verdict:
+    """The one retry decision, for every kind of failed attempt (`attempt` is 1-based): dead now
+    when the failure is permanent or that was the last attempt, else retry after the table's
+    delay, or after `delay` when the failure named its own wait (a webhook's Retry-After).
+    Each caller classifies its own failure (exception, response, publish) into these inputs."""
+    dead = permanent or attempt >= max_attempts
+    if dead:
+        wait = 0.0
+    elif delay is None:
+        wait = backoff_seconds(attempt, schedule=schedule, jitter=jitter, rand=rand)
+    else:
+        wait = delay
+    return Verdict(dead, wait, error_class, error, traceback)
+
+
 def judge_failure(
     exc: BaseException,
     *,
@@ -62,15 +93,19 @@ def judge_failure(
     jitter: float,
     rand: Callable[[], float] = random.random,
 ) -> Verdict:
-    """Classify an exception: permanent or out of attempts -> dead; anything else -> retry later."""
-    # Redacted as the logs are (core.redaction): the console shows it beside the traceback.
-    error = redact_text(f"{type(exc).__name__}: {exc}")[:4000]
-    error_class = type(exc).__name__
-    trace = tracebacks.capture(exc)
-    if isinstance(exc, PermanentError) or attempt >= max_attempts:
-        return Verdict(dead=True, delay=0.0, error_class=error_class, error=error, traceback=trace)
-    delay = backoff_seconds(attempt, schedule=schedule, jitter=jitter, rand=rand)
-    return Verdict(dead=False, delay=delay, error_class=error_class, error=error, traceback=trace)
+    """A handler's exception: a `PermanentError` is dead at once, anything else is retried."""
+    return decide(
+        attempt,
+        max_attempts=max_attempts,
+        permanent=isinstance(exc, PermanentError),
+        schedule=schedule,
+        jitter=jitter,
+        error_class=type(exc).__name__,
+        # Redacted as the logs are (core.redaction): the console shows it beside the traceback.
+        error=redact_text(f"{type(exc).__name__}: {exc}")[:4000],
+        traceback=tracebacks.capture(exc),
+        rand=rand,
+    )
 
 
 def judge_publish_failure(
@@ -87,13 +122,21 @@ def judge_publish_failure(
     Back off like any failed attempt; at `max_failures` (OUTBOX_MAX_ATTEMPTS) the delivery is dead
     with an error that says why, so an operator can reprocess it once the broker is back.
     """
+    decided = decide(
+        failures,
+        max_attempts=max_failures,
+        permanent=False,
+        schedule=schedule,
+        jitter=jitter,
+        error_class="PublishFailed",
+        error="",
+        rand=rand,
+    )
     cause = f"{type(exc).__name__}: {exc}"[:2000]
-    if failures >= max_failures:
-        error = (
-            f"PublishFailed: could not publish to the job broker {failures} times "
-            f"(OUTBOX_MAX_ATTEMPTS={max_failures}); last error: {cause}"
-        )
-        return Verdict(dead=True, delay=0.0, error_class="PublishFailed", error=error)
-    delay = backoff_seconds(failures, schedule=schedule, jitter=jitter, rand=rand)
-    error = f"PublishFailed: job broker unreachable (failure {failures}/{max_failures}): {cause}"
-    return Verdict(dead=False, delay=delay, error_class="PublishFailed", error=error)
+    if decided.dead:
+        why = f"could not publish to the job broker {failures} times"
+        error = f"PublishFailed: {why} (OUTBOX_MAX_ATTEMPTS={max_failures}); last error: {cause}"
+    else:
+        why = f"job broker unreachable (failure {failures}/{max_failures})"
+        error = f"PublishFailed: {why}: {cause}"
+    return replace(decided, error=error)

@@ -1,20 +1,25 @@
 """The runner: what every long-running bus process needs once, around the pumps it drives.
 
 A pump does one kind of work (the drain, the outbox relay, the webhook sender) behind a small
-interface: `step()` settles what finished and claims more without blocking, `held()` lists the
-leases it holds, `lost()` is told which of them were taken over, `close()` finishes. The runner
-owns the rest, once for all of them:
+interface, `Pump`: `step()` settles what finished and claims more without blocking, `idle()`,
+`wait_hint()`, `poke()` / `interrupted()` / `quiet()` / `stop()` as things happen, `close()`
+finishes. A pump that keeps claimed deliveries while threads run them (the drain and the webhook
+sender, both `eventbus.slotted.SlottedPump`) is also a `LeaseHolder`: `held()` lists the leases
+it holds, `lost()` is told which of them were taken over, and it counts what is `in_flight`.
+The relay keeps nothing between passes and is a plain `Pump`. The runner owns the rest, once
+for all of them:
 
 - signals: first SIGTERM/SIGINT stops claiming, running work finishes (each within its timeout),
   unstarted work is released, exit 0; a second signal exits at once (leases then expire);
 - the loop: step again at once while there was progress, otherwise wait, interruptibly, for a
   wake-up (LISTEN/NOTIFY, a finished handler, a stop) or the pump's own hint;
-- heartbeats: every third of the lease, extend what each pump holds; rows no longer ours (the
-  worker stalled past its lease and was taken over) are reported to the pump, which starts none
-  of them and drops their results. The same thread, on the same connection, beats the worker
-  registry (core.workers) every WORKERS["HEARTBEAT_SECONDS"], and brings back what an operator
-  asked of the process from the console: quiet (every pump claims nothing more; what it holds
-  still runs and settles) or stop (exactly as the first SIGTERM), acted on by the loop;
+- heartbeats: every third of the lease, extend what each lease holder holds; rows no longer
+  ours (the worker stalled past its lease and was taken over) are reported to the pump, which
+  starts none of them and drops their results. The same thread, on the same connection, beats
+  the worker registry (core.workers) every WORKERS["HEARTBEAT_SECONDS"], and brings back what
+  an operator asked of the process from the console: quiet (every pump claims nothing more;
+  what it holds still runs and settles) or stop (exactly as the first SIGTERM), acted on by
+  the loop;
 - reaping: every idle pass (at most once a second) and every few seconds while busy, so a
   killed worker's claim is back within the lease plus a few seconds;
 - database back-off: a failed step tells every pump to start nothing more, then retries with
@@ -34,7 +39,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import psycopg
 from django.db import DatabaseError, close_old_connections, connection, connections
@@ -68,30 +73,44 @@ def freeze_startup_heap() -> None:
 
 
 class Pump(Protocol):
-    """One kind of work the runner drives (see the module docstring)."""
+    """One kind of work the runner drives: what the loop asks of every pump (see the module
+    docstring). A pump that keeps claimed deliveries between passes is a `LeaseHolder` too."""
 
     name: str
     processed: int
     concurrency: int  # what it runs at once (the console's workers page shows each, and the sum)
+
+    def step(self) -> int: ...  # settle, claim; never blocks; returns the progress made
+    def idle(self) -> bool: ...  # nothing due, nothing in flight (`--once` may exit)
+    def wait_hint(self, poll_interval: float) -> float: ...  # how long an idle wait may last
+    def poke(self) -> None: ...  # a NOTIFY arrived (the runner steps at once)
+    def interrupted(self) -> None: ...  # a step failed on the database: start nothing more
+    def quiet(self) -> None: ...  # claim nothing more; what is held still runs and settles
+    def stop(self) -> None: ...  # claim nothing more: the process is stopping
+    def close(self) -> None: ...  # finish: what runs ends, the rest is released, all settled
+
+
+@runtime_checkable
+class LeaseHolder(Protocol):
+    """Optional, beside `Pump`: a pump that keeps claimed deliveries while its slot threads run
+    them (the drain, the webhook sender; not the relay, which keeps nothing after publishing).
+    The heartbeat extends what it `held()` under its `settling` lock and tells it `renewed()` /
+    `lost()`; the runner counts its `in_flight` (the worker registry, the reaping interval),
+    waits a little for more results while it is `gathering`, and exits with EXIT_DEGRADED when
+    it is `degraded` (too many abandoned threads)."""
+
+    name: str  # the pump's
     settling: threading.Lock  # held while settling: the heartbeat never races a settle
 
-    def step(self) -> int: ...
-    def idle(self) -> bool: ...
     def held(self) -> dict[uuid.UUID, list[int]]: ...
     def renewed(self, token: uuid.UUID) -> None: ...
     def lost(self, token: uuid.UUID, ids: set[int]) -> None: ...
-    def poke(self) -> None: ...
-    def interrupted(self) -> None: ...
-    def stop(self) -> None: ...
-    def quiet(self) -> None: ...  # claim nothing more; what is held still runs and settles
-    def close(self) -> None: ...
-    def wait_hint(self, poll_interval: float) -> float: ...
-
-    @property
-    def gathering(self) -> bool: ...  # woken by a finished run: worth waiting for a few more
 
     @property
     def in_flight(self) -> int: ...
+
+    @property
+    def gathering(self) -> bool: ...  # woken by a finished run: worth waiting for a few more
 
     @property
     def degraded(self) -> bool: ...
@@ -134,6 +153,7 @@ class Runner:
         kind: str = "",
     ) -> None:
         self.pumps = list(pumps)
+        self.holders: list[LeaseHolder] = [p for p in self.pumps if isinstance(p, LeaseHolder)]
         self.kind = kind or "+".join(p.name for p in self.pumps)
         self.options = options
         self.worker_id = worker_id
@@ -193,7 +213,7 @@ class Runner:
         )
 
     def _sample(self) -> Sample:
-        in_flight = sum(p.in_flight for p in self.pumps)
+        in_flight = sum(p.in_flight for p in self.holders)
         mode = "quiet" if self._quiet else "running"
         return Sample(in_flight=in_flight, last_claim_at=claims.last_claim_at(), mode=mode)
 
@@ -250,7 +270,7 @@ class Runner:
         return self.options.once and all(pump.idle() for pump in self.pumps)
 
     def _degraded(self) -> bool:
-        sick = [pump.name for pump in self.pumps if pump.degraded]
+        sick = [pump.name for pump in self.holders if pump.degraded]
         if sick:
             logger.critical(
                 "worker %s: too many abandoned handler threads in %s (timed-out handlers that "
@@ -266,7 +286,7 @@ class Runner:
         poll = self.options.poll_interval
         self.wake.wait(min(pump.wait_hint(poll) for pump in self.pumps))
         self.wake.clear()
-        if any(pump.in_flight and pump.gathering for pump in self.pumps):
+        if any(pump.in_flight and pump.gathering for pump in self.holders):
             self.wake.wait(GATHER_SECONDS)
             self.wake.clear()
 
@@ -289,7 +309,7 @@ class Runner:
         now = time.monotonic()
         if now < self._next_reap:
             return
-        busy = any(pump.in_flight for pump in self.pumps)
+        busy = any(pump.in_flight for pump in self.holders)
         lease = bus_settings.LEASE_SECONDS
         interval = min(BUSY_REAP_INTERVAL, lease / 6) if busy else IDLE_REAP_INTERVAL
         self._next_reap = now + interval
@@ -334,22 +354,22 @@ class Runner:
                     presence.tick()
                     presence_due = now + presence.interval()
                 if now >= leases_due:
-                    for pump in self.pumps:
-                        self._beat(pump)
+                    for holder in self.holders:
+                        self._beat(holder)
                     leases_due = now + bus_settings.LEASE_SECONDS / 3
         finally:
             connections.close_all()
 
-    def _beat(self, pump: Pump) -> None:
+    def _beat(self, holder: LeaseHolder) -> None:
         try:
-            with pump.settling:
-                for token, ids in pump.held().items():
+            with holder.settling:
+                for token, ids in holder.held().items():
                     lost = set(ids) - claims.extend(token, ids)
-                    pump.renewed(token)
+                    holder.renewed(token)
                     if lost:
-                        pump.lost(token, lost)
+                        holder.lost(token, lost)
         except DatabaseError:
-            logger.warning("%s: could not extend its leases", pump.name, exc_info=True)
+            logger.warning("%s: could not extend its leases", holder.name, exc_info=True)
             close_old_connections()
 
     def _listen_loop(self) -> None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from eventbus.retry import Verdict, backoff_seconds
+from eventbus import retry
+from eventbus.retry import Verdict
 from webhooks.sender import AttemptResult
 
 GONE = 410
@@ -49,23 +50,47 @@ class Policy:
 
 
 def judge(result: AttemptResult, *, attempt: int, max_attempts: int, policy: Policy) -> Decision:
-    """Classify one attempt (attempt is 1-based)."""
+    """Classify one attempt (attempt is 1-based); the retry decision is the bus's
+    (eventbus.retry.decide)."""
     if result.ok:
         return Decision(None)
     error_class = result.error_class or "HTTPStatus"
-    error = result.error or f"HTTP {result.status_code}"
-    if result.status_code == GONE:
-        reason = "the endpoint answered 410 Gone"
-        return Decision(Verdict(True, 0.0, error_class, error), disable_reason=reason)
-    if error_class in PERMANENT_ERRORS or attempt >= max_attempts:
-        return Decision(Verdict(True, 0.0, error_class, error))
-    return Decision(Verdict(False, _delay(result, attempt, policy), error_class, error))
+    gone = result.status_code == GONE
+    verdict = retry.decide(
+        attempt,
+        max_attempts=max_attempts,
+        permanent=gone or error_class in PERMANENT_ERRORS,
+        schedule=policy.schedule,
+        jitter=policy.jitter,
+        error_class=error_class,
+        error=result.error or f"HTTP {result.status_code}",
+        delay=_asked_delay(result, policy),
+    )
+    return Decision(verdict, disable_reason="the endpoint answered 410 Gone" if gone else "")
 
 
-def _delay(result: AttemptResult, attempt: int, policy: Policy) -> float:
+def failed_attempt(
+    error_class: str, error: str, *, attempt: int, max_attempts: int, policy: Policy
+) -> Decision:
+    """An attempt that got no response to judge (it raised, or ran past its timeout): a
+    transient failure of the delivery, retried per the table."""
+    verdict = retry.decide(
+        attempt,
+        max_attempts=max_attempts,
+        permanent=False,
+        schedule=policy.schedule,
+        jitter=policy.jitter,
+        error_class=error_class,
+        error=error[:4000],
+    )
+    return Decision(verdict)
+
+
+def _asked_delay(result: AttemptResult, policy: Policy) -> float | None:
+    """The wait a 429/503 asked for (Retry-After), capped; None: the table's."""
     if result.status_code in RETRY_AFTER_STATUSES and result.retry_after is not None:
         return min(max(result.retry_after, 1.0), policy.max_retry_after)
-    return backoff_seconds(attempt, schedule=policy.schedule, jitter=policy.jitter)
+    return None
 
 
 def disabled_subscription() -> Decision:

@@ -1,6 +1,7 @@
 """The webhook sender pump: many HTTP requests in flight, one slow endpoint never holding the rest.
 
-It runs on the bus's runner (signals, LISTEN, heartbeats, reaping, database back-off) and slots
+It runs on the bus's runner (signals, LISTEN, heartbeats, reaping, database back-off), as a
+slotted pump (eventbus/slotted.py: leases, stop, quiet, close, recovery, pauses) on slots
 (eventbus/slots.py): up to `concurrency` requests run at once, each subscription at most
 `per_subscription` of them (its lane), and the pump claims again as soon as slots free up: each
 claim asks only for the free room, and each subscription for at most its own free in-flight
@@ -17,6 +18,7 @@ import logging
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -26,12 +28,11 @@ from core import context
 from eventbus import claim as claims
 from eventbus import pauses
 from eventbus import settle as bus_settle
-from eventbus.conf import bus_settings
 from eventbus.drain import log_ids
 from eventbus.event import Event
-from eventbus.retry import Verdict, backoff_seconds
 from eventbus.runner import Pump, Runner, RunnerOptions
-from eventbus.slots import Job, Leases, SlotPool, log_lost
+from eventbus.slots import Job, SlotPool
+from eventbus.slotted import SlottedPump
 from eventbus.worker import WorkerOptions, worker_id
 from webhooks import outcome, selectors, sender, settle
 from webhooks.conf import CONSUMER_PREFIX, webhook_settings
@@ -67,8 +68,10 @@ class _Released:
     job: Job
 
 
-class WebhookPump:
-    """Claims webhook deliveries for the free slots, sends them, settles what finished."""
+class WebhookPump(SlottedPump[settle.Finished | _Released]):
+    """Claims webhook deliveries for the free slots, sends them, settles what finished. What it
+    shares with every slotted pump (leases, stop, quiet, close, recovery, pauses) is
+    eventbus.slotted's; here: the per-subscription claim, the attempt, the webhook settle."""
 
     name = "webhooks"
 
@@ -80,18 +83,19 @@ class WebhookPump:
         client: httpx.Client | None = None,
         wake: threading.Event,
     ) -> None:
+        super().__init__(
+            worker_id=worker_id,
+            concurrency=options.concurrency,
+            batch_size=options.batch_size,
+            max_events=options.max_events,
+            watch=pauses.Watch(prefix=CONSUMER_PREFIX),  # paused subscriptions
+        )
         self.options = options
-        self.worker_id = worker_id
-        self.concurrency = options.concurrency
         self.per_subscription = options.per_subscription or int(
             webhook_settings.MAX_IN_FLIGHT_PER_SUBSCRIPTION
         )
-        self.processed = 0
-        self.settling = threading.Lock()
-        self.leases = Leases()
         self._client = client or sender.build_client(max_connections=options.concurrency)
-        self._wake = wake
-        self.pool: SlotPool[settle.Finished | _Released] = SlotPool(
+        self.pool = SlotPool(
             options.concurrency,
             self._attempt,
             on_error=self._crashed,
@@ -101,104 +105,34 @@ class WebhookPump:
             can_start=self.leases.trusted,
             name="webhook-sender",
         )
-        self._lock = threading.Lock()  # _dropped (the heartbeat thread adds to it)
-        self._dropped: list[Job] = []  # queued jobs of a lost lease
+        self._lock = threading.Lock()  # _lost_jobs (the heartbeat thread adds to it)
+        self._lost_jobs: list[Job] = []  # queued jobs of a lost lease
         self._per_consumer: Counter[str] = Counter()  # claimed, not settled, per consumer
-        self._waiting: list[settle.Finished | _Released] = []  # finished, not settled yet
-        self._stopping = False
-        self._quiet = False  # asked from the console: claim nothing more, finish what is held
-        self._interrupted = False
-        self._drained = False
-        self.pauses = pauses.Watch(prefix=CONSUMER_PREFIX)  # paused subscriptions
-
-    # -- the runner's interface ---------------------------------------------------------------
-
-    def step(self) -> int:
-        self._waiting.extend(self.pool.take())
-        self._watch()
-        self._release_paused()
-        progress = self._settle()
-        if self._interrupted:
-            self._recover()
-        return progress + self._claim()
 
     @property
     def in_flight(self) -> int:
         """Deliveries claimed by this worker and not settled yet (running, queued, finished)."""
         return sum(self._per_consumer.values())
 
-    @property
-    def degraded(self) -> bool:
-        return self.pool.orphans >= bus_settings.MAX_ABANDONED_THREADS
-
-    def idle(self) -> bool:
-        return self._drained and self.in_flight == 0
-
-    def held(self) -> dict[uuid.UUID, list[int]]:
-        return self.leases.held()
-
-    def lost(self, token: uuid.UUID, ids: set[int]) -> None:
-        dropped = self.pool.drop(ids)
-        self.leases.lose(token, ids, never_started={job.event.delivery_id for job in dropped})
-        with self._lock:
-            self._dropped.extend(dropped)
-        log_lost(self.name, token, ids, len(dropped))
-
-    def renewed(self, token: uuid.UUID) -> None:
-        self.leases.renew(token)
-
-    def poke(self) -> None:
-        """A NOTIFY arrived (the runner steps at once): perhaps a pause, re-read them."""
-        self.pauses.poke()
-
-    def _release_paused(self) -> None:
-        """Unstarted deliveries of subscriptions paused since they were claimed: released."""
-        paused = self.pauses.check()
-        if paused:
-            self._waiting.extend(_Released(j) for j in self.pool.take_queued_of(paused))
-
-    def interrupted(self) -> None:
-        """The database failed: send nothing more until a settle succeeds again."""
-        self._interrupted = True
-        self.pool.pause()
-
-    def _recover(self) -> None:
-        """The database is back: release what waited (never sent, not charged), send again."""
-        self._waiting.extend(_Released(job) for job in self.pool.take_queued())
-        self._settle()
-        self._interrupted = False
-        if not self._stopping:
-            self.pool.resume()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self.pool.pause()
-
-    def quiet(self) -> None:
-        """Claim nothing more; what is claimed is still sent and settled."""
-        self._quiet = True
-
     def close(self) -> None:
         """On exit: let running requests finish, release the unstarted, settle everything."""
-        self.stop()
-        never_sent = self.pool.wind_down(self._tick)
-        self._waiting.extend(self.pool.take())
-        self._waiting.extend(_Released(job) for job in never_sent)
         try:
-            self._settle()
+            super().close()
         finally:
             self._client.close()
 
-    gathering = True  # attempts finish one by one: gather a few into one settle
+    def _dropped(self, jobs: list[Job], ids: set[int]) -> set[int]:
+        """Their consumers' share is freed on the main thread, at the next settle."""
+        with self._lock:
+            self._lost_jobs.extend(jobs)
+        return super()._dropped(jobs, ids)
 
-    def wait_hint(self, poll_interval: float) -> float:
-        return 0.1 if self.in_flight else poll_interval
+    def _released(self, jobs: Sequence[Job]) -> list[settle.Finished | _Released]:
+        return [_Released(job) for job in jobs]
 
     # -- claiming -----------------------------------------------------------------------------
 
     def _claim(self) -> int:
-        if self._stopping or self._quiet or self._interrupted:
-            return 0
         free = min(PREFETCH * self.options.concurrency - self.in_flight, self._room())
         if free <= 0:
             return 0
@@ -215,17 +149,10 @@ class WebhookPump:
             self._launch(batch)
         return len(batch.events)
 
-    def _room(self) -> int:
-        limit = self.options.max_events
-        if limit is None:
-            return self.options.batch_size
-        return max(0, min(self.options.batch_size, limit - self.processed - self.in_flight))
-
     def _launch(self, batch: claims.Claim) -> None:
         sub_ids = {subscription_id_of(e.consumer) for e in batch.events}
         targets = selectors.targets_for({s for s in sub_ids if s}, now=timezone.now())
         timeout = 2 * webhook_settings.TIMEOUT + TIMEOUT_MARGIN_SECONDS
-        self.leases.hold(batch.token, batch.ids)
         jobs = []
         for event in batch.events:
             self._per_consumer[event.consumer] += 1
@@ -235,7 +162,7 @@ class WebhookPump:
             jobs.append(
                 SendJob(batch.token, event, timeout, lane, subscription_id=sub_id, target=target)
             )
-        self.pool.submit(jobs)
+        self._enqueue(batch.token, batch.ids, jobs)
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -264,47 +191,41 @@ class WebhookPump:
         )
         return self._failure(job, type(exc).__name__, f"{type(exc).__name__}: {exc}")
 
+    def _timed_out(self, job: Job, elapsed: float) -> list[settle.Finished | _Released]:
+        error = f"HandlerTimeout: the attempt was still running after {elapsed:.1f}s"
+        return [self._failure(job, "HandlerTimeout", error)]
+
     def _failure(self, job: Job, error_class: str, error: str) -> settle.Finished:
         event = job.event
-        dead = event.attempt >= event.max_attempts
-        policy = settle.policy()
-        delay = (
-            0.0
-            if dead
-            else backoff_seconds(event.attempt, schedule=policy.schedule, jitter=policy.jitter)
+        decision = outcome.failed_attempt(
+            error_class,
+            error,
+            attempt=event.attempt,
+            max_attempts=event.max_attempts,
+            policy=settle.policy(),
         )
-        decision = outcome.Decision(Verdict(dead, delay, error_class, error[:4000]))
         sub_id = job.subscription_id if isinstance(job, SendJob) else None
         return settle.Finished(job.token, event, sub_id, None, decision)
-
-    def _tick(self) -> None:
-        self._waiting.extend(self.pool.take())
-        self._watch()
-
-    def _watch(self) -> None:
-        for job, elapsed in self.pool.expired():
-            error = f"HandlerTimeout: the attempt was still running after {elapsed:.1f}s"
-            self._waiting.append(self._failure(job, "HandlerTimeout", error))
 
     # -- settling -----------------------------------------------------------------------------
 
     def _settle(self) -> int:
         with self._lock:
-            dropped, self._dropped = self._dropped, []
+            dropped, self._lost_jobs = self._lost_jobs, []
         self._forget([_Released(job) for job in dropped], held=False)
-        seen = self.leases.take_lost(_event(w).delivery_id for w in self._waiting)
-        if not self._waiting:
+        seen = self.leases.take_lost(_event(w).delivery_id for w in self._results)
+        if not self._results:
             return 0
-        batch = [w for w in self._waiting if _event(w).delivery_id not in seen]
+        batch = [w for w in self._results if _event(w).delivery_id not in seen]
         finished = [w for w in batch if isinstance(w, settle.Finished)]
         with self.settling:
-            # On a database error the results stay in _waiting and are settled again next pass
+            # On a database error the results stay in _results and are settled again next pass
             # (the fenced ack/nack are safe to repeat).
             _release([w.job for w in batch if isinstance(w, _Released)], worker_id=self.worker_id)
             if finished:
                 settle.settle(finished, worker_id=self.worker_id)
-        self._forget(self._waiting, held=True)
-        self._waiting = []
+        self._forget(self._results, held=True)
+        self._results = []
         self.processed += len(finished)
         return len(batch)
 

@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import uuid
+from typing import Any
 
 import pytest
 import time_machine
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 import eventbus
-from core.models import Organization
+from core.models import Organization, WorkerProcess
 from eventbus import claim as claims
+from eventbus.drain import DrainPump
 from eventbus.errors import ConsumerRegistrationError
 from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.registry import make_consumer, registry
 from eventbus.relay import Relay, message_id_for, run_published
+from eventbus.runner import LeaseHolder, Runner, RunnerOptions
 from eventbus.services import consumer_pause, consumer_resume
 from eventbus.worker import Worker, WorkerOptions
 from jobs.brokers import PostgresBroker
 from tests.support.db import side_effect_rows
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -197,3 +203,61 @@ def test_order_post_attempts_come_from_the_setting(org: Organization, settings: 
         "CONSUMER_MAX_ATTEMPTS": {"order-post-worker": 7},
     }
     assert registry.get("order-post-worker").effective_max_attempts() == 7
+
+
+class KeepingBroker:
+    """A broker that keeps the messages it is given (nothing reaches the dramatiq queue)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    def enqueue(self, message: Any, *, delay: int | None = None) -> Any:
+        self.messages.append(message)
+        return message
+
+
+def test_the_relay_is_a_plain_pump_and_the_drain_a_lease_holder() -> None:
+    drain, relay = DrainPump([], worker_id="t"), Relay(worker_id="t")
+    runner = Runner([drain, relay], RunnerOptions(), worker_id="t", wake=threading.Event())
+    assert isinstance(drain, LeaseHolder)
+    assert not isinstance(relay, LeaseHolder)
+    assert not hasattr(relay, "held") and not hasattr(relay, "in_flight")
+    assert runner.holders == [drain]
+
+
+@pytest.mark.django_db(transaction=True)  # the runner's threads write on their own connections
+def test_the_relay_runs_alone_on_the_runner_heartbeat_and_registry_included(
+    org: Organization, settings: Any
+) -> None:
+    # A lease heartbeat every 0.2 s and a registry beat every 0.1 s: both run many times while
+    # the relay is the only pump (no lease hook to call); one publish, then nothing is due.
+    settings.EVENTBUS = {
+        **settings.EVENTBUS,
+        "LEASE_SECONDS": 0.6,
+        "RELAY_POLL_INTERVAL_MS": 60_000,
+    }
+    settings.WORKERS = {**settings.WORKERS, "HEARTBEAT_SECONDS": 0.1}
+    [delivery_id] = emit_broker(org)
+    broker = KeepingBroker()
+    options = RunnerOptions(listen=False, startup_jitter=0)
+    runner = Runner(
+        [Relay(worker_id="t", broker=broker)], options, worker_id="t", wake=threading.Event()
+    )
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(runner.run()))
+    thread.start()
+    try:
+        wait_for(
+            lambda: WorkerProcess.objects.filter(
+                kind="relay", heartbeat_at__gt=F("started_at") + dt.timedelta(seconds=0.8)
+            ).exists(),
+            timeout=20,
+            what="the runner's heartbeat to beat for 0.8 s",
+        )
+    finally:
+        runner.request_stop()
+        thread.join(10)
+    assert codes == [0]
+    assert [m.args[0] for m in broker.messages] == [delivery_id]
+    row = WorkerProcess.objects.get(kind="relay")
+    assert (row.pumps, row.in_flight, row.stopped_at is not None) == ("relay", 0, True)

@@ -1,11 +1,14 @@
-"""The retry table, without a database."""
+"""The retry table and the one retry decision, without a database."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from eventbus import retry
 from eventbus.errors import PermanentError
-from eventbus.retry import backoff_seconds, judge_failure
+from eventbus.retry import Verdict, backoff_seconds, judge_failure
 
 SEED_SCHEDULE = [30, 60, 120, 300, 600, 1800, 3600, 7200]
 # Expected base delay after attempt n failed, n = 1..10 (past the table: its last step).
@@ -64,3 +67,57 @@ def test_per_consumer_attempts() -> None:
         RuntimeError("x"), attempt=2, max_attempts=3, schedule=SEED_SCHEDULE, jitter=0.3
     )
     assert third.dead and not second.dead
+
+
+def decide(attempt: int, **overrides: object) -> Verdict:
+    """The one retry decision, with the seed's table and no jitter unless overridden."""
+    inputs: dict[str, Any] = {
+        "max_attempts": 8,
+        "permanent": False,
+        "schedule": SEED_SCHEDULE,
+        "jitter": 0.0,
+        "error_class": "Boom",
+        "error": "Boom: no",
+        **overrides,
+    }
+    return retry.decide(attempt, **inputs)
+
+
+def test_the_decision_retries_after_the_tables_step_until_the_last_attempt() -> None:
+    assert decide(1) == Verdict(False, 30.0, "Boom", "Boom: no")
+    assert decide(7) == Verdict(False, 3600.0, "Boom", "Boom: no")
+    assert decide(8) == Verdict(True, 0.0, "Boom", "Boom: no")
+    assert decide(3, max_attempts=3).dead
+
+
+def test_a_permanent_failure_is_dead_at_the_first_attempt() -> None:
+    assert decide(1, permanent=True, traceback="tb") == Verdict(True, 0.0, "Boom", "Boom: no", "tb")
+
+
+def test_a_delay_the_failure_asked_for_replaces_the_table_but_not_the_last_attempt() -> None:
+    assert decide(1, delay=5.0).delay == 5.0
+    assert decide(8, delay=5.0) == Verdict(True, 0.0, "Boom", "Boom: no")
+    assert decide(1, permanent=True, delay=5.0).delay == 0.0
+
+
+def test_jitter_comes_from_the_table() -> None:
+    assert decide(2, jitter=0.3, rand=lambda: 0.5).delay == pytest.approx(60 * 1.15)
+
+
+def test_a_publish_failure_backs_off_then_dies_with_an_error_that_says_why() -> None:
+    exc = ConnectionError("refused")
+    first = retry.judge_publish_failure(
+        exc, failures=1, max_failures=3, schedule=SEED_SCHEDULE, jitter=0.0
+    )
+    last = retry.judge_publish_failure(
+        exc, failures=3, max_failures=3, schedule=SEED_SCHEDULE, jitter=0.0
+    )
+    assert (first.dead, first.delay, first.error_class) == (False, 30.0, "PublishFailed")
+    assert first.error == (
+        "PublishFailed: job broker unreachable (failure 1/3): ConnectionError: refused"
+    )
+    assert (last.dead, last.delay) == (True, 0.0)
+    assert last.error == (
+        "PublishFailed: could not publish to the job broker 3 times (OUTBOX_MAX_ATTEMPTS=3); "
+        "last error: ConnectionError: refused"
+    )

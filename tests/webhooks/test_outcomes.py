@@ -276,6 +276,17 @@ def test_network_errors_and_unexpected_exceptions_are_retried_until_the_last_att
     assert last.verdict is not None and last.verdict.dead
 
 
+def test_an_attempt_with_no_response_is_retried_per_the_table_until_the_last_attempt() -> None:
+    first = outcome.failed_attempt(
+        "HandlerTimeout", "x" * 5000, attempt=1, max_attempts=2, policy=POLICY
+    )
+    last = outcome.failed_attempt(
+        "HandlerTimeout", "late", attempt=2, max_attempts=2, policy=POLICY
+    )
+    assert first == outcome.Decision(outcome.Verdict(False, 30.0, "HandlerTimeout", "x" * 4000))
+    assert last == outcome.Decision(outcome.Verdict(True, 0.0, "HandlerTimeout", "late"))
+
+
 def test_a_bug_in_the_sender_is_a_recorded_failure_then_retried(
     org: Organization, receiver: Receiver, subscribe: Subscribe, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,7 @@ from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
 from eventbus.conf import bus_settings
 from eventbus.errors import ConsumerRegistrationError
-from eventbus.loop_args import add_loop_arguments, positive_int
+from eventbus.loop_args import add_loop_arguments, loop_options, positive_int
 from eventbus.routes import sync_routes
 from eventbus.runner import freeze_startup_heap
 from eventbus.worker import Worker, WorkerOptions
@@ -68,14 +68,10 @@ class Command(BaseCommand):
             worker = Worker(
                 WorkerOptions(
                     consumers=options["consumers"],
-                    batch_size=options["batch_size"],
-                    poll_interval=options["poll_interval"],
                     concurrency=options["concurrency"],
-                    once=options["once"],
-                    max_events=options["max_events"],
-                    listen=not options["no_listen"],
                     drain=bus_settings.WORKER_ENABLED,
                     relay=bus_settings.RELAY_ENABLED,
+                    **loop_options(options),
                 )
             )
         except ConsumerRegistrationError as exc:

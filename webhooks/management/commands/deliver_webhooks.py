@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand
 
 from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
-from eventbus.loop_args import add_loop_arguments, positive_int
+from eventbus.loop_args import add_loop_arguments, loop_options, positive_int
 from eventbus.runner import freeze_startup_heap
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
@@ -43,11 +43,7 @@ class Command(BaseCommand):
             WebhookWorkerOptions(
                 concurrency=options["concurrency"],
                 per_subscription=options["per_subscription"],
-                batch_size=options["batch_size"],
-                poll_interval=options["poll_interval"],
-                once=options["once"],
-                max_events=options["max_events"],
-                listen=not options["no_listen"],
+                **loop_options(options),
             )
         ).run()
         if code:
