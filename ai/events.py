@@ -8,7 +8,7 @@ both its versions (`ai.inbound`).
 
 from __future__ import annotations
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 SEED = "seed 000 §3"
 

@@ -9,7 +9,7 @@ from ai.rag.handlers import index_sources, named_sources
 from ai.responder import respond
 from ai.sentiment import classify_message
 from crm.models import Contact, Conversation, Message
-from eventbus.tenancy import guard_ids, guard_payload
+from eventbus.store.tenancy import guard_ids, guard_payload
 
 MESSAGE_IDS = {"message_id": Message, "conversation_id": Conversation, "contact_id": Contact}
 

@@ -72,7 +72,7 @@ class MonthCostCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from ai.budget import month_spend_cents
         from core.metrics import top_organizations
-        from eventbus.conf import bus_settings
+        from eventbus.store.conf import bus_settings
 
         family = GaugeMetricFamily(
             "deskcomm_ai_cost_month_cents",

@@ -40,7 +40,7 @@ from crm.conversation_models import TemplateSuggestion
 from crm.conversations import suggest_template, window_open
 from crm.models import Message
 from crm.services import send_message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 logger = logging.getLogger(__name__)
 _pause = threading.Event()  # never set: an interruptible wait for a short Retry-After

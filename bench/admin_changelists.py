@@ -385,7 +385,7 @@ class Timer:
 def pages() -> list[Page]:
     """The pages to time, with ids picked from the seeded data."""
     from core.models import Organization
-    from eventbus.models import Delivery, EventLog
+    from eventbus.store.models import Delivery, EventLog
 
     big = Organization.objects.order_by("slug").first()
     small = Organization.objects.order_by("-slug").first()

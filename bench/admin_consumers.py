@@ -6,8 +6,8 @@ database, so the DLQ's filter choices come from a registry, as in production.
 
 from __future__ import annotations
 
-from eventbus.event import Event
-from eventbus.registry import consumer
+from eventbus.store.event import Event
+from eventbus.store.registry import consumer
 
 ROUTES: dict[str, tuple[str, ...]] = {
     "crm-sync-worker": ("lead.created", "lead.stage_changed", "lead.won", "contact.created"),

@@ -27,10 +27,10 @@ import time
 
 from django.db import connection
 
-from eventbus import catalog
-from eventbus.catalog import declare
-from eventbus.event import Event
-from eventbus.registry import consumer
+from eventbus.store import catalog
+from eventbus.store.catalog import declare
+from eventbus.store.event import Event
+from eventbus.store.registry import consumer
 
 SINGLE_EVENT = "bench.single"
 FANOUT_EVENT = "bench.fanout"

@@ -46,8 +46,8 @@ What it measures (all in one run, against one PostgreSQL server):
    with fsync on: a commit per delivery costs far more with it, and figures without it are not
    what a production server does.
 3. `bus2`, the bus's SQL alone, deliveries/s: the drain's own `claim.sql` and `ack.sql`, with the
-   parameters `eventbus.claim` passes, run by 2 bare psycopg processes on the same backlog as
-   `d21` (bench/workers.py `bus`): no Django, no Event objects, no handler between them. Its
+   parameters `eventbus.dispatch.claim` passes, run by 2 bare psycopg processes on the same backlog
+   as `d21` (bench/workers.py `bus`): no Django, no Event objects, no handler between them. Its
    ratio to the ceiling is the most any drain using these statements on this schema can reach;
    `d21` over it is the share the worker's Python keeps.
 4. Raw-SQL ceiling, rows/s: the same number of rows (N) in a plain logged table

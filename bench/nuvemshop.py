@@ -108,7 +108,7 @@ def baseline(admin: Admin, store: Any, orders: list[dict[str, Any]], per_page: i
 
 def full_sync(admin: Admin, store: Any, n: int) -> float:
     from crm.models import Order
-    from eventbus.worker import Worker, WorkerOptions
+    from eventbus.dispatch.worker import Worker, WorkerOptions
     from nuvemshop import services
     from nuvemshop.handlers import SYNC_CONSUMER
 

@@ -117,8 +117,8 @@ def load_loop(out: str) -> None:
     import eventbus
     from core import rls
     from core.models import Organization
-    from eventbus import claim as claims
-    from eventbus.retry import Verdict
+    from eventbus.dispatch import claim as claims
+    from eventbus.dispatch.retry import Verdict
 
     rls.bypass_process()
     stopping: list[int] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from eventbus.ids import uuid7
+from eventbus.store.ids import uuid7
 
 Item = dict[str, Any]
 

@@ -8,7 +8,7 @@ Run from the repository root with the project's interpreter:
 Why: the rollup adds no statement to the hot path, only a CTE to ack.sql and nack.sql, so its
 cost is inside the ack's time; a whole drain on this shared machine drifts by more than that
 (bench/ab.py shows it). Here only the statement changes: the same server, table and batch, the
-ack of this checkout (`eventbus/sql/ack.sql`, with the upsert) and of the baseline commit (the
+ack of this checkout (`eventbus/store/sql/ack.sql`, with the upsert) and of the baseline commit (the
 same file at `--baseline`, without it), alternately, the order flipped every round.
 
 What one round is: `--batch` events spread over `--organizations` tenants, each with a delivery
@@ -80,14 +80,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def statements(baseline: str) -> dict[str, str]:
     without = subprocess.run(
-        ["git", "show", f"{baseline}:eventbus/sql/ack.sql"],
+        ["git", "show", f"{baseline}:eventbus/store/sql/ack.sql"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     assert "eventbus_rollup" not in without, "the baseline's ack already writes the rollup"
-    return {"with": (REPO_ROOT / "eventbus/sql/ack.sql").read_text(), "without": without}
+    return {"with": (REPO_ROOT / "eventbus/store/sql/ack.sql").read_text(), "without": without}
 
 
 def time_ack(conn: psycopg.Connection[Any], ack: str, args: argparse.Namespace) -> float:

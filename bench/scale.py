@@ -7,7 +7,7 @@ Run from the repository root with the project's interpreter:
 What it does, in one run against the scratch database `<DATABASE_URL's name>_bench` (dropped and
 re-created, migrated; the base database is never touched):
 
-1. Partitions the empty log, deliveries and attempts (`eventbus.partition_upgrade.upgrade`:
+1. Partitions the empty log, deliveries and attempts (`eventbus.history.partition_upgrade.upgrade`:
    monthly partitions from 92 days ago to 3 months ahead), adds 30 organizations and copies
    that empty database as `<scratch>_bench_empty` (CREATE DATABASE ... TEMPLATE).
 2. Seeds `--events` events of history over 90 days for those 30 organizations server-side with
@@ -110,7 +110,7 @@ def setup_django(config: console.Config, archive_root: str) -> None:
 
 
 def partition_empty_log() -> None:
-    from eventbus import partition_upgrade, partitions
+    from eventbus.history import partition_upgrade, partitions
 
     partition_upgrade.upgrade()
     now = dt.datetime.now(dt.UTC)
@@ -126,7 +126,7 @@ def probe_loop() -> None:
 
     import eventbus
     from core.models import Organization
-    from eventbus import claim as claims
+    from eventbus.dispatch import claim as claims
 
     orgs = list(Organization.objects.filter(slug__startswith="tenant-").order_by("slug"))
     payload = {"conversation_id": "c", "contact_id": "k", "channel": "whatsapp"}
@@ -252,7 +252,7 @@ def archive_month_both_ways() -> dict[str, float]:
     """Seconds: files written (shared), row delete, partition detach; and the rows removed."""
     from django.db import connection
 
-    from eventbus import archive, partitions
+    from eventbus.history import archive, partitions
 
     month = next(p for p in partitions.partitions() if _rows_in(p.name))
     name = sql.Identifier(month.name).as_string(connection.connection)

@@ -25,9 +25,9 @@ import os
 from django.db import connection
 from django.utils import timezone
 
-from eventbus.catalog import declare
-from eventbus.event import Event
-from eventbus.registry import consumer
+from eventbus.store.catalog import declare
+from eventbus.store.event import Event
+from eventbus.store.registry import consumer
 
 SOAK_EVENT = "bench.soak"
 SOAK_CONSUMERS: tuple[str, ...] = (

@@ -239,7 +239,7 @@ def body_sample(body_for: Any) -> bytes:
     import datetime as dt
     import uuid
 
-    from eventbus.event import Event
+    from eventbus.store.event import Event
 
     event = Event(
         id=uuid.uuid4(), organization_id=uuid.uuid4(), event_type="lead.assigned",

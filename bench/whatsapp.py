@@ -218,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         waha.sessions[SESSION] = "WORKING"
         setup_django(scratch, waha.url)
         from crm.models import Message
-        from eventbus.models import EventLog
+        from eventbus.store.models import EventLog
 
         port = free_port()
         say(f"starting gunicorn on 127.0.0.1:{port}")

@@ -10,9 +10,9 @@ When done, the worker prints one JSON line with its results, including `t_end`, 
   `EVENTBUS_HANDLER_MODULES=bench.bench_consumers`), then, after the start signal, the real
   `drain_events` management command through `call_command` with the given arguments (so it
   includes `sync_routes()`, the worker's start-up jitter and its final empty claim). `claim` and
-  `ack` in `eventbus.claim` are wrapped (from here, not in the product) to time them.
-- `bus`: the bus's own claim and ack statements (`eventbus/sql/claim.sql`, `ack.sql`, the same
-  parameters `eventbus.claim` passes) in a bare psycopg loop with nothing between them: no
+  `ack` in `eventbus.dispatch.claim` are wrapped (from here, not in the product) to time them.
+- `bus`: the bus's own claim and ack statements (`eventbus/store/sql/claim.sql`, `ack.sql`, the same
+  parameters `eventbus.dispatch.claim` passes) in a bare psycopg loop with nothing between them: no
   Django, no Event objects, no handler, no settle logic. JSON columns come back as text, as in
   the product. It says what this schema and these statements allow before any Python runs.
 - `insert`: the write benchmarks' floor (issue 49): a bare psycopg loop, autocommit, of the
@@ -42,8 +42,8 @@ import psycopg
 from django.core.management import call_command, get_commands, load_command_class
 
 from bench.bench_consumers import WRITE_KEYS, WRITE_SQL
-from eventbus import claim as claims
-from eventbus.sql import statement
+from eventbus.dispatch import claim as claims
+from eventbus.store.sql import statement
 
 RAW_TABLE = "bench_raw_job"
 

@@ -62,7 +62,7 @@ def tenant_wall(table: str) -> migrations.RunSQL:
 
 def add_index_online(index: str, table: str, definition: str) -> migrations.RunPython:
     """RunPython that builds `CREATE INDEX <index> ON <table> <definition>` without blocking the
-    table's writers, on either layout of the bus tables (eventbus.partition_upgrade):
+    table's writers, on either layout of the bus tables (eventbus.history.partition_upgrade):
 
     - a plain table: `CREATE INDEX CONCURRENTLY` (emits, claims and settles go on meanwhile);
     - a partitioned one (CONCURRENTLY cannot build on the parent): the parent's index `ON ONLY`

@@ -247,7 +247,7 @@ def _reset_idle(connection: BaseDatabaseWrapper) -> None:
 
 def enter_tenant(organization_id: uuid.UUID, using: str = "default") -> None:
     """Scope this thread's connection to one tenant, and leave it so (a worker's handler thread
-    runs each delivery inside its organization: eventbus.drain). No statement when the
+    runs each delivery inside its organization: eventbus.dispatch.drain). No statement when the
     connection is already scoped to it; a connection opened since (the process's default scope)
     is scoped again."""
     # The drain's case: this thread's wrapper of the default alias, found once (Django keeps one

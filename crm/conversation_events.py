@@ -7,7 +7,7 @@ missed deadline: `conversation.sla_breached` is ours, emitted once per conversat
 
 from __future__ import annotations
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 catalog.declare(
     "conversation.sla_breached",

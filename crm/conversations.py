@@ -34,7 +34,7 @@ from crm.conf import crm_settings
 from crm.conversation_models import HandoffRouting, TemplateSuggestion
 from crm.models import Contact, Conversation, ConversationStatus, Message
 from crm.services import send_message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 MANUAL = "manual"
 ROUND_ROBIN = "round_robin"

@@ -1,6 +1,6 @@
 """The CRM's event types: its leads, contacts, conversations, orders and the send command.
 
-Doors (eventbus.catalog): the lead facts (`lead.*`, `lead_activity.recorded`) are open to the
+Doors (eventbus.store.catalog): the lead facts (`lead.*`, `lead_activity.recorded`) are open to the
 integrators' API and to pipelines: an integrator records what its own systems know about its own
 leads (a web form, an ERP closing a deal), and nothing the platform runs acts on them beyond
 re-indexing the lead for the assistant (inside the event's tenant). Everything else is the CRM's
@@ -17,7 +17,7 @@ that every declared type has one.
 
 from __future__ import annotations
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 OPEN = (catalog.API, catalog.PIPELINE)
 SEED = "seed 000 §3"

@@ -1,7 +1,7 @@
 """The CRM's consumers, seed 000 §3 (discovered at start-up). Each acts inside its delivery's
 organization: the drain scopes its connection to it (row-level security) and every id taken
-from a payload is checked with `eventbus.tenancy.guard_payload` (another tenant's id is refused
-and audited), then looked up within `event.organization_id`.
+from a payload is checked with `eventbus.store.tenancy.guard_payload` (another tenant's id is
+refused and audited), then looked up within `event.organization_id`.
 
 - `notification-worker` (lead.assigned, ai.handoff_triggered, conversation.sla_breached): a
   handed-off conversation is routed to an agent (crm.conversations.handoff_assign), then the
@@ -28,7 +28,7 @@ from crm.conversation_models import CsatRequest, TemplateSuggestion
 from crm.conversations import conversation_of, suggest_template, window_open
 from crm.models import Conversation, Order
 from crm.services import send_message
-from eventbus.tenancy import guard_payload
+from eventbus.store.tenancy import guard_payload
 
 CONVERSATION = {"conversation_id": Conversation}
 

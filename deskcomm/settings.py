@@ -350,8 +350,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {
-        "EventStatusEnum": "eventbus.models.Status",
-        "DeliveryStatusEnum": "eventbus.models.DeliveryStatus",
+        "EventStatusEnum": "eventbus.store.models.Status",
+        "DeliveryStatusEnum": "eventbus.store.models.DeliveryStatus",
         "PipelineRunStatusEnum": "pipelines.models.RunStatus",
     },
     "POSTPROCESSING_HOOKS": [
@@ -425,7 +425,7 @@ LOGGING = {
     "loggers": {"httpx": {"level": "WARNING"}},
 }
 
-# The event bus knobs, read at call time through `eventbus.conf.bus_settings`.
+# The event bus knobs, read at call time through `eventbus.store.conf.bus_settings`.
 # Dotted paths of callables `fn(subject, details)` called for operational alerts (failed cron
 # runs, a DLQ past its threshold), after the ERROR log line (core.alerts).
 ALERT_HOOKS = env.list("EVENTBUS_ALERT_HOOKS", default=[])
@@ -489,7 +489,8 @@ EVENTBUS = given(
         "ARCHIVE_HOT_DAYS": env.int("EVENT_ARCHIVE_HOT_DAYS", default=unset),
         # Rows deleted per statement after a day is archived and verified.
         "ARCHIVE_DELETE_BATCH": env.int("EVENT_ARCHIVE_DELETE_BATCH", default=unset),
-        # Partitioned event log (eventbus/partitions.py): monthly partitions kept ready ahead.
+        # Partitioned event log (eventbus/history/partitions.py): monthly partitions kept ready
+        # ahead.
         "PARTITIONS_AHEAD": env.int("EVENT_LOG_PARTITIONS_AHEAD", default=unset),
         # DLQ growth alert: this many deliveries of one consumer dying within the interval alerts
         # ADMINS (and the webhook, when set), at most once per interval per consumer.

@@ -14,10 +14,10 @@ Importing `eventbus` is safe while Django loads: no module here touches models a
 
 from __future__ import annotations
 
-from eventbus.emitter import emit, emit_many
-from eventbus.errors import ConsumerRegistrationError, EventValidationError, PermanentError
-from eventbus.event import Event
-from eventbus.registry import consumer, registry
+from eventbus.store.emitter import emit, emit_many
+from eventbus.store.errors import ConsumerRegistrationError, EventValidationError, PermanentError
+from eventbus.store.event import Event
+from eventbus.store.registry import consumer, registry
 
 __all__ = [
     "ConsumerRegistrationError",

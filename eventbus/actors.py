@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from eventbus.registry import registry
-from eventbus.relay import BROKER_QUEUE, run_published
+from eventbus.dispatch.relay import BROKER_QUEUE, run_published
+from eventbus.store.registry import registry
 from jobs.registry import declare_actor
 
 

@@ -21,9 +21,9 @@ class EventbusConfig(AppConfig):
 
     def ready(self) -> None:
         from core import admin_links, restore_scope
-        from eventbus import checks  # noqa: F401  (registers the system checks)
         from eventbus.api import scopes  # noqa: F401  (declares the API key scopes)
-        from eventbus.conf import bus_settings
+        from eventbus.operations import checks  # noqa: F401  (registers the system checks)
+        from eventbus.store.conf import bus_settings
 
         for module in handler_modules(bus_settings.HANDLER_MODULES):
             import_module(module)
@@ -39,9 +39,9 @@ class EventbusConfig(AppConfig):
 
         from core.health import registry as health
         from core.metrics import register_scrape_collector
-        from eventbus.gauges import QueueCollector, TenantCollector
-        from eventbus.job_runs import record_job_run
-        from eventbus.partitions import check_partitions_ahead
+        from eventbus.history.partitions import check_partitions_ahead
+        from eventbus.operations.gauges import QueueCollector, TenantCollector
+        from eventbus.operations.job_runs import record_job_run
         from jobs.registry import on_run
 
         # Partitioned log only: fewer months ready ahead than wanted (emits fail past the last).
@@ -67,7 +67,7 @@ ROUTE_TABLES = ("eventbus_route", "eventbus_eventtypeschema")
 
 
 def _sync_after_migrate(using: str = "default", **kwargs: Any) -> None:
-    from eventbus.routes import sync_routes
+    from eventbus.store.routes import sync_routes
     from jobs.migrate_hooks import tables_exist
 
     # Absent after `migrate eventbus zero`; and a partial migrate (to an older migration) leaves

@@ -1,10 +1,10 @@
 """The platform's own event types: the scheduled jobs' runs, emitted by the bus for the jobs
-package (eventbus.job_runs; `jobs` sits below the bus and cannot declare them itself). Owned by
-the platform (`system`), in the system organization; open to no door."""
+package (eventbus.operations.job_runs; `jobs` sits below the bus and cannot declare them itself).
+Owned by the platform (`system`), in the system organization; open to no door."""
 
 from __future__ import annotations
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 SYSTEM = "system"
 

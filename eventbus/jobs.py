@@ -9,10 +9,11 @@ import datetime as dt
 import logging
 
 from core.alerts import alert
-from eventbus import archive, partitions, rollup, settle
-from eventbus.conf import bus_settings
-from eventbus.dlq_alerts import dlq_alerts_check
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import settle
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.history import archive, partitions, rollup
+from eventbus.operations.dlq_alerts import dlq_alerts_check
+from eventbus.store.conf import bus_settings
 from jobs.registry import job, job_setting
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from django.db.models import Q
 
 from core.lgpd_registry import Category, Rows, mentioning, register
 from core.lgpd_subject import Subject
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 DELIVERY_FIELDS: tuple[str, ...] = ("last_error",)
 DELIVERY_ATTEMPT_FIELDS: tuple[str, ...] = ("error", "traceback")

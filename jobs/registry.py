@@ -5,8 +5,8 @@ in an app's `jobs.py` (imported at start-up) together with its default schedule.
 dramatiq actor of the same name (`jobs/actors.py`), fired by the scheduler and reachable as
 `POST /api/v1/cron/<name>`. Every run tells the run listeners (`on_run`) `cron.started` and
 then `cron.completed` or `cron.failed` (with `duration_ms` and `rows_processed`): the bus
-records them in the event log of the system organization (`eventbus/job_runs.py`); a failure
-also alerts. A run for a schedule slot that already ran (or is running)
+records them in the event log of the system organization (`eventbus/operations/job_runs.py`); a
+failure also alerts. A run for a schedule slot that already ran (or is running)
 does nothing, so a slot fired twice runs once; a failed slot may be retried.
 """
 

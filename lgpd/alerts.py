@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from django.core.mail import send_mail
 
 from core.alerts import alert
-from eventbus.claim import DeadDelivery
+from eventbus.dispatch.claim import DeadDelivery
 from lgpd.conf import lgpd_settings
 from lgpd.models import DataRequest
 

@@ -1,7 +1,7 @@
 """The redaction reaches the event archives: every archived record about the subject, or that
 mentions them, is scrubbed like its hot rows (the same fields as the event and webhook
 categories, named in eventbus.personal_data), and the day's file is rewritten
-(eventbus.archive_rewrite), so no restore can bring the subject's data back."""
+(eventbus.history.archive_rewrite), so no restore can bring the subject's data back."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from core.lgpd_registry import scrubbed
 from core.lgpd_subject import Subject
-from eventbus.archive_rewrite import rewrite_organization
-from eventbus.models import EventLog
+from eventbus.history.archive_rewrite import rewrite_organization
 from eventbus.personal_data import DELIVERY_ATTEMPT_FIELDS, DELIVERY_FIELDS, EventCategory
+from eventbus.store.models import EventLog
 
 EVENT_FIELDS = EventCategory.covers[EventLog]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 SEED = "seed 000 §3"
 

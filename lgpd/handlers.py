@@ -11,7 +11,7 @@ import uuid
 
 import eventbus
 from crm.models import Contact
-from eventbus.tenancy import guard_payload, require_producer
+from eventbus.store.tenancy import guard_payload, require_producer
 from lgpd import conf, services
 from lgpd.models import DataRequest
 

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.metrics import top_organizations
-from eventbus.conf import bus_settings
+from eventbus.store.conf import bus_settings
 from lgpd import selectors
 from lgpd.sla import deadlines
 

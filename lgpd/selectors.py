@@ -13,7 +13,7 @@ from core.lgpd_subject import Subject
 from core.models import AuditLog
 from crm.models import ConsentRecord, Contact, Conversation, Lead, Message
 from crm.personal_data import subject_orders
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from lgpd import exports
 from lgpd.models import DataRequest
 

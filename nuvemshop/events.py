@@ -11,7 +11,7 @@ receiver, after checking the shop's signature, emits them).
 
 from __future__ import annotations
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 SEED = "seed 000 §3"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 import eventbus
-from eventbus.tenancy import guard_payload
+from eventbus.store.tenancy import guard_payload
 from nuvemshop import services, sync
 from nuvemshop.client import TokenInvalid
 from nuvemshop.models import ShopRedaction, Store, WebhookReceipt

@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.metrics import top_organizations
-from eventbus.conf import bus_settings
+from eventbus.store.conf import bus_settings
 
 API_REQUESTS = Counter(
     "deskcomm_nuvemshop_api_requests_total",

@@ -28,7 +28,7 @@ import eventbus
 from core import rls
 from crm.models import Contact
 from crm.selectors import match_contact
-from eventbus.provenance import Provenance
+from eventbus.store.provenance import Provenance
 from nuvemshop.conf import nuvemshop_settings
 from nuvemshop.models import CustomerLink, Store, WebhookReceipt
 

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eventbus import catalog
-from eventbus.errors import EventValidationError
+from eventbus.store import catalog
+from eventbus.store.errors import EventValidationError
 from pipelines import templating
 
 TRIGGER_ORDER_PRE = "order.pre"

@@ -32,9 +32,9 @@ from django.utils import timezone
 
 import eventbus
 from crm.models import Order
-from eventbus import catalog
-from eventbus.errors import EmitRateLimited
-from eventbus.provenance import Provenance
+from eventbus.store import catalog
+from eventbus.store.errors import EmitRateLimited
+from eventbus.store.provenance import Provenance
 from pipelines import metrics, secrets, templating
 from pipelines.conf import ALLOW_PRIVATE_SETTING, pipeline_settings
 from pipelines.definition import DefinitionError, Graph, Node, parse

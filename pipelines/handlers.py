@@ -22,9 +22,9 @@ from django.utils import timezone
 
 import eventbus
 from crm.models import Order
-from eventbus.provenance import cause_of
-from eventbus.registry import Consumer, make_consumer, registry
-from eventbus.tenancy import guard_ids, guard_payload
+from eventbus.store.provenance import cause_of
+from eventbus.store.registry import Consumer, make_consumer, registry
+from eventbus.store.tenancy import guard_ids, guard_payload
 from pipelines import engine, metrics, selectors
 from pipelines.conf import pipeline_settings
 from pipelines.context import event_context, order_context

@@ -29,9 +29,9 @@ from core import audit
 from core.models import Organization
 from crm.models import Order
 from crm.services import order_confirm
-from eventbus import services as bus
-from eventbus.models import Delivery, DeliveryStatus, EventLog
-from eventbus.provenance import Provenance
+from eventbus.operations import services as bus
+from eventbus.store.models import Delivery, DeliveryStatus, EventLog
+from eventbus.store.provenance import Provenance
 from pipelines import engine, secrets, selectors
 from pipelines.context import amount, event_context, order_context
 from pipelines.definition import (

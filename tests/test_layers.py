@@ -37,12 +37,12 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 def test_every_package_imports_only_the_layers_below_it() -> None:
     result = lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 kept, 0 broken" in result.stdout
+    assert "4 kept, 0 broken" in result.stdout
 
 
 def test_every_project_package_is_in_a_layer() -> None:
     packages = {p.parent.name for p in REPO.glob("*/apps.py")} | {"deskcomm"}
-    layers, no_dev_tooling, _lgpd_reach = CONFIG["contracts"]
+    layers, no_dev_tooling, _lgpd_reach, _inside_the_bus = CONFIG["contracts"]
     # "a | b" is one layer of independent siblings (the integration apps)
     in_layers = {name.strip() for layer in layers["layers"] for name in layer.split("|")}
     assert packages == in_layers == set(no_dev_tooling["source_modules"])
@@ -82,7 +82,7 @@ def test_the_integration_apps_may_not_import_each_other(tmp_path: Path) -> None:
 def test_the_lgpd_app_imports_no_app_that_registers_personal_data(tmp_path: Path) -> None:
     """ai, nuvemshop and webhooks register their LGPD categories and hooks (core.lgpd_registry):
     lgpd reaches their data through the registry, never by importing them."""
-    _layers, _no_dev_tooling, lgpd_reach = CONFIG["contracts"]
+    _layers, _no_dev_tooling, lgpd_reach, _inside_the_bus = CONFIG["contracts"]
     assert lgpd_reach["source_modules"] == ["lgpd"]
     assert {"ai", "nuvemshop", "webhooks"} <= set(lgpd_reach["forbidden_modules"])
 
@@ -90,6 +90,47 @@ def test_the_lgpd_app_imports_no_app_that_registers_personal_data(tmp_path: Path
     assert result.returncode == 1
     assert "lgpd is not allowed to import nuvemshop" in result.stdout
     assert "lgpd.services -> nuvemshop.services" in result.stdout
+
+
+# -- inside the bus ------------------------------------------------------------------------------
+
+# What is looked up by name stays at eventbus/'s top, outside the inner layers: the public API,
+# Django's apps and models (and migrations, static), and the modules every app keeps under the
+# same name (dramatiq's actors, the catalog's events, the scheduler's jobs, the LGPD registry's
+# personal_data).
+BUS_TOP = {"__init__", "apps", "models", "migrations", "static", "actors", "events", "jobs"}
+BUS_TOP |= {"personal_data"}
+
+
+def test_every_module_of_the_bus_is_in_an_inner_layer() -> None:
+    *_, inside = CONFIG["contracts"]
+    assert inside["containers"] == ["eventbus"]
+    layered = {name.strip() for layer in inside["layers"] for name in layer.split("|")}
+    found = {
+        path.stem
+        for path in (REPO / "eventbus").iterdir()
+        if (path.suffix == ".py" or (path / "__init__.py").exists()) and path.stem not in BUS_TOP
+    }
+    assert found == layered
+    for layer in layered:  # each says what it owns
+        assert ast.get_docstring(ast.parse((REPO / "eventbus" / layer / "__init__.py").read_text()))
+
+
+def test_the_store_may_not_import_the_dispatch(tmp_path: Path) -> None:
+    result = lint_with_import(
+        tmp_path, "eventbus/store/emitter.py", "from eventbus.dispatch import claim"
+    )
+    assert result.returncode == 1
+    assert "eventbus.store is not allowed to import eventbus.dispatch" in result.stdout
+    assert "eventbus.store.emitter -> eventbus.dispatch.claim" in result.stdout
+
+
+def test_the_operations_may_not_import_the_console(tmp_path: Path) -> None:
+    result = lint_with_import(
+        tmp_path, "eventbus/operations/status.py", "from eventbus.admin import selectors"
+    )
+    assert result.returncode == 1
+    assert "eventbus.operations.status -> eventbus.admin.selectors" in result.stdout
 
 
 # -- what the layers contract cannot see ------------------------------------------------------

@@ -260,7 +260,7 @@ class WebhookDeliveryAdmin(ReplicaListAdmin):
 
     @admin.display(description="subscription")
     def subscription(self, obj: WebhookDelivery) -> SafeString | str:
-        """Its description and host, linked to it (eventbus.consumer_labels), not its uuid."""
+        """Its description and host, linked to it (eventbus.store.consumer_labels), not its uuid."""
         return rendering.consumer_of(obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

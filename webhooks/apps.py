@@ -11,7 +11,7 @@ class WebhooksConfig(AppConfig):
 
     def ready(self) -> None:
         from core import crypto, restore_scope
-        from eventbus import consumer_labels, pauses
+        from eventbus.store import consumer_labels, pauses
         from webhooks import scopes  # noqa: F401  (declares webhooks:read / webhooks:write)
         from webhooks.conf import CONSUMER_PREFIX
         from webhooks.consumer_labels import SubscriptionLabels

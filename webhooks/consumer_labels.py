@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from django.urls import reverse
 
-from eventbus.consumer_labels import ConsumerLabel
+from eventbus.store.consumer_labels import ConsumerLabel
 from webhooks import services
 from webhooks.models import Subscription, subscription_id_of
 

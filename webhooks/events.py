@@ -3,7 +3,7 @@ to the sender, and the failures and disablings report the sender's own work."""
 
 from __future__ import annotations
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 SEED = "seed 000 §3"
 

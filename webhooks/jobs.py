@@ -6,7 +6,7 @@ import datetime as dt
 
 from django.db import connection
 
-from eventbus.emitter import WAKEUP_CHANNEL
+from eventbus.store.emitter import WAKEUP_CHANNEL
 from jobs.registry import job, job_setting
 from webhooks.services import attempts_purge
 

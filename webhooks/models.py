@@ -13,7 +13,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from webhooks import signing
 from webhooks.conf import CONSUMER_PREFIX
 
@@ -86,7 +86,7 @@ class Attempt(models.Model):
     PERSONAL_DATA: ClassVar[tuple[str, ...]] = ("response_excerpt", "error")
 
     id = models.BigAutoField(primary_key=True)
-    # No database constraint: a partitioned delivery table (eventbus/partitions.py) has the
+    # No database constraint: a partitioned delivery table (eventbus/history/partitions.py) has the
     # primary key (id, event_created_at). The attempt log has its own, shorter retention
     # (WEBHOOKS_ATTEMPT_RETENTION_DAYS, 30, under the event archive's 90 hot days): the purge
     # removes these rows, the archive never needs to.

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from eventbus import retry
-from eventbus.retry import Verdict
+from eventbus.dispatch import retry
+from eventbus.dispatch.retry import Verdict
 from webhooks.sender import AttemptResult
 
 GONE = 410
@@ -51,7 +51,7 @@ class Policy:
 
 def judge(result: AttemptResult, *, attempt: int, max_attempts: int, policy: Policy) -> Decision:
     """Classify one attempt (attempt is 1-based); the retry decision is the bus's
-    (eventbus.retry.decide)."""
+    (eventbus.dispatch.retry.decide)."""
     if result.ok:
         return Decision(None)
     error_class = result.error_class or "HTTPStatus"

@@ -10,8 +10,8 @@ from django.db.models import Q
 
 from core.lgpd_registry import Category, Rows, mentioning, register
 from core.lgpd_subject import Subject
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.personal_data import DELIVERY_ATTEMPT_FIELDS, DELIVERY_FIELDS, EventCategory
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Attempt
 

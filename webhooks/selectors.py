@@ -150,7 +150,7 @@ def delivery_get(
 
 def subscription_organization(consumer: str) -> uuid.UUID | None:
     """The organization of a subscription's consumer name `webhook:<uuid>` (None: no such
-    subscription); the bus's pause API asks it through eventbus.pauses.register_owner."""
+    subscription); the bus's pause API asks it through eventbus.store.pauses.register_owner."""
     subscription_id = subscription_id_of(consumer)
     if subscription_id is None:
         return None

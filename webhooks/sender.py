@@ -26,7 +26,7 @@ import httpx
 from django.utils import timezone
 
 from core.http import Resolver, guarded_client, retry_after_seconds, system_resolver
-from eventbus.event import Event
+from eventbus.store.event import Event
 from webhooks import signing, ssrf
 from webhooks.conf import webhook_settings
 from webhooks.selectors import Target

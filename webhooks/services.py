@@ -14,10 +14,10 @@ from django.utils import timezone
 import eventbus
 from core import audit
 from core.models import Organization
-from eventbus import catalog
-from eventbus import claim as claims
-from eventbus import services as bus_services
-from eventbus.models import Delivery, EventLog
+from eventbus.dispatch import claim as claims
+from eventbus.operations import services as bus_services
+from eventbus.store import catalog
+from eventbus.store.models import Delivery, EventLog
 from webhooks import signing, ssrf
 from webhooks.conf import webhook_settings
 from webhooks.models import Attempt, Subscription, consumer_name, subscription_id_of
@@ -303,7 +303,7 @@ def _audit(
 def subscription_pause(*, subscription: Subscription, actor: str, reason: str) -> bool:
     """Hold the subscription's deliveries pending (none sent, no attempt charged) until resumed.
 
-    The bus's consumer pause (eventbus/pauses.py) on `webhook:<id>`: unlike a disable, new
+    The bus's consumer pause (eventbus/store/pauses.py) on `webhook:<id>`: unlike a disable, new
     events still fan out to it, so nothing is lost while the endpoint is down. Audited.
     """
     return bus_services.consumer_pause(

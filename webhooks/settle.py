@@ -18,10 +18,10 @@ from django.conf import settings
 from django.db import connection, transaction
 
 import eventbus
-from eventbus import claim as claims
-from eventbus import settle as bus_settle
-from eventbus.conf import bus_settings
-from eventbus.event import Event
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch import settle as bus_settle
+from eventbus.store.conf import bus_settings
+from eventbus.store.event import Event
 from webhooks import metrics
 from webhooks.conf import webhook_settings
 from webhooks.models import Attempt

@@ -1,8 +1,8 @@
 """The webhook sender pump: many HTTP requests in flight, one slow endpoint never holding the rest.
 
 It runs on the bus's runner (signals, LISTEN, heartbeats, reaping, database back-off), as a
-slotted pump (eventbus/slotted.py: leases, stop, quiet, close, recovery, pauses) on slots
-(eventbus/slots.py): up to `concurrency` requests run at once, each subscription at most
+slotted pump (eventbus/dispatch/slotted.py: leases, stop, quiet, close, recovery, pauses) on slots
+(eventbus/dispatch/slots.py): up to `concurrency` requests run at once, each subscription at most
 `per_subscription` of them (its lane), and the pump claims again as soon as slots free up: each
 claim asks only for the free room, and each subscription for at most its own free in-flight
 slots, so a subscription whose endpoint hangs until the timeout holds at most that many threads
@@ -25,15 +25,15 @@ import httpx
 from django.utils import timezone
 
 from core import context
-from eventbus import claim as claims
-from eventbus import pauses
-from eventbus import settle as bus_settle
-from eventbus.drain import log_ids
-from eventbus.event import Event
-from eventbus.runner import Pump, Runner, RunnerOptions
-from eventbus.slots import Job, SlotPool
-from eventbus.slotted import SlottedPump
-from eventbus.worker import WorkerOptions, worker_id
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch import settle as bus_settle
+from eventbus.dispatch.drain import log_ids
+from eventbus.dispatch.runner import Pump, Runner, RunnerOptions
+from eventbus.dispatch.slots import Job, SlotPool
+from eventbus.dispatch.slotted import SlottedPump
+from eventbus.dispatch.worker import WorkerOptions, worker_id
+from eventbus.store import pauses
+from eventbus.store.event import Event
 from webhooks import outcome, selectors, sender, settle
 from webhooks.conf import CONSUMER_PREFIX, webhook_settings
 from webhooks.models import subscription_id_of
@@ -71,7 +71,8 @@ class _Released:
 class WebhookPump(SlottedPump[settle.Finished | _Released]):
     """Claims webhook deliveries for the free slots, sends them, settles what finished. What it
     shares with every slotted pump (leases, stop, quiet, close, recovery, pauses) is
-    eventbus.slotted's; here: the per-subscription claim, the attempt, the webhook settle."""
+    eventbus.dispatch.slotted's; here: the per-subscription claim, the attempt, the webhook
+    settle."""
 
     name = "webhooks"
 

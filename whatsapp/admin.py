@@ -19,7 +19,7 @@ from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from crm.conf import crm_settings
 from crm.conversation_admin import LifecycleActions
 from crm.models import Conversation, Message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from whatsapp import client as waha
 from whatsapp import services
 from whatsapp.conf import whatsapp_settings

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from eventbus import catalog
+from eventbus.store import catalog
 
 SEED = "seed 000 §3"
 V1_CARRIED_TEXT = "seed 000 §3 (superseded: it carried the message text)"

@@ -6,7 +6,7 @@ import datetime as dt
 
 import eventbus
 from crm.models import Contact, Conversation, Message
-from eventbus.tenancy import guard_payload
+from eventbus.store.tenancy import guard_payload
 from whatsapp.conf import SEND_CONSUMER
 from whatsapp.sending import send
 

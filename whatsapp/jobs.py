@@ -14,7 +14,7 @@ from crm.conf import crm_settings
 from crm.identity import chat_phone
 from crm.models import Contact, Conversation, Message
 from crm.services import contact_identity_add, emit_message_queued
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from jobs.registry import integration_check, job
 from whatsapp import client as waha
 from whatsapp.conf import SEND_CONSUMER, whatsapp_settings

@@ -1,7 +1,7 @@
 """Console pages for running the bus: the worker processes (quiet / stop a bus process,
 audited, platform operators only), the consumers with their pause and circuit-breaker states
-(pause / resume, audited, through eventbus.services), and the replay of one consumer over a time
-window (eventbus.replays: preview first, then replay, audited)."""
+(pause / resume, audited, through eventbus.operations.services), and the replay of one consumer over
+a time window (eventbus.history.replays: preview first, then replay, audited)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,16 @@ from core import admin_time, audit, workers
 from core.admin_scope import sees_all
 from core.models import Organization, WorkerProcess
 from core.replica.routing import replica_view
-from eventbus import consumer_labels, replays, selectors, services
-from eventbus.registry import registry
+from eventbus.history import replays
+from eventbus.operations import selectors, services
+from eventbus.store import consumer_labels
+from eventbus.store.registry import registry
 
 PAUSE_PERMISSION = "eventbus.pause_consumer"
 REPLAY_PERMISSION = "eventbus.replay_consumer"
 WORKER_CONTROL_PERMISSION = "core.change_workerprocess"
-# The processes that obey quiet and stop: the bus's runner (eventbus/runner.py) drives them.
+# The processes that obey quiet and stop: the bus's runner (eventbus/dispatch/runner.py) drives
+# them.
 CONTROLLABLE = ("drain_events", "deliver_webhooks")
 # What each pump's number counts, for the concurrency column's explanation.
 THREAD_MEANINGS = {

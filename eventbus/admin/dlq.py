@@ -3,8 +3,8 @@
 Both actions work on the checked rows (admin actions) and on everything matching the current
 filters (`matching/<action>/`: a confirmation page that counts the matches, then re-applies the
 same filters server-side on POST, limited to what had died when the page was shown). They are
-gated by the proxy model's custom permissions and call `eventbus.services`, which moves the state
-through `eventbus/claim.py` and writes the audit trail.
+gated by the proxy model's custom permissions and call `eventbus.operations.services`, which moves
+the state through `eventbus/dispatch/claim.py` and writes the audit trail.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from core import context
 from core.admin_scope import scope_queryset
 from core.admin_tables import ReadOnlyAdmin
 from core.replica.routing import replica_view
-from eventbus import consumer_labels
 from eventbus.admin import dlq_disabled, filters, rendering, search, selectors
 from eventbus.admin.dlq_actions import (
     DISCARD,
@@ -44,7 +43,8 @@ from eventbus.admin.dlq_actions import (
     describe_filters,
 )
 from eventbus.admin.rendering import EventColumns, OrganizationColumn
-from eventbus.models import DeadLetter, Delivery, EventLog
+from eventbus.store import consumer_labels
+from eventbus.store.models import DeadLetter, Delivery, EventLog
 
 PREVIEW_ROWS = 20
 HISTORY_ROWS = 20

@@ -10,7 +10,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.http import HttpRequest
 
 from core import audit
-from eventbus import services
+from eventbus.operations import services
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from core import audit
-from eventbus import consumer_labels
 from eventbus.admin import selectors
-from eventbus.consumer_labels import ConsumerLabel
+from eventbus.store import consumer_labels
+from eventbus.store.consumer_labels import ConsumerLabel
 
 CHOICE = "disabled_choice"
 ENABLE = "enable"

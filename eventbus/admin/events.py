@@ -21,10 +21,10 @@ from django.utils.safestring import SafeString
 from core import audit
 from core.admin_tables import ReadOnlyAdmin, ReadOnlyMixin
 from core.replica.routing import replica_view
-from eventbus import services
 from eventbus.admin import filters, rendering, search, selectors
 from eventbus.admin.rendering import EventColumns, OrganizationColumn
-from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
+from eventbus.operations import services
+from eventbus.store.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
 
 RETRY_PERMISSION = "eventbus.retry_delivery"
 

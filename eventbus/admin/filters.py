@@ -17,10 +17,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.models import SYSTEM_ORGANIZATION_ID
-from eventbus import catalog, consumer_labels
 from eventbus.admin import selectors
-from eventbus.consumer_labels import ConsumerLabel
-from eventbus.models import Delivery, DeliveryStatus, Status
+from eventbus.store import catalog, consumer_labels
+from eventbus.store.consumer_labels import ConsumerLabel
+from eventbus.store.models import Delivery, DeliveryStatus, Status
 
 
 class SystemEventsFilter(SimpleListFilter):

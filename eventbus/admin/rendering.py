@@ -20,9 +20,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin_time import exact_time
-from eventbus import consumer_labels, tracebacks
-from eventbus.consumer_labels import ConsumerLabel
-from eventbus.models import SHORT_ID_CHARS
+from eventbus.store import consumer_labels, tracebacks
+from eventbus.store.consumer_labels import ConsumerLabel
+from eventbus.store.models import SHORT_ID_CHARS
 
 SHORT_ERROR = 120
 T = TypeVar("T")

@@ -33,9 +33,9 @@ from django.db import models
 from django.db.models import F, Func, Q, QuerySet
 from django.db.models.functions import Cast, Right
 
-from eventbus import catalog, consumer_labels
 from eventbus.admin import selectors
-from eventbus.models import SHORT_ID_CHARS, Delivery, DeliveryStatus, EventLog
+from eventbus.store import catalog, consumer_labels
+from eventbus.store.models import SHORT_ID_CHARS, Delivery, DeliveryStatus, EventLog
 
 MIN_PREFIX = 4  # hex digits before an id prefix is searched (fewer match most of the table)
 MIN_TEXT = 3  # characters before error texts are searched (a trigram)

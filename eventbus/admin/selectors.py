@@ -1,7 +1,8 @@
 """Reads for the operations console: the DLQ, the event browser, event detail, correlation.
 
 Every query here is served by an index (named in its comment): the event log holds millions of
-rows, so nothing scans it or counts it whole. Status-page aggregates live in `eventbus/status.py`.
+rows, so nothing scans it or counts it whole. Status-page aggregates live in
+`eventbus/operations/status.py`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from django.utils import timezone
 from core.admin_scope import visible_organizations
 from core.models import AuditLog, Organization
 from core.replica.routing import read_connection
-from eventbus.distinct import CHOICES_LIMIT, distinct_values
-from eventbus.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
-from eventbus.registry import registry
+from eventbus.operations.distinct import CHOICES_LIMIT, distinct_values
+from eventbus.store.models import Delivery, DeliveryAttempt, DeliveryStatus, EventLog
+from eventbus.store.registry import registry
 
 CORRELATION_LIMIT = 500
 
@@ -105,7 +106,7 @@ def with_root_cause(deliveries: QuerySet[Delivery]) -> QuerySet[Delivery]:
 
 def waiting_to_retry(deliveries: QuerySet[Delivery]) -> QuerySet[Delivery]:
     """Those pending again after a failure and not yet due: what Retry now moves
-    (eventbus/sql/retry_now.sql)."""
+    (eventbus/store/sql/retry_now.sql)."""
     return deliveries.filter(
         status=DeliveryStatus.PENDING, last_error__isnull=False, next_attempt_at__gt=timezone.now()
     )

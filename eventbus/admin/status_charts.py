@@ -13,8 +13,8 @@ from core.admin_scope import visible_organizations
 from core.models import Organization
 from eventbus.admin import rendering
 from eventbus.admin.charts import LineChart, Series, as_json, line_chart
-from eventbus.rollup import Bucket
-from eventbus.status import DEFAULT_RANGE, RANGES, ChartRange
+from eventbus.history.rollup import Bucket
+from eventbus.operations.status import DEFAULT_RANGE, RANGES, ChartRange
 
 ORGANIZATION_CHOICES = 500  # the filter lists this many organizations, by name
 
@@ -54,7 +54,8 @@ class ChartFilterForm(forms.Form):
         return RANGES[key or DEFAULT_RANGE]
 
     def scope(self) -> dict[str, Any]:
-        """Keyword arguments of `eventbus.status.chart_series` (only the filters that are set)."""
+        """Keyword arguments of `eventbus.operations.status.chart_series` (only the filters
+        that are set)."""
         scope: dict[str, Any] = {}
         if consumer := self.cleaned_data.get("consumer"):
             scope["consumer"] = consumer

@@ -19,12 +19,12 @@ from django.views.decorators.cache import never_cache
 
 from core import admin_scope, admin_time
 from core.replica.routing import replica_view
-from eventbus import consumer_labels
 from eventbus.admin import rendering, selectors, status_charts
 from eventbus.admin.status_charts import ChartFilterForm
-from eventbus.consumer_labels import ConsumerLabel
-from eventbus.registry import registry
-from eventbus.status import RANGES, BusStatus, ChartRange, Row, bus_status, chart_series
+from eventbus.operations.status import RANGES, BusStatus, ChartRange, Row, bus_status, chart_series
+from eventbus.store import consumer_labels
+from eventbus.store.consumer_labels import ConsumerLabel
+from eventbus.store.registry import registry
 
 REFRESH_SECONDS = 30  # the tables' reload toggle's period (static/eventbus/status.js)
 LIVE_SECONDS = 5  # the charts' live update period (static/eventbus/status.js)

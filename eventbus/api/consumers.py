@@ -20,10 +20,12 @@ from rest_framework.response import Response
 from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView
 from core.models import SYSTEM_ORGANIZATION_ID
-from eventbus import pauses, replays, services
 from eventbus.api import examples, scopes
 from eventbus.api.serializers import StrictCharField, StrictSerializer
-from eventbus.registry import registry
+from eventbus.history import replays
+from eventbus.operations import services
+from eventbus.store import pauses
+from eventbus.store.registry import registry
 
 PLATFORM_ONLY = (
     "crm-sync-worker is a platform-wide consumer: only a key of the platform's system "

@@ -17,8 +17,8 @@ from rest_framework.response import Response
 
 from core.api.schema import REQUEST_ID_PARAMETER, errors, ok
 from core.api.views import ApiView
-from eventbus import catalog
 from eventbus.api import examples, scopes
+from eventbus.store import catalog
 
 
 class SchemaVersionSerializer(serializers.Serializer):

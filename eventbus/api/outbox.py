@@ -28,11 +28,11 @@ from core.api.pagination import CursorField
 from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView
 from core.replica.routing import replica_view
-from eventbus import selectors, services
 from eventbus.api import examples, scopes
 from eventbus.api.serializers import EventFilterSerializer, StrictCharField, StrictSerializer
 from eventbus.api.views import EventView, events_page_response
-from eventbus.models import EventLog
+from eventbus.operations import selectors, services
+from eventbus.store.models import EventLog
 
 OUTBOX_STATUSES: dict[str, tuple[str, ...]] = {
     "PENDING": ("pending", "processing"),

@@ -9,10 +9,10 @@ from rest_framework import serializers
 from core.api.conf import api_settings
 from core.api.pagination import CursorField
 from core.api.serializers import PlainRepresentation, ReusedFields, SparseValidation
-from eventbus.catalog import EVENT_TYPE_PATTERN
-from eventbus.errors import EventValidationError
-from eventbus.models import DeliveryStatus, Status
-from eventbus.provenance import BUS_KEYS
+from eventbus.store.catalog import EVENT_TYPE_PATTERN
+from eventbus.store.errors import EventValidationError
+from eventbus.store.models import DeliveryStatus, Status
+from eventbus.store.provenance import BUS_KEYS
 
 # Set by the server from the request, the key and the bus; a client sending them is told so.
 SERVER_METADATA_KEYS = (

@@ -21,7 +21,6 @@ from core.api.schema import REQUEST_ID_PARAMETER, errors, ok, request_example
 from core.api.views import ApiView, found_or_404
 from core.models import Organization
 from core.replica.routing import replica_view
-from eventbus import selectors, services
 from eventbus.api import examples, scopes
 from eventbus.api.serializers import (
     ActionResultSerializer,
@@ -34,9 +33,10 @@ from eventbus.api.serializers import (
     ReprocessSerializer,
     emit_error,
 )
-from eventbus.errors import EmitRateLimited, EventTypeNotEmittable, EventValidationError
-from eventbus.models import EventLog
-from eventbus.provenance import Provenance
+from eventbus.operations import selectors, services
+from eventbus.store.errors import EmitRateLimited, EventTypeNotEmittable, EventValidationError
+from eventbus.store.models import EventLog
+from eventbus.store.provenance import Provenance
 
 IDEMPOTENCY_SCOPE = "events.create"
 IDEMPOTENCY_PARAMETER = OpenApiParameter(

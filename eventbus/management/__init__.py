@@ -1,0 +1,1 @@
+"""The bus's commands: drain_events, replay, archive, partitions and the other operators' tools."""

@@ -1,4 +1,4 @@
-"""The per-minute rollup of settled outcomes and sampled lag (eventbus.models.Rollup).
+"""The per-minute rollup of settled outcomes and sampled lag (eventbus.store.models.Rollup).
 
 Written by the settle statements (one upsert in ack.sql and in nack.sql), so it starts empty and
 fills from the first settle after this migration (no backfill: the log's history is not read).

@@ -7,7 +7,7 @@ new columns have constant defaults, so adding them rewrites no row.
 
 `emit_event()` gains two optional parameters (p_ordering_key, p_priority). Adding parameters
 makes a new function, and a 6-argument call would then match both: the old one is dropped
-first. A frozen copy of eventbus/sql/emit_event.sql as of this migration.
+first. A frozen copy of eventbus/store/sql/emit_event.sql as of this migration.
 """
 
 from importlib import import_module

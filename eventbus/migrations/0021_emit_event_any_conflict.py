@@ -1,11 +1,11 @@
 """emit_event: `ON CONFLICT DO NOTHING` without a conflict target.
 
 On an unpartitioned event_log the arbiter is still the unique index on (organization_id,
-idempotency_key). A partitioned event_log (eventbus/partitions.py, `manage.py partition_event_log`)
+idempotency_key). A partitioned event_log (eventbus/history/partitions.py, `manage.py partition_event_log`)
 cannot have that index (a unique index on a partitioned table must include `created_at`): there a
 BEFORE INSERT trigger claims the key in the unpartitioned `event_log_idempotency` table and skips
 the row when another event holds it, and a statement naming the old conflict target would fail.
-The frozen copy below is eventbus/sql/emit_event.sql at this migration.
+The frozen copy below is eventbus/store/sql/emit_event.sql at this migration.
 """
 
 from importlib import import_module

@@ -1,6 +1,6 @@
 """Deliveries and their attempts carry their event's `created_at` (`event_created_at`).
 
-It is the partition key of a partitioned install (eventbus/partitions.py, `manage.py
+It is the partition key of a partitioned install (eventbus/history/partitions.py, `manage.py
 partition_event_log`): the delivery and attempt tables are partitioned by the month of their
 event, like `event_log`, so archiving a month drops three partitions instead of deleting the
 month's deliveries and attempts row by row. Every path that writes a delivery sets it (the emit
@@ -11,7 +11,7 @@ fills it as it copies them.
 The attempt log's key to its delivery loses its database constraint (so do webhook attempts',
 webhooks 0004): a partitioned table's primary key is (id, event_created_at), which a key on
 `delivery_id` alone cannot reference. Django still cascades; the archive and the organization
-cascade delete attempts before deliveries. The frozen copy below is eventbus/sql/emit_event.sql
+cascade delete attempts before deliveries. The frozen copy below is eventbus/store/sql/emit_event.sql
 at this migration.
 """
 

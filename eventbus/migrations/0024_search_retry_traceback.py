@@ -1,6 +1,6 @@
 """The console's partial search, its "retrying" and "discarded" views, Retry now, tracebacks.
 
-- `deliveryattempt.traceback`: the failed handler's traceback (eventbus/tracebacks.py), written
+- `deliveryattempt.traceback`: the failed handler's traceback (eventbus/store/tracebacks.py), written
   by the nack with the attempt row; nullable, so archived attempts restored from days written
   before it (jsonb_populate_record leaves the key NULL) still load.
 - `delivery_retrying_idx` / `delivery_discarded_idx`: the deliveries list's "retrying" (pending

@@ -14,7 +14,7 @@ from django import template
 from django.utils.safestring import SafeString
 
 from eventbus.admin import rendering
-from eventbus.consumer_labels import ConsumerLabel
+from eventbus.store.consumer_labels import ConsumerLabel
 
 register = template.Library()
 

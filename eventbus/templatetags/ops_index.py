@@ -22,7 +22,7 @@ from core.admin_scope import active_organization, organizations_of
 from core.models import SYSTEM_ORGANIZATION_ID
 from core.replica.routing import read_connection
 from core.workers import worker_settings
-from eventbus.sql import statement
+from eventbus.store.sql import statement
 
 register = template.Library()
 

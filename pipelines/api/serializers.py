@@ -9,8 +9,8 @@ from rest_framework import serializers
 
 from core.api.serializers import StrictBooleanField, StrictIntegerField
 from eventbus.api.serializers import StrictCharField, StrictSerializer
-from eventbus.errors import EventValidationError
-from eventbus.storable import JsonLimits, check_text, json_text
+from eventbus.store.errors import EventValidationError
+from eventbus.store.storable import JsonLimits, check_text, json_text
 from pipelines.models import Execution, Pipeline, Step
 
 MAX_ITEMS = 500

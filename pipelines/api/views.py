@@ -23,7 +23,7 @@ from core.api.permissions import WriteImpliesRead
 from core.api.schema import ErrorSerializer, errors, ok, request_example, write_implies_read
 from core.api.views import ApiView, found_or_404
 from core.replica.routing import replica_view
-from eventbus.errors import EmitRateLimited, EventValidationError
+from eventbus.store.errors import EmitRateLimited, EventValidationError
 from pipelines import selectors, services
 from pipelines.api import examples
 from pipelines.api.serializers import (

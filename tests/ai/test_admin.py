@@ -13,7 +13,7 @@ from ai.budget import local_today
 from ai.models import AiAccount, KnowledgeArticle
 from core.key_rotation import encryption_key_rotate
 from core.models import Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.db import connection
 from ai.budget import account_for, budget_charge, budget_release, budget_reserve
 from ai.models import AiAccount
 from core.models import Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 
 @pytest.mark.django_db(transaction=True)

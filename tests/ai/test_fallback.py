@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY
 
 from ai.gateway import ChatMessage, GatewayError, gateway_for
 from core.models import Organization
-from eventbus.models import Delivery
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery
 from tests.support.ai_messages import ai_replies, receive
 from tests.support.factories import ConversationFactory
 from tests.support.openai_fake import CHAT, EMBEDDINGS, Failure, OpenAIFake, openai_fake

@@ -18,8 +18,8 @@ from ai.handoff import HANDOFF_MARKER, asks_for_human
 from core.models import Organization
 from crm.models import Conversation, Message
 from crm.services import send_message
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
 from tests.support.ai_messages import ai_replies, receive
 from tests.support.db import raw_connection
 from tests.support.factories import ConversationFactory

@@ -13,7 +13,7 @@ from ai.budget import account_for
 from ai.models import AiAccount
 from core.models import Organization
 from crm.models import Conversation, Message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.ai.test_responder import handoffs, run_responder
 from tests.support.ai_messages import ai_replies, receive
 from tests.support.factories import ConversationFactory
@@ -45,7 +45,7 @@ def test_an_angry_message_is_handed_off_before_any_answer(
 def test_a_calm_message_is_classified_once_and_answered(
     conversation: Conversation, ai_on_fake: OpenAIFake
 ) -> None:
-    from eventbus.worker import Worker, WorkerOptions
+    from eventbus.dispatch.worker import Worker, WorkerOptions
 
     ai_on_fake.model_replies["fake-sentiment"] = '{"sentiment": "neutral", "score": 0.1}'
     inbound, _ = receive(conversation, "Qual o prazo de entrega?")

@@ -8,8 +8,8 @@ import pytest
 from ai.sentiment import parse_sentiment
 from core.models import Organization
 from crm.models import Conversation, Message
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
 from tests.support.ai_messages import ai_replies, receive
 from tests.support.factories import ConversationFactory
 from tests.support.openai_fake import CHAT, Failure, OpenAIFake

@@ -18,9 +18,9 @@ from ai.conf import DEFAULT_BUDGET_FALLBACK_MESSAGE
 from ai.models import AiAccount
 from core.models import Organization
 from crm.models import Conversation, Message
-from eventbus import claim as claims
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
 from tests.support.ai_messages import ai_replies, receive
 from tests.support.factories import ConversationFactory
 from tests.support.openai_fake import CHAT, OpenAIFake, openai_fake

@@ -18,7 +18,7 @@ from core import rls
 from core.admin_scope import OrganizationScopedAdmin, organization_path
 from core.models import Organization, StaffOrganization
 from crm.models import Contact
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from pipelines.models import AllowedHost
 from tests.support.admin import staff
 from tests.support.roles import web_process

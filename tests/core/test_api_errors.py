@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from core import services
 from core.models import ApiKey, Organization
-from eventbus import selectors
-from eventbus.models import EventLog
+from eventbus.operations import selectors
+from eventbus.store.models import EventLog
 from tests.support.api import api_client, client_for, error_of, issue_key, lead_stage_changed
 
 pytestmark = pytest.mark.django_db

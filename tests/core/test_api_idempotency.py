@@ -16,7 +16,7 @@ from django.db import connection, connections
 
 from core.api import idempotency
 from core.models import IdempotencyKey, Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.api import client_for, error_of, issue_key, lead_stage_changed
 from tests.support.db import raw_connection
 

@@ -26,7 +26,7 @@ from eventbus.api.serializers import (
     EventFilterSerializer,
     EventSerializer,
 )
-from eventbus.models import Delivery, DeliveryStatus, EventLog, Status
+from eventbus.store.models import Delivery, DeliveryStatus, EventLog, Status
 
 
 class Plain(serializers.Serializer):

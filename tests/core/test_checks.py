@@ -6,8 +6,8 @@ import pytest
 from django.test.utils import override_settings
 
 from core.checks import check_postgres_only
-from eventbus.checks import check_consumers, check_emit_limits
-from eventbus.registry import make_consumer, registry
+from eventbus.operations.checks import check_consumers, check_emit_limits
+from eventbus.store.registry import make_consumer, registry
 
 
 def test_postgres_is_accepted() -> None:

@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from core.conf import AppSettings
-from eventbus.conf import bus_settings
+from eventbus.store.conf import bus_settings
 
 
 class DemoSettings(AppSettings, namespace="DEMO"):

@@ -21,9 +21,9 @@ from core.logs.filters import CorrelationFilter, RedactionFilter
 from core.logs.formatters import JsonFormatter, service_name
 from core.models import Organization
 from core.redaction import REDACTED, redact
-from eventbus.models import Delivery
-from eventbus.registry import make_consumer, registry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery
+from eventbus.store.registry import make_consumer, registry
 from tests.support.api import api_client
 from tests.support.pii import KEYED_SECRETS, PII_SAMPLES, leaked
 from tests.support.processes import REPO, subprocess_env

@@ -20,8 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import eventbus
 from core.metrics import top_organizations
 from core.models import Organization
-from eventbus.metrics import EventTypeLabels, count_settled
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.metrics import EventTypeLabels, count_settled
 from jobs.registry import Job, job_enqueue, job_run, jobs
 from tests.support.processes import subprocess_env
 
@@ -257,7 +257,7 @@ def test_an_empty_multiprocess_directory_writes_no_sample_files(tmp_path: Path) 
     unset: prometheus-client would otherwise write counter_<pid>.db files into the working
     directory of every process (they ended up committed once)."""
     code = (
-        "import django; django.setup(); import core.metrics, eventbus.metrics; "
+        "import django; django.setup(); import core.metrics, eventbus.store.metrics; "
         "from prometheus_client import values; print(values.ValueClass.__name__)"
     )
     result = subprocess.run(

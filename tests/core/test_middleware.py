@@ -12,7 +12,7 @@ from django.test import Client
 from core import context
 from core.logs.filters import CorrelationFilter
 from core.models import Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.api import client_for, issue_key, lead_stage_changed
 
 GENERATED = re.compile(r"[0-9a-f]{32}")

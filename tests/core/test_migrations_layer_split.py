@@ -20,7 +20,8 @@ from core.db import drop_database
 from tests.support.db import database_url
 from tests.support.processes import REPO, subprocess_env
 
-# Mirrors of the consumer and catalog registries, rewritten by every `migrate` (eventbus.routes).
+# Mirrors of the consumer and catalog registries, rewritten by every `migrate`
+# (eventbus.store.routes).
 MIRRORS = ("eventbus_route", "eventbus_eventtypeschema")
 # The default schedules, which every `migrate` installs for the jobs the code declares.
 SCHEDULES = (
@@ -56,7 +57,7 @@ from crm.models import Contact, Lead, Order
 from jobs.models import JobRun
 from lgpd.models import DataRequest
 from webhooks.models import Subscription
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 org = Organization.objects.get(slug="loja-exemplo")
 contact = Contact.objects.get(organization=org)
 operator = User.objects.get(username="operator")

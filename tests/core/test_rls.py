@@ -31,7 +31,7 @@ from core import db_roles, rls
 from core.api.views import ApiView
 from core.models import Organization
 from crm.models import Contact
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.admin import staff
 from tests.support.api import api_client, client_for, issue_key
 from tests.support.consumers import EFFECT_CONSUMERS

@@ -21,7 +21,7 @@ from sentry_sdk.transport import Transport
 import eventbus
 from core.models import Organization
 from core.sentry import before_send_transaction, init_sentry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
 from tests.support.pii import KEYED_SECRETS, PII_SAMPLES, leaked
 
 HOSTILE = " ".join(PII_SAMPLES)

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 import eventbus
 from core.models import Organization, StaffOrganization
 from crm.models import Conversation
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 
 def agent(organization: Organization, username: str, email: str = "") -> User:
@@ -37,7 +37,7 @@ def as_event(row: EventLog, consumer: str = "test-worker") -> eventbus.Event:
 
 
 def run(*consumers: str) -> None:
-    from eventbus.worker import Worker, WorkerOptions
+    from eventbus.dispatch.worker import Worker, WorkerOptions
 
     Worker(
         WorkerOptions(consumers=list(consumers), once=True, listen=False, startup_jitter=0)

@@ -11,7 +11,7 @@ from django.test import Client
 from core.models import AuditLog, Organization
 from crm.models import Contact, Order
 from crm.services import contact_resolve
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.admin import staff
 from tests.support.factories import OrderFactory
 

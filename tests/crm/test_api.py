@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from core.models import Organization
 from crm.models import Contact, Conversation, Lead, LeadActivity, Message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from lgpd import services as lgpd_services
 from tests.support.admin import staff
 from tests.support.api import api_client, error_of, snapshot

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.models import Organization
 from crm.models import Conversation
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.admin import staff
 from tests.support.factories import ConversationFactory
 

@@ -190,7 +190,7 @@ def test_a_handoff_naming_another_tenants_conversation_is_refused(
     org: Organization, org_b: Organization
 ) -> None:
     from core.models import AuditLog
-    from eventbus.models import Delivery
+    from eventbus.store.models import Delivery
 
     agent(org, "ana")
     theirs = ConversationFactory(organization=org_b)
@@ -212,7 +212,7 @@ def test_a_handoff_naming_another_tenants_conversation_is_refused(
 def test_the_aggregator_counts_a_batch_once_each_with_redelivered_events_in_it(
     org: Organization, org_b: Organization
 ) -> None:
-    from eventbus.registry import registry
+    from eventbus.store.registry import registry
 
     assert registry.get("analytics-aggregator-worker").batch  # a batch consumer
     delivered = {"message_id": "m", "delivered_at": timezone.now().isoformat()}

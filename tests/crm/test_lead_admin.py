@@ -12,7 +12,7 @@ from django.test import Client
 
 from core.models import Organization
 from crm.models import ConsentRecord, Lead, LeadActivity
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from lgpd import services as lgpd_services
 from tests.support.admin import staff
 from tests.support.factories import ContactFactory, LeadFactory

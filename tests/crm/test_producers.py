@@ -21,8 +21,8 @@ from django.db import connection, transaction
 from core.models import Organization
 from crm import services
 from crm.models import Lead
-from eventbus import catalog
-from eventbus.models import EventLog
+from eventbus.store import catalog
+from eventbus.store.models import EventLog
 from tests.support.admin import staff
 from tests.support.factories import ContactFactory, LeadFactory
 

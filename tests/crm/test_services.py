@@ -25,7 +25,7 @@ from crm.services import (
     contact_unblock,
     send_message,
 )
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.factories import (
     ContactFactory,
     ConversationFactory,

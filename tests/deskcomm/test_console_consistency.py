@@ -16,7 +16,7 @@ import eventbus
 from ai.budget import local_today
 from ai.models import AiAccount, AiUsageDaily
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from pipelines.models import Execution, Pipeline
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from core.models import Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support import console_rows
 from tests.support.browser import Console, log_in
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.browser import ARTIFACTS, Console
 from tests.support.dlq import BROKEN, broken_consumer, make_dead

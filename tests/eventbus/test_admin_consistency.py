@@ -12,7 +12,7 @@ from django.test import Client
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.dlq import make_dead
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from core.models import Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.admin import CONSOLE_READER, staff
 from tests.support.dlq import make_dead, webhook_dead_letter
 
@@ -124,7 +124,7 @@ def test_labels_are_looked_up_once_per_page_not_per_row(ops: Client, org: Organi
 def test_the_consumers_page_names_a_paused_subscription(
     client: Client, webhook: tuple[Any, Delivery]
 ) -> None:
-    from eventbus import services
+    from eventbus.operations import services
 
     subscription, _ = webhook
     services.consumer_pause(consumer=subscription.consumer, actor="test", reason="receiver down")

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import BROKEN, broken_consumer, drain, make_dead
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from core.models import AuditLog, Organization
 from eventbus.admin import selectors
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import make_dead, webhook_dead_letter
 

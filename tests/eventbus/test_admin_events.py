@@ -15,8 +15,8 @@ import eventbus
 from core import context
 from core.models import Organization
 from eventbus.admin import selectors
-from eventbus.models import Delivery, EventLog
-from eventbus.provenance import Provenance
+from eventbus.store.models import Delivery, EventLog
+from eventbus.store.provenance import Provenance
 from tests.support.admin import staff
 from tests.support.dlq import make_dead
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 import eventbus
 from core import audit
 from core.models import Organization, WorkerProcess
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import make_dead
 

@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 import eventbus
 from core.models import Organization
-from eventbus import services
+from eventbus.operations import services
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import make_dead, make_retrying
 

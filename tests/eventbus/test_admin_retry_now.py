@@ -15,8 +15,8 @@ from django.urls import reverse
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus import services
-from eventbus.models import Delivery
+from eventbus.operations import services
+from eventbus.store.models import Delivery
 from tests.support.admin import staff
 from tests.support.dlq import drain, make_dead, make_retrying
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.models import Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.browser import Console, log_in
 from tests.support.dlq import (

@@ -7,8 +7,8 @@ import pytest
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import ConsumerState, Delivery
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import ConsumerState, Delivery
 from tests.support.api import JSON, api_client, error_of
 
 pytestmark = pytest.mark.django_db

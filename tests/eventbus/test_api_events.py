@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
 from tests.eventbus.test_services import dead_flaky
 from tests.support.api import (
     api_client,

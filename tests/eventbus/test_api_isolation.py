@@ -16,7 +16,7 @@ from drf_spectacular.generators import SchemaGenerator
 import eventbus
 from core.models import Organization
 from crm.models import AnalyticsDaily, Contact, Conversation, Lead
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from lgpd import services as lgpd_services
 from pipelines import services as pipeline_services
 from pipelines.models import Execution

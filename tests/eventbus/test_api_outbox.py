@@ -6,7 +6,7 @@ import pytest
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.eventbus.test_services import dead_flaky
 from tests.support.api import api_client, error_of
 

@@ -17,10 +17,10 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import archive
-from eventbus import claim as claims
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.retry import Verdict
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.retry import Verdict
+from eventbus.history import archive
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from jobs.registry import job_run
 from tests.support.storage import use_local_storage
 

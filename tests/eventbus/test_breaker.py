@@ -15,11 +15,12 @@ from django.test import override_settings
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus import breaker, pauses
-from eventbus.drain import run_adopted
-from eventbus.models import ConsumerState, Delivery
-from eventbus.registry import registry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import breaker
+from eventbus.dispatch.drain import run_adopted
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store import pauses
+from eventbus.store.models import ConsumerState, Delivery
+from eventbus.store.registry import registry
 from tests.support.consumers import set_failing
 
 CONSUMER = "recovering-worker"

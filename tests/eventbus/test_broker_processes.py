@@ -18,7 +18,7 @@ import eventbus
 from core.models import Organization
 from crm.models import Order
 from crm.services import order_confirm
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.db import database_url, side_effect_rows
 from tests.support.processes import Managed, start_jobs
 from tests.support.proxy import TcpProxy, free_port, reachable

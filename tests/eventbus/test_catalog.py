@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from eventbus import catalog
-from eventbus.errors import EventValidationError
+from eventbus.store import catalog
+from eventbus.store.errors import EventValidationError
 
 
 @pytest.mark.parametrize("name", ["lead.created", "lead_activity.recorded", "a.b", "x1.y_2"])

@@ -12,8 +12,8 @@ from django.test.utils import override_settings
 
 import eventbus
 from core.models import Organization
-from eventbus.models import EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import EventLog
 from tests.support.admin import staff
 from tests.support.api import api_client
 from tests.support.receiver import Receiver

@@ -14,11 +14,11 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.registry import make_consumer, registry
-from eventbus.retry import Verdict
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.retry import Verdict
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.store.registry import make_consumer, registry
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import claim_plan, raw_connection, side_effect_rows
 from tests.support.wire import traced

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.models import Delivery, Route
+from eventbus.dispatch import claim as claims
+from eventbus.store.models import Delivery, Route
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,8 @@ from django.test import override_settings
 
 import eventbus
 from core.models import AuditLog, Organization, WorkerProcess
-from eventbus.models import ConsumerState, Delivery
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import ConsumerState, Delivery
 from tests.support.admin import staff
 from tests.support.browser import Console, log_in
 from tests.support.consumers import set_failing

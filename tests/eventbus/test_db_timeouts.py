@@ -8,7 +8,7 @@ from django.db import connection
 import eventbus
 from core.models import Organization
 from crm.models import Lead
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.db import raw_connection
 from tests.support.processes import start_drain
 from tests.support.waiting import wait_for

@@ -6,7 +6,7 @@ import pytest
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.eventbus.test_emitter import emit_sql
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.core import mail
 from django.core.management import call_command
 
 from core.models import Organization
-from eventbus.dlq_alerts import dlq_alerts_check
+from eventbus.operations.dlq_alerts import dlq_alerts_check
 from tests.support.dlq import BROKEN, broken_consumer, make_dead
 from tests.support.http_server import LoopbackServer, loopback_server
 
@@ -131,7 +131,7 @@ def test_webhook_errors_are_logged_not_raised(
 def test_dead_letter_hook_checks_right_after_work_dies(alerting: Any, org: Organization) -> None:
     alerting.EVENTBUS = {
         **alerting.EVENTBUS,
-        "DEAD_LETTER_HOOKS": ["eventbus.dlq_alerts.on_dead_letters"],
+        "DEAD_LETTER_HOOKS": ["eventbus.operations.dlq_alerts.on_dead_letters"],
     }
     with at(0):
         make_dead(org, 3)  # the worker's dead-letter hook runs the check

@@ -10,12 +10,12 @@ from django.test.utils import override_settings
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.claim import DeadDelivery
-from eventbus.drain import DrainPump
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.registry import make_consumer, registry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.claim import DeadDelivery
+from eventbus.dispatch.drain import DrainPump
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.store.registry import make_consumer, registry
 from tests.support.db import raw_connection, side_effect_rows
 
 HOOK_CALLS: list[list[DeadDelivery]] = []

@@ -1,5 +1,6 @@
 """Batch consumers (`@eventbus.consumer(..., batch=N)`): one handler call for up to N deliveries
-of one claim and one organization, acked in the handler's transaction (eventbus/drain.py)."""
+of one claim and one organization, acked in the handler's transaction
+(eventbus/dispatch/drain.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from django.db import connection
 
 import eventbus
 from core.models import Organization
-from eventbus import breaker, services
-from eventbus import claim as claims
-from eventbus.drain import DrainPump
-from eventbus.errors import ConsumerRegistrationError
-from eventbus.models import ConsumerState, Delivery, DeliveryAttempt
-from eventbus.registry import Consumer, describe, make_consumer, registry
+from eventbus.dispatch import breaker
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.drain import DrainPump
+from eventbus.operations import services
+from eventbus.store.errors import ConsumerRegistrationError
+from eventbus.store.models import ConsumerState, Delivery, DeliveryAttempt
+from eventbus.store.registry import Consumer, describe, make_consumer, registry
 from tests.eventbus.test_breaker import small_breaker  # noqa: F401  (its fixture)
 from tests.support.db import side_effect_rows
 from tests.support.waiting import wait_for

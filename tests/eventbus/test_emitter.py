@@ -20,10 +20,10 @@ from core import context
 from core.db import bound_cursor, conninfo
 from core.models import Organization
 from crm.models import Lead
-from eventbus import emitter
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.registry import Consumer, registry
-from eventbus.sql import statement
+from eventbus.store import emitter
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.store.registry import Consumer, registry
+from eventbus.store.sql import statement
 from tests.support.consumers import EFFECT_CONSUMERS
 
 pytestmark = pytest.mark.django_db
@@ -476,8 +476,8 @@ def function_definitions(name: str) -> list[str]:
 
 
 def test_the_live_emit_event_function_is_the_one_in_its_sql_file() -> None:
-    # Migrations apply frozen copies; eventbus/sql/emit_event.sql is what must be live. Applying
-    # the file must change nothing (a new overload would show as a second definition).
+    # Migrations apply frozen copies; eventbus/store/sql/emit_event.sql is what must be live.
+    # Applying the file must change nothing (a new overload would show as a second definition).
     live = function_definitions("emit_event")
     with transaction.atomic():
         with connection.cursor() as cursor:
@@ -485,7 +485,7 @@ def test_the_live_emit_event_function_is_the_one_in_its_sql_file() -> None:
         from_file = function_definitions("emit_event")
         transaction.set_rollback(True)
     assert len(live) == 1
-    assert from_file == live, "eventbus/sql/emit_event.sql differs from the migrated function"
+    assert from_file == live, "eventbus/store/sql/emit_event.sql differs from the migrated function"
 
 
 def test_emit_checks_its_tenant_once_and_writes_nothing_without_it(org: Organization) -> None:

@@ -13,8 +13,8 @@ from django.db.transaction import TransactionManagementError
 import eventbus
 from core import context
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.event import FIELDS, Event, row_loader
+from eventbus.dispatch import claim as claims
+from eventbus.store.event import FIELDS, Event, row_loader
 
 
 def make(**overrides: object) -> Event:

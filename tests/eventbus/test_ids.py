@@ -9,7 +9,7 @@ import pytest
 
 import eventbus
 from core.models import Organization
-from eventbus.ids import uuid7
+from eventbus.store.ids import uuid7
 
 
 def test_layout_is_rfc_9562_version_7() -> None:

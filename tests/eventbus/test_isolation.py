@@ -20,7 +20,7 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery, DeliveryAttempt
+from eventbus.store.models import Delivery, DeliveryAttempt
 from tests.support import pgserver
 from tests.support.db import side_effect_rows
 from tests.support.processes import Drain, start_drain

@@ -11,8 +11,8 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.models import Delivery, EventLog
+from eventbus.dispatch import claim as claims
+from eventbus.store.models import Delivery, EventLog
 from jobs.registry import job_run
 from tests.support.db import side_effect_rows
 

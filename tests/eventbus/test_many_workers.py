@@ -12,7 +12,7 @@ from django.db import connection
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import raw_connection, side_effect_rows
 from tests.support.processes import Drain, start_drain

@@ -14,13 +14,13 @@ from django.db import connection
 
 import eventbus
 from core.models import Organization
-from eventbus import catalog
-from eventbus import claim as claims
-from eventbus.drain import DrainPump
-from eventbus.errors import EventValidationError
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.registry import Consumer, make_consumer, registry
-from eventbus.retry import Verdict
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.drain import DrainPump
+from eventbus.dispatch.retry import Verdict
+from eventbus.store import catalog
+from eventbus.store.errors import EventValidationError
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.store.registry import Consumer, make_consumer, registry
 from tests.support.consumers import ORDER_PROBE_TABLES_SQL
 from tests.support.processes import Drain, start_drain
 from tests.support.waiting import wait_for
@@ -371,8 +371,8 @@ def test_three_workers_handle_every_conversation_in_emit_order_never_two_at_once
 
 
 def test_an_ordered_consumer_of_a_type_without_a_key_is_warned_about() -> None:
-    from eventbus.checks import check_ordered_consumers
-    from eventbus.registry import make_consumer, registry
+    from eventbus.operations.checks import check_ordered_consumers
+    from eventbus.store.registry import make_consumer, registry
 
     assert check_ordered_consumers() == []  # the project's ordered consumers all have keys
     unkeyed = make_consumer(

@@ -12,10 +12,10 @@ from django.test import override_settings
 
 import eventbus
 from core.models import Organization
-from eventbus import catalog
-from eventbus.errors import EmitRateLimited, EventTypeNotEmittable
-from eventbus.models import EventLog
-from eventbus.provenance import Provenance
+from eventbus.store import catalog
+from eventbus.store.errors import EmitRateLimited, EventTypeNotEmittable
+from eventbus.store.models import EventLog
+from eventbus.store.provenance import Provenance
 from pipelines.definition import DefinitionError, parse
 from tests.support.api import api_client, client_for, error_of, issue_key, prefix_of, snapshot
 

@@ -21,10 +21,10 @@ from django.db import IntegrityError, connection, transaction
 import eventbus
 from core import rls
 from core.models import Organization
-from eventbus import archive, partition_upgrade, partitions
-from eventbus import claim as claims
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.retry import Verdict
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.retry import Verdict
+from eventbus.history import archive, partition_upgrade, partitions
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from jobs.registry import job_run
 from tests.support.storage import use_local_storage
 

@@ -11,13 +11,13 @@ from django.test.utils import CaptureQueriesContext
 import eventbus
 from core.db import conninfo
 from core.models import AuditLog, Organization
-from eventbus import claim as claims
-from eventbus import services
-from eventbus.drain import DrainPump
-from eventbus.emitter import WAKEUP_CHANNEL
-from eventbus.models import Delivery
-from eventbus.registry import registry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.drain import DrainPump
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.operations import services
+from eventbus.store.emitter import WAKEUP_CHANNEL
+from eventbus.store.models import Delivery
+from eventbus.store.registry import registry
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import claim_plan
 

@@ -12,10 +12,10 @@ from django.test import override_settings
 import eventbus
 from core.db import conninfo
 from core.models import Organization
-from eventbus import catalog, emitter
-from eventbus import claim as claims
-from eventbus.errors import EventValidationError
-from eventbus.models import Delivery, EventLog
+from eventbus.dispatch import claim as claims
+from eventbus.store import catalog, emitter
+from eventbus.store.errors import EventValidationError
+from eventbus.store.models import Delivery, EventLog
 from tests.support.consumers import ORDER_PROBE_TABLES_SQL
 from tests.support.processes import Drain, start_drain
 from tests.support.waiting import wait_for

@@ -1,6 +1,6 @@
-"""Provenance and causation depth (eventbus.provenance): what a handler emits names its consumer
-and its cause, one generation deeper; a chain past EVENTBUS_MAX_CAUSATION_DEPTH is cut, dead at
-once; a paginated job's next page stays in its generation."""
+"""Provenance and causation depth (eventbus.store.provenance): what a handler emits names its
+consumer and its cause, one generation deeper; a chain past EVENTBUS_MAX_CAUSATION_DEPTH is cut,
+dead at once; a paginated job's next page stays in its generation."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import provenance
-from eventbus.errors import CausationTooDeep
-from eventbus.event import Event
-from eventbus.models import Delivery, EventLog
-from eventbus.registry import make_consumer, registry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store import provenance
+from eventbus.store.errors import CausationTooDeep
+from eventbus.store.event import Event
+from eventbus.store.models import Delivery, EventLog
+from eventbus.store.registry import make_consumer, registry
 
 pytestmark = pytest.mark.django_db
 

@@ -14,11 +14,11 @@ from django.db import close_old_connections, connection, transaction
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.drain import failure
-from eventbus.emitter import EMIT_MANY_STATEMENT_ROWS
-from eventbus.models import EventLog
-from eventbus.settle import Settlement, by_token, settle
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.drain import failure
+from eventbus.dispatch.settle import Settlement, by_token, settle
+from eventbus.store.emitter import EMIT_MANY_STATEMENT_ROWS
+from eventbus.store.models import EventLog
 from tests.support.api import api_client, lead_stage_changed
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.wire import Wire, traced

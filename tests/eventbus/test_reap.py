@@ -9,8 +9,8 @@ import time_machine
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.models import Delivery, DeliveryAttempt
+from eventbus.dispatch import claim as claims
+from eventbus.store.models import Delivery, DeliveryAttempt
 
 START = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.UTC)
 PAST_LEASE = dt.timedelta(seconds=31)  # the default lease is 30 s

@@ -17,15 +17,15 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization, WorkerProcess
-from eventbus import claim as claims
-from eventbus.drain import DrainPump
-from eventbus.errors import ConsumerRegistrationError
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.registry import make_consumer, registry
-from eventbus.relay import Relay, message_id_for, run_published
-from eventbus.runner import LeaseHolder, Runner, RunnerOptions
-from eventbus.services import consumer_pause, consumer_resume
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.drain import DrainPump
+from eventbus.dispatch.relay import Relay, message_id_for, run_published
+from eventbus.dispatch.runner import LeaseHolder, Runner, RunnerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.operations.services import consumer_pause, consumer_resume
+from eventbus.store.errors import ConsumerRegistrationError
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
+from eventbus.store.registry import make_consumer, registry
 from jobs.brokers import PostgresBroker
 from tests.support.db import side_effect_rows
 from tests.support.waiting import wait_for

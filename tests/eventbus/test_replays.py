@@ -1,6 +1,6 @@
-"""Replaying one consumer over a time window (eventbus.replays, `manage.py replay`): only that
-consumer's deliveries of the window's events run again, flagged with the replay's id, never twice
-for one id; the other consumers are untouched."""
+"""Replaying one consumer over a time window (eventbus.history.replays, `manage.py replay`): only
+that consumer's deliveries of the window's events run again, flagged with the replay's id, never
+twice for one id; the other consumers are untouched."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from django.core.management import CommandError, call_command
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus import replays
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.history import replays
+from eventbus.store.models import Delivery, EventLog
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import side_effect_rows
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from eventbus import retry
-from eventbus.errors import PermanentError
-from eventbus.retry import Verdict, backoff_seconds, judge_failure
+from eventbus.dispatch import retry
+from eventbus.dispatch.retry import Verdict, backoff_seconds, judge_failure
+from eventbus.store.errors import PermanentError
 
 SEED_SCHEDULE = [30, 60, 120, 300, 600, 1800, 3600, 7200]
 # Expected base delay after attempt n failed, n = 1..10 (past the table: its last step).

@@ -15,11 +15,11 @@ from django.test.utils import CaptureQueriesContext, override_settings
 import eventbus
 from core.metrics import exposition
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus import rollup
-from eventbus.models import Delivery, Rollup
-from eventbus.retry import Verdict
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.retry import Verdict
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.history import rollup
+from eventbus.store.models import Delivery, Rollup
 from tests.support.consumers import EFFECT_CONSUMERS
 
 T0 = dt.datetime(2026, 11, 2, 12, 0, 30, tzinfo=dt.UTC)

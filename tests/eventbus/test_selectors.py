@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 import eventbus
 from core.db import bound_cursor
 from core.models import Organization
-from eventbus import selectors
-from eventbus.models import Delivery, EventLog
+from eventbus.operations import selectors
+from eventbus.store.models import Delivery, EventLog
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,9 @@ import pytest
 import eventbus
 from core import context
 from core.models import AuditLog, Organization
-from eventbus import services
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.operations import services
+from eventbus.store.models import Delivery, EventLog
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from eventbus.event import Event
-from eventbus.slots import Job, Leases, SlotPool
+from eventbus.dispatch.slots import Job, Leases, SlotPool
+from eventbus.store.event import Event
 
 TOKEN = uuid.uuid4()
 

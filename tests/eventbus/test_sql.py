@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from psycopg import _queries
 
-from eventbus.sql import PARTS_DIR, SQL_DIR, statement, with_parts, without_comment_lines
+from eventbus.store.sql import PARTS_DIR, SQL_DIR, statement, with_parts, without_comment_lines
 
 NAMES = sorted(path.stem for path in SQL_DIR.glob("*.sql"))
 PARTS = sorted(PARTS_DIR.glob("*.sql"))

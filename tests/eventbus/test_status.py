@@ -16,9 +16,9 @@ from django.urls import reverse
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.registry import make_consumer, registry
-from eventbus.status import bus_status
+from eventbus.dispatch import claim as claims
+from eventbus.operations.status import bus_status
+from eventbus.store.registry import make_consumer, registry
 from tests.support.admin import staff
 from tests.support.dlq import drain, make_dead
 

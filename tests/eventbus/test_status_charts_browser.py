@@ -22,9 +22,9 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import rollup
-from eventbus.models import Rollup
-from eventbus.registry import make_consumer, registry
+from eventbus.history import rollup
+from eventbus.store.models import Rollup
+from eventbus.store.registry import make_consumer, registry
 from tests.support.admin import staff
 from tests.support.browser import Console
 from tests.support.dlq import BROKEN, broken_consumer, drain

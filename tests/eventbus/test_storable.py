@@ -1,4 +1,4 @@
-"""eventbus.storable: the nesting depth read from JSON text, and text PostgreSQL can store."""
+"""eventbus.store.storable: the nesting depth read from JSON text, and text PostgreSQL can store."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from eventbus.errors import EventValidationError
-from eventbus.storable import JsonLimits, check_text, json_text, nests_deeper_than
+from eventbus.store.errors import EventValidationError
+from eventbus.store.storable import JsonLimits, check_text, json_text, nests_deeper_than
 
 LIMITS = JsonLimits(max_bytes=10_000, bytes_setting="X", max_depth=3)
 # Strings full of what the depth count must see through: brackets, quotes, escapes, accents.

@@ -1,5 +1,5 @@
 """Handlers run inside their delivery's organization (row-level security), and an id from
-another organization is refused and audited (eventbus.tenancy)."""
+another organization is refused and audited (eventbus.store.tenancy)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import eventbus
 from core.models import AuditLog, Organization
 from crm.models import Contact
-from eventbus.models import Delivery, EventLog
-from eventbus.registry import make_consumer, registry
-from eventbus.tenancy import ACTION, guard_payload
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
+from eventbus.store.registry import make_consumer, registry
+from eventbus.store.tenancy import ACTION, guard_payload
 from tests.support.factories import ContactFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("enforced")]

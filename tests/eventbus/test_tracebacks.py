@@ -16,8 +16,8 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import tracebacks
-from eventbus.models import Delivery, DeliveryAttempt
+from eventbus.store import tracebacks
+from eventbus.store.models import Delivery, DeliveryAttempt
 from tests.support.admin import DLQ_OPERATOR, staff
 from tests.support.dlq import (
     TRACED_EMAIL,
@@ -98,7 +98,7 @@ def test_the_letter_and_delivery_pages_show_it_collapsed_with_file_and_line(
 
 
 def test_a_lease_that_ran_out_records_no_traceback(org: Organization) -> None:
-    from eventbus import claim as claims
+    from eventbus.dispatch import claim as claims
 
     event = eventbus.emit("test.flaky", organization=org, entity_kind="thing", payload={"n": 1})
     claimed = claims.claim(consumers=["flaky-worker"], batch_size=1, worker_id="w")

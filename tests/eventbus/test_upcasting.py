@@ -1,4 +1,4 @@
-"""Upcasters (eventbus.catalog.upcaster, Event.upcast): a delivery stored under an old payload
+"""Upcasters (eventbus.store.catalog.upcaster, Event.upcast): a delivery stored under an old payload
 version reaches its handler in the version the deploy's upcasters lead to; the stored event
 stays as written; an upcast that cannot be done dead-letters with its reason."""
 
@@ -13,10 +13,11 @@ import pytest
 
 import eventbus
 from core.models import Organization
-from eventbus import catalog, services
-from eventbus.errors import EventValidationError, UpcastError
-from eventbus.models import Delivery, DeliveryAttempt, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.operations import services
+from eventbus.store import catalog
+from eventbus.store.errors import EventValidationError, UpcastError
+from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from tests.support.consumers import VERSIONED_SEEN
 
 TODAY = dt.date(2026, 12, 1)

@@ -17,9 +17,9 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus import claim as claims
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.support.db import (
     listening_backends,
@@ -227,7 +227,7 @@ IMPORT_PROBE = """
 import atexit, json, os, runpy, sys
 
 def report():
-    from eventbus.registry import registry
+    from eventbus.store.registry import registry
 
     consumers = {c.name: c.handler.__module__ for c in registry.all()}
     with open(os.environ["IMPORT_PROBE_OUT"], "w") as out:
@@ -242,7 +242,7 @@ runpy.run_path("manage.py", run_name="__main__")
 def test_a_drain_worker_starts_without_the_client_libraries_and_registers_every_consumer(
     tmp_path: Path,
 ) -> None:
-    from eventbus.registry import registry
+    from eventbus.store.registry import registry
 
     out = tmp_path / "probe.json"
     probe = subprocess.run(

@@ -12,7 +12,7 @@ import pytest
 
 import eventbus
 from core.models import AuditLog, Organization, WorkerProcess
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.admin import staff
 from tests.support.browser import Console, log_in
 from tests.support.db import side_effect_pids

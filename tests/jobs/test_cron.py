@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 
 from core.models import SYSTEM_ORGANIZATION_ID
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from jobs import registry as cron
 from jobs.models import JobRun
 from jobs.registry import Job, JobFailed, job_enqueue, job_run, jobs, run_scheduled

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from jobs.registry import Job, jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

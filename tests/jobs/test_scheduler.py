@@ -16,7 +16,7 @@ from django.db import connection
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from core.models import WorkerProcess
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from jobs.celery import app
 from jobs.models import JobRun
 from jobs.registry import Job, jobs

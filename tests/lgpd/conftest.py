@@ -19,8 +19,8 @@ from core import audit
 from core.models import IdempotencyKey, Organization
 from crm.models import Contact, Order
 from crm.services import contact_identity_add
-from eventbus.models import Delivery, DeliveryAttempt
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, DeliveryAttempt
 from lgpd import services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
 from lgpd.models import DataRequest

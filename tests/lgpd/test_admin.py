@@ -8,7 +8,7 @@ from django.test import Client
 
 from core.models import AuditLog, Organization
 from crm.models import Contact
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from lgpd.models import DataRequest
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.db import connection
 
 from core.models import AuditLog, Organization
 from crm.models import Contact
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from lgpd.models import DataRequest
 from tests.support.api import api_client, error_of
 

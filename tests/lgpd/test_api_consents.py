@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from core.models import Organization
 from crm.models import ConsentRecord
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.api import api_client, error_of, snapshot
 from tests.support.factories import ContactFactory
 

@@ -13,8 +13,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from eventbus import archive
-from eventbus.models import Delivery, EventLog
+from eventbus.history import archive
+from eventbus.store.models import Delivery, EventLog
 from lgpd.archives import archives_redact
 from lgpd.selectors import subject_for
 from tests.lgpd.conftest import NEEDLES, World, drain_lgpd, request_for

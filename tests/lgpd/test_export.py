@@ -21,7 +21,7 @@ from django.utils.timezone import now
 from core.lgpd_registry import REGISTRY
 from core.models import AuditLog
 from crm.models import Contact
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from jobs.registry import jobs
 from lgpd.handlers import EXPORT_CONSUMER
 from lgpd.models import DataRequest

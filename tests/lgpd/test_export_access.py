@@ -16,7 +16,7 @@ import time_machine
 from django.test import Client
 
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from lgpd.models import DataRequest
 from tests.lgpd.conftest import NEEDLES, World, run_after
 from tests.support.admin import staff

@@ -19,7 +19,7 @@ from django.utils import timezone
 from core import audit_archive
 from core.models import AuditLog
 from crm.models import Contact
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from jobs.registry import jobs
 from lgpd import selectors, services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER

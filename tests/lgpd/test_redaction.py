@@ -13,7 +13,7 @@ from django.core import mail
 from core.models import AuditLog
 from crm import personal_data as categories
 from crm.models import Contact, Message, Order
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from lgpd import tombstones
 from lgpd.handlers import REDACT_CONSUMER
 from lgpd.models import DataRequest, RedactedIdentifier

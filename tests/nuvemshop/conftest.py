@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.models import Organization
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
 from nuvemshop.handlers import SYNC_CONSUMER
 from nuvemshop.models import Store
 from tests.support.nuvemshop import FakeNuvemshop, FakeStore, fake_nuvemshop

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from crm.models import Order, Product
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from nuvemshop.models import SkippedRecord, Store
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.models import Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from nuvemshop.models import Store
 from tests.support.browser import log_in, wait_for
 from tests.support.nuvemshop import fake_nuvemshop

@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from nuvemshop.models import Store
 
 pytestmark = pytest.mark.django_db

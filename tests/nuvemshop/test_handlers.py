@@ -14,7 +14,7 @@ from django.test import Client
 import eventbus
 from core.models import AuditLog, Organization
 from crm.models import Contact, Order, Product
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from nuvemshop import sync
 from nuvemshop.models import (
     CustomerLink,
@@ -339,7 +339,7 @@ def test_a_malformed_webhook_order_is_dead_at_once_and_clears_once_reprocessed(
 ) -> None:
     """The shop's answer is the same on every retry: dead at the first attempt, recorded; once
     fixed in the shop, the DLQ's reprocess stores it and nothing reads as failed any more."""
-    from eventbus import services as bus
+    from eventbus.operations import services as bus
 
     shop.orders.append({**order(1234567890, number=120), "total": "12,50"})
     notify(client, "order/created", 1234567890)

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from crm.models import Contact, Order, Product
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER, SHOP_REQUEST_CONSUMER
 from lgpd.models import DataRequest
 from nuvemshop.handlers import SYNC_CONSUMER

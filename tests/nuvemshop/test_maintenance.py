@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 from django.test import Client
 
 from crm.models import Contact
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from jobs.registry import jobs
 from nuvemshop import maintenance
 from nuvemshop.models import OAUTH_CONTEXT, IntegrationHealth, Store

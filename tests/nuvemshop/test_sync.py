@@ -13,7 +13,7 @@ import pytest
 
 from core.models import Organization
 from crm.models import Order
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from nuvemshop import services
 from nuvemshop.handlers import SYNC_CONSUMER
 from nuvemshop.models import Store, SyncCursor

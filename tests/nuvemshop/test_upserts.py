@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from core.models import Organization
 from crm.models import Order
-from eventbus.models import Delivery, EventLog
-from eventbus.relay import Relay, run_published
+from eventbus.dispatch.relay import Relay, run_published
+from eventbus.store.models import Delivery, EventLog
 from nuvemshop import sync
 from nuvemshop.models import CustomerLink, Store
 from nuvemshop.upserts import BadRecord, cents, contact_for_customer, localized, order_upsert, when

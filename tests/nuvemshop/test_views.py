@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from core.models import Organization
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from nuvemshop.models import Store, WebhookReceipt
 from tests.support.db import as_web_process
 from tests.support.nuvemshop import FakeNuvemshop, FakeStore

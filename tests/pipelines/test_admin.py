@@ -15,8 +15,8 @@ from django.test import Client
 from core.models import AuditLog, Organization
 from crm.models import Order
 from crm.services import order_confirm
-from eventbus.models import Delivery, EventLog
-from eventbus.relay import Relay, run_published
+from eventbus.dispatch.relay import Relay, run_published
+from eventbus.store.models import Delivery, EventLog
 from pipelines import engine, graph, secrets, services
 from pipelines.context import order_context
 from pipelines.definition import parse

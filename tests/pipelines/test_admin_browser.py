@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from crm.services import order_confirm
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from pipelines import engine, services
 from pipelines.context import order_context
 from pipelines.models import AllowedHost, Execution, Pipeline

@@ -9,7 +9,7 @@ import pytest
 
 from core.models import Organization
 from crm.models import Order
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from pipelines import engine, services
 from pipelines.context import order_context
 from pipelines.models import Execution, Pipeline

@@ -14,7 +14,7 @@ import eventbus
 from core.models import Organization
 from crm.models import Order
 from crm.services import order_confirm
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from pipelines import services
 from pipelines.models import AllowedHost, Execution
 from tests.eventbus.test_broker_processes import FAST_RELAY, Backend, postgres_port
@@ -143,7 +143,7 @@ def test_an_event_type_pipeline_runs_in_pipeline_event_worker(
     org: Organization, side_effects: None, workers: list[Managed]
 ) -> None:
     """PIPELINES_EVENT_TYPES=test.effect in the workers: its event.test.effect pipeline runs."""
-    from eventbus.registry import make_consumer, registry
+    from eventbus.store.registry import make_consumer, registry
     from pipelines.handlers import run_event_pipeline
 
     worker = make_consumer(
@@ -163,7 +163,7 @@ def test_an_event_type_pipeline_runs_in_pipeline_event_worker(
         timeout=60,
         what=lambda: f"the event.test.effect execution; logs:\n{logs(workers)}",
     )
-    from eventbus.models import EventLog
+    from eventbus.store.models import EventLog
 
     (emitted,) = EventLog.objects.filter(event_type="test.job")
     assert emitted.metadata["causation_id"] == str(trigger.id)

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from core.models import Organization
 from crm.services import order_confirm
-from eventbus.models import Delivery
-from eventbus.relay import Relay, run_published
+from eventbus.dispatch.relay import Relay, run_published
+from eventbus.store.models import Delivery
 from pipelines import services
 from pipelines.models import Execution
 from tests.support.api import api_client

@@ -13,8 +13,8 @@ from django.utils import timezone
 import eventbus
 from core.models import Organization
 from crm.models import Order
-from eventbus.models import EventLog
-from eventbus.registry import make_consumer, registry
+from eventbus.store.models import EventLog
+from eventbus.store.registry import make_consumer, registry
 from pipelines import metrics, services
 from pipelines.handlers import order_post, run_event_pipeline
 from pipelines.models import Execution

@@ -14,7 +14,7 @@ from django.test import Client
 
 from core.models import Organization
 from crm.services import order_confirm
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from pipelines import engine, secrets, services
 from pipelines.context import order_context
 from pipelines.models import Execution, Pipeline

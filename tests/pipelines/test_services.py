@@ -10,8 +10,8 @@ from django.test.utils import override_settings
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import EventLog
-from eventbus.registry import registry
+from eventbus.store.models import EventLog
+from eventbus.store.registry import registry
 from pipelines import engine, selectors, services
 from pipelines.context import event_context
 from pipelines.definition import EVENT_WORKER, DefinitionError

@@ -11,7 +11,7 @@ import time_machine
 
 import eventbus
 from crm.models import Conversation, Message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 
 # v1 (the seed's, with the text) was superseded on this day and stays emittable for the catalog's
 # support window after it: v1 events are emitted as of this moment, so the tests keep working

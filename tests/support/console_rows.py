@@ -21,8 +21,8 @@ from django.utils import timezone
 import eventbus
 from core import audit, services
 from core.models import Organization
-from eventbus import pauses
-from eventbus.models import Delivery
+from eventbus.store import pauses
+from eventbus.store.models import Delivery
 from jobs.models import JobRun
 from pipelines.models import Execution, Pipeline
 from tests.support.dlq import make_dead, webhook_dead_letter

@@ -17,7 +17,7 @@ from django.db import connection
 
 import eventbus
 from core.db import conninfo
-from eventbus import catalog
+from eventbus.store import catalog
 
 # The tests' types are open to every door: the API and pipeline tests emit them there.
 OPEN = (catalog.API, catalog.PIPELINE)
@@ -240,7 +240,7 @@ def recovering(event: eventbus.Event) -> None:
     record_run(event)
 
 
-# Upcasting (eventbus.catalog.upcaster): the handler of a "v2 deploy" that needs amount_cents.
+# Upcasting (eventbus.store.catalog.upcaster): the handler of a "v2 deploy" that needs amount_cents.
 catalog.declare(
     "test.versioned", required=["amount"], description="tests: payload versions", doors=OPEN
 )

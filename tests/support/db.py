@@ -74,7 +74,7 @@ def raw_connection() -> psycopg.Connection:
 
 def claim_plan(*, start: uuid.UUID, consumers: list[str], now: dt.datetime) -> str:
     """EXPLAIN of the bus's claim statement for these consumers (after an ANALYZE)."""
-    from eventbus.sql import statement
+    from eventbus.store.sql import statement
 
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE eventbus_delivery")

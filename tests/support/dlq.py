@@ -12,9 +12,9 @@ from django.utils import timezone
 import eventbus
 from core import context
 from core.models import Organization
-from eventbus.models import Delivery
-from eventbus.registry import make_consumer, registry
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery
+from eventbus.store.registry import make_consumer, registry
 
 BROKEN = "broken-worker"  # consumes test.job while `broken_consumer()` is active
 

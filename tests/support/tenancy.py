@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from core.models import AuditLog, Organization
 from crm.models import Message
-from eventbus.models import Delivery, EventLog
-from eventbus.tenancy import ACTION
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
+from eventbus.store.tenancy import ACTION
 
 
 def message_ids(message: Message) -> dict[str, str]:

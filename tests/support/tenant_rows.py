@@ -19,7 +19,7 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery, DeliveryAttempt
+from eventbus.store.models import Delivery, DeliveryAttempt
 
 POLICY_TABLES_SQL = "SELECT DISTINCT tablename FROM pg_policies WHERE schemaname = 'public'"
 _counter = itertools.count(1)

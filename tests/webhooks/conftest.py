@@ -9,7 +9,7 @@ import pytest
 from django.test.utils import override_settings
 
 from core.models import Organization
-from eventbus import claim as claims
+from eventbus.dispatch import claim as claims
 from webhooks import services
 from webhooks.conf import CONSUMER_PREFIX
 from webhooks.models import Subscription

@@ -8,7 +8,7 @@ from django.test import Client
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.webhooks.conftest import Subscribe
 from webhooks import signing
 from webhooks.models import Subscription

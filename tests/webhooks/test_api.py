@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from tests.support.api import api_client, error_of
 from tests.support.network import loopback_only
 from tests.support.receiver import Receiver

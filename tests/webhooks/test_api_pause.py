@@ -9,8 +9,8 @@ import pytest
 
 import eventbus
 from core.models import AuditLog, Organization
-from eventbus import pauses
-from eventbus.models import Delivery
+from eventbus.store import pauses
+from eventbus.store.models import Delivery
 from tests.support.api import api_client, error_of
 from tests.webhooks.conftest import Subscribe, run_worker
 from webhooks import services

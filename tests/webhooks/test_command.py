@@ -13,7 +13,7 @@ from django.db import connections
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery
+from eventbus.store.models import Delivery
 from tests.support.db import raw_connection
 from tests.support.processes import REPO, Managed, subprocess_env
 from tests.support.receiver import Receiver

@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from tests.support.api import client_for, issue_key, prefix_of
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker

@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 import eventbus
 from core.models import Organization
 from crm.models import Lead
-from eventbus.models import Delivery, EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import Delivery, EventLog
 from tests.support.consumers import EFFECT_CONSUMERS
 from tests.webhooks.conftest import Subscribe
 from webhooks import services

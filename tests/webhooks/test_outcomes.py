@@ -15,7 +15,7 @@ from django.utils import timezone
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from tests.support.processes import REPO, subprocess_env
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import Subscribe, run_worker

@@ -6,7 +6,7 @@ import pytest
 
 import eventbus
 from core.models import Organization, WorkerProcess
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from jobs.registry import job_run
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import Subscribe

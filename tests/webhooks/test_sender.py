@@ -19,7 +19,7 @@ from django.test.utils import override_settings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eventbus.event import Event
+from eventbus.store.event import Event
 from tests.support.network import loopback_only
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import LOOPBACK_OK

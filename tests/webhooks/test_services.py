@@ -93,7 +93,7 @@ def test_update_validates_like_create(subscribe: Subscribe) -> None:
 
 def test_attempt_log_retention(subscribe: Subscribe, org: Organization) -> None:
     import eventbus
-    from eventbus.models import Delivery
+    from eventbus.store.models import Delivery
 
     subscription, _ = subscribe(URL)
     eventbus.emit(

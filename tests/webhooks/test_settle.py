@@ -11,7 +11,7 @@ from django.test.utils import override_settings
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from tests.support.receiver import Receiver, Reply
 from tests.webhooks.conftest import LOOPBACK_OK, Subscribe, run_worker
 

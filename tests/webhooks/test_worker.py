@@ -8,7 +8,7 @@ import pytest
 
 import eventbus
 from core.models import Organization
-from eventbus.models import Delivery, DeliveryAttempt
+from eventbus.store.models import Delivery, DeliveryAttempt
 from tests.support.receiver import Receiver
 from tests.webhooks.conftest import Subscribe, run_worker
 from webhooks import worker as webhook_worker

@@ -12,7 +12,7 @@ from django.db import connection
 
 from core.models import AuditLog, Organization
 from crm.models import Contact, ContactIdentity, Conversation, Message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.factories import ContactFactory
 from tests.support.waha import inbound_message
 from whatsapp import inbound

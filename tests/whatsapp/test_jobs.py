@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from crm.models import Conversation, Message
 from crm.services import send_message
-from eventbus.models import Delivery, EventLog
+from eventbus.store.models import Delivery, EventLog
 from jobs.models import JobRun
 from jobs.registry import job_run, jobs
 from tests.support.factories import ConversationFactory
@@ -122,7 +122,7 @@ def test_recover_stuck_messages_requeues_a_dead_send_and_fails_one_out_of_attemp
     Delivery.objects.filter(consumer=SEND_CONSUMER, status="pending").update(
         next_attempt_at="2000-01-01T00:00Z"
     )
-    from eventbus.worker import Worker, WorkerOptions
+    from eventbus.dispatch.worker import Worker, WorkerOptions
 
     Worker(
         WorkerOptions(consumers=[SEND_CONSUMER], once=True, listen=False, startup_jitter=0)

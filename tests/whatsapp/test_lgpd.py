@@ -15,7 +15,7 @@ from core.lgpd_subject import Subject
 from crm import personal_data as categories
 from crm.models import Contact, Message
 from crm.services import send_message
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
 from lgpd import services
 from lgpd.handlers import EXPORT_CONSUMER, REDACT_CONSUMER
 from tests.support.traces import traces

@@ -7,7 +7,7 @@ import pytest
 
 from crm.models import Conversation, Message
 from crm.services import send_message
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from jobs.registry import job_run
 from tests.support.waha import FakeWaha, inbound_message
 from tests.whatsapp.test_receipts import drain_once

@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from core.models import Organization
 from crm.models import Conversation
 from crm.services import send_message
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
 from tests.support.factories import OrganizationFactory
 from tests.support.waha import FakeWaha, Misbehaviour
 from whatsapp.conf import SEND_CONSUMER

@@ -9,10 +9,10 @@ import pytest
 
 from crm.models import Conversation, Message
 from crm.services import send_message
-from eventbus.models import DeadLetter, Delivery, EventLog
-from eventbus.registry import registry
-from eventbus.services import deliveries_reprocess
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.operations.services import deliveries_reprocess
+from eventbus.store.models import DeadLetter, Delivery, EventLog
+from eventbus.store.registry import registry
 from tests.support.waha import FakeWaha, Misbehaviour, ack_payload, inbound_message
 from tests.whatsapp.conftest import API_KEY
 from tests.whatsapp.test_views import CHAT, deliver

@@ -8,9 +8,9 @@ import pytest
 
 from crm.models import Conversation, Message
 from crm.services import send_message
-from eventbus.models import Delivery, EventLog
-from eventbus.services import deliveries_reprocess
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.operations.services import deliveries_reprocess
+from eventbus.store.models import Delivery, EventLog
 from tests.support.processes import Drain, start_drain
 from tests.support.waha import FakeWaha, Misbehaviour
 from tests.support.waiting import wait_for

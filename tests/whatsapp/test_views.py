@@ -14,8 +14,8 @@ from django.test import Client
 
 from crm.models import Contact, Conversation, Message
 from crm.services import send_message
-from eventbus.models import EventLog
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.models import EventLog
 from tests.support.db import as_web_process
 from tests.support.waha import FakeWaha, inbound_message, signed_webhook
 from tests.whatsapp.conftest import HMAC_SECRET

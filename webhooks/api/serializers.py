@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from eventbus.api.serializers import StrictCharField, StrictSerializer
-from eventbus.models import DeliveryStatus
+from eventbus.store.models import DeliveryStatus
 from webhooks.services import MAX_DESCRIPTION, MAX_EVENT_TYPES
 from webhooks.ssrf import MAX_URL_LENGTH
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from eventbus.dlq_alerts import dlq_alerts_check
+from eventbus.operations.dlq_alerts import dlq_alerts_check
 
 
 class Command(BaseCommand):

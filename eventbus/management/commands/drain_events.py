@@ -15,12 +15,12 @@ from django.core.management.base import BaseCommand, CommandError
 from core.checks import worker_check_tags
 from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
-from eventbus.conf import bus_settings
-from eventbus.errors import ConsumerRegistrationError
-from eventbus.loop_args import add_loop_arguments, loop_options, positive_int
-from eventbus.routes import sync_routes
-from eventbus.runner import freeze_startup_heap
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.loop_args import add_loop_arguments, loop_options, positive_int
+from eventbus.dispatch.runner import freeze_startup_heap
+from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store.conf import bus_settings
+from eventbus.store.errors import ConsumerRegistrationError
+from eventbus.store.routes import sync_routes
 
 
 class Command(BaseCommand):

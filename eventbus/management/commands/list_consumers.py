@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from eventbus.registry import describe, registry
-from eventbus.routes import sync_routes
+from eventbus.store.registry import describe, registry
+from eventbus.store.routes import sync_routes
 
 
 class Command(BaseCommand):

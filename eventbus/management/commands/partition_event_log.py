@@ -1,7 +1,7 @@
 """`manage.py partition_event_log`: the bus tables to monthly partitions online.
 
 Without options: the upgrade of event_log, eventbus_delivery and eventbus_deliveryattempt
-(eventbus/partition_upgrade.py; emits and workers keep running; re-run it after an
+(eventbus/history/partition_upgrade.py; emits and workers keep running; re-run it after an
 interruption). `--ahead` only creates the partitions ahead (what the `event-log-partitions` job
 does); `--drop-old` drops the unpartitioned copies the upgrade kept, once you have checked the
 partitioned tables.
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from eventbus import partition_upgrade, partitions
+from eventbus.history import partition_upgrade, partitions
 
 
 class Command(BaseCommand):

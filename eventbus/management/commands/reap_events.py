@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from eventbus.settle import reap
+from eventbus.dispatch.settle import reap
 
 
 class Command(BaseCommand):

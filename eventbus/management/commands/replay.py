@@ -1,4 +1,5 @@
-"""`manage.py replay`: re-run one consumer over a time window of the hot log (eventbus.replays)."""
+"""`manage.py replay`: re-run one consumer over a time window of the hot log
+(eventbus.history.replays)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils.dateparse import parse_datetime
 
 from core.audit import system_actor
 from core.models import Organization
-from eventbus import replays
+from eventbus.history import replays
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from eventbus.archive import ArchiveError, restore_day
-from eventbus.errors import ConsumerRegistrationError
+from eventbus.history.archive import ArchiveError, restore_day
+from eventbus.store.errors import ConsumerRegistrationError
 
 MAX_DAYS = 366
 

@@ -20,7 +20,7 @@ from ai.rag.retrieval import retrieve
 from core.lgpd_registry import REGISTRY
 from core.models import Organization
 from crm.models import Contact, Product
-from eventbus.worker import Worker, WorkerOptions
+from eventbus.dispatch.worker import Worker, WorkerOptions
 from lgpd.selectors import subject_for
 from tests.support.factories import ContactFactory, LeadFactory
 

@@ -19,7 +19,7 @@ from core import rls
 from core.models import Organization
 from core.replica.conf import ALIAS, PRIMARY
 from core.replica.routing import PIN_COOKIE, replica_reads
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.api import api_client
 from tests.support.factories import OrganizationFactory
 from tests.support.streaming import StreamingPair

@@ -10,7 +10,7 @@ import pytest
 from core.models import AuditLog, Organization
 from crm.models import Contact, Order
 from crm.services import contact_resolve
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.support.api import api_client, error_of
 from tests.support.factories import OrderFactory
 

@@ -9,7 +9,7 @@ import pytest
 
 from core.models import Organization
 from crm.conversation_models import AnalyticsDaily
-from eventbus.models import EventLog
+from eventbus.store.models import EventLog
 from tests.crm.support import agent
 from tests.support.api import api_client
 from tests.support.factories import ConversationFactory

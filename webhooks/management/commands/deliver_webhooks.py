@@ -11,8 +11,8 @@ from django.core.management.base import BaseCommand
 
 from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
-from eventbus.loop_args import add_loop_arguments, loop_options, positive_int
-from eventbus.runner import freeze_startup_heap
+from eventbus.dispatch.loop_args import add_loop_arguments, loop_options, positive_int
+from eventbus.dispatch.runner import freeze_startup_heap
 from webhooks.worker import WebhookWorker, WebhookWorkerOptions
 
 
