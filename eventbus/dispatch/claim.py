@@ -28,7 +28,7 @@ from psycopg.cursor import BaseCursor
 from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 
 from core.db import bound_cursor
-from eventbus.dispatch.retry import Verdict
+from eventbus.dispatch.retry import Verdict, decide
 from eventbus.store.conf import bus_settings
 from eventbus.store.event import Event, row_loader
 from eventbus.store.registry import registry
@@ -373,10 +373,16 @@ def _settle_reaped(
 
 
 def _lease_expired(row: Any) -> Failure:
+    """An attempt whose worker vanished: charged, and due again at once (the wait a backoff
+    gives a failing handler is no use here) unless that was its last attempt."""
     return Failure(
         row.delivery_id,
-        Verdict(
-            dead=row.attempt >= row.max_attempts,
+        decide(
+            row.attempt,
+            max_attempts=row.max_attempts,
+            permanent=False,
+            schedule=(),
+            jitter=0.0,
             delay=0.0,
             error_class="LeaseExpired",
             error=f"LeaseExpired: worker {row.locked_by or '?'} did not finish attempt "

@@ -21,7 +21,7 @@ def test_compiling_writes_the_cache_even_when_the_environment_forbids_writing_it
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the compiler inherits it, as on CI
-    source = REPO_ROOT / "eventbus" / "ids.py"
+    source = REPO_ROOT / "eventbus" / "store" / "ids.py"
     cached = importlib.util.cache_from_source(str(source))
     if os.path.exists(cached):
         os.remove(cached)  # (a process importing it meanwhile compiles it from source)

@@ -53,7 +53,10 @@ def django_db_setup(
         elif aliases:  # a run whose tests use no database (tests/deploy alone) makes no template
             _migrated_template(verbosity, setup)
             _use_copy(worker)
-        _no_commit_flush()
+        # Only on a database of this run's own: a run whose tests use none altered the configured
+        # one instead, from every worker at once ("tuple concurrently updated" on a new cluster).
+        if aliases:
+            _no_commit_flush()
     yield
     with django_db_blocker.unblock():
         if worker is None:
