@@ -35,8 +35,8 @@ What it measures (all in one run, against one PostgreSQL server):
    delivery bumping one row of `bench_write` (bench/bench_consumers.py): `plain-write` (one
    autocommit `INSERT ... ON CONFLICT DO UPDATE` per delivery through Django's connection),
    `atomic-write` (the same INSERT inside the ack's transaction, `atomic=True`: a claim's
-   deliveries run EVENTBUS_ATOMIC_GROUP at a time in one transaction, a savepoint each;
-   `atomic-write-1` is the same with the group set to 1, a transaction per delivery) and
+   deliveries run EVENTBUS_ATOMIC_GROUP at a time in one transaction, savepoints only after a
+   failure; `atomic-write-1` is the same with the group set to 1, a transaction per delivery) and
    `batch-write` (a `batch=` consumer writing each batch of events in one statement, acked in
    its transaction). Their floors, measured in the same run: `d23` (the no-op drain, same
    processes and consumers) and `bare-insert` (the same INSERT, autocommit, in a bare psycopg

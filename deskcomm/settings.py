@@ -448,7 +448,8 @@ EVENTBUS = given(
         # are released for other workers (no head-of-line blocking).
         "STUCK_RELEASE_SECONDS": env.float("EVENTBUS_STUCK_RELEASE_SECONDS", default=unset),
         # An atomic consumer's deliveries of one claim, organization and key run up to this many
-        # in one transaction (a savepoint each, one ack, one commit); 1: one per delivery.
+        # in one transaction (one ack, one commit; savepoints only after a failure); 1: one per
+        # delivery.
         "ATOMIC_GROUP": env.int("EVENTBUS_ATOMIC_GROUP", default=unset),
         # Timed-out handler threads cannot be killed; past this many still running, the worker
         # stops and exits (code 75) so its supervisor starts a clean process.

@@ -361,10 +361,11 @@ def run_batch_job(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> 
 
     A batch consumer's events go to one handler call in one transaction with their ack. When
     the call fails, the halves are tried again, down to single events, so only an event that
-    fails alone is charged. An atomic consumer's events run one by one in one transaction, a
-    savepoint each: one that fails is rolled back alone and charged alone, and the others are
-    acked together and committed once. Either way an ordered key's later events are released
-    once one of its events did not succeed (they must not overtake it)."""
+    fails alone is charged. An atomic consumer's events run one by one in one transaction
+    (`_AtomicGroup`: no savepoint until one fails, then a savepoint each): one that fails is
+    rolled back alone and charged alone, and the others are acked together and committed once.
+    Either way an ordered key's later events are released once one of its events did not
+    succeed (they must not overtake it)."""
     if consumer.batch is None:
         return _run_atomic_group(consumer, job, on_lost)
     started = time.monotonic()
@@ -434,57 +435,97 @@ def _run_part(
     outcomes.extend(Finished(job.single(e), "committed") for e in runnable)
 
 
-def _run_atomic_group(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
-    handler = cast(Handler, consumer.handler)
-    group_started = time.monotonic()
-    budget = job.timeout * ATOMIC_GROUP_SHARE
-    ran: list[Event] = []  # succeeded inside the transaction (committed if it commits)
-    raised: list[tuple[Event, BaseException, float]] = []
-    unstarted: list[Event] = []
-    try:
-        rls.enter_tenant(job.event.organization_id)  # the whole group is of one organization
+class _FirstFailure(Exception):
+    """A handler of a group run without savepoints raised: its transaction is rolled back, and the
+    group runs again with a savepoint each, the failed delivery set apart with its error."""
+
+
+class _AtomicGroup:
+    """An atomic consumer's deliveries of one claim, organization and key, in one transaction.
+
+    Optimistic: the first pass runs every handler without a savepoint (a savepoint and its
+    release are two more round trips per delivery). Should one raise, that transaction is rolled
+    back and a second pass runs the rest with a savepoint each, the failed delivery kept out of
+    it with its error (it ran once, as any failure). So the handlers before it run twice, their
+    first writes rolled back: the documented risk of a group that does not commit."""
+
+    def __init__(self, consumer: Consumer, job: Job) -> None:
+        self.consumer = consumer
+        self.job = job
+        self.started = time.monotonic()
+        self.ran: list[Event] = []  # succeeded inside the transaction (committed if it commits)
+        self.raised: list[tuple[Event, BaseException, float]] = []
+        self.unstarted: list[Event] = []
+
+    def run(self, *, savepoints: bool) -> None:
+        """One pass: the handlers, then one ack of those that succeeded, then the commit."""
+        handler = cast(Handler, self.consumer.handler)
+        budget = self.job.timeout * ATOMIC_GROUP_SHARE
+        failed = {e.delivery_id for e, _, _ in self.raised}
+        self.ran, self.unstarted = [], []
+        broken = False  # a delivery before this one failed: a keyed one waits for its retry
         with transaction.atomic():
-            for event in job.events:
-                if (raised and event.ordering_key is not None) or (
-                    event is not job.event and time.monotonic() - group_started > budget
-                ):
-                    unstarted.append(event)  # after its key's failure, or past the budget
+            for event in self.job.events:
+                if event.delivery_id in failed:
+                    broken = True
                     continue
-                started = time.monotonic()
+                if (broken and event.ordering_key is not None) or (
+                    event is not self.job.event and time.monotonic() - self.started > budget
+                ):
+                    self.unstarted.append(event)  # after its key's failure, or past the budget
+                    continue
+                began = time.monotonic()
                 try:
                     with (
                         context.run_scope(_correlation(event), log_ids(event)),
                         provenance.handling(event),
-                        transaction.atomic(),  # a savepoint: a failure rolls back its own writes
+                        transaction.atomic() if savepoints else contextlib.nullcontext(),
                     ):
                         handler(event.upcast())
                 except BaseException as exc:  # recorded too, as a single run's (run_job)
                     if connection_lost(exc):
                         raise
-                    raised.append((event, exc, time.monotonic() - started))
+                    self.raised.append((event, exc, time.monotonic() - began))
+                    broken = True
+                    if not savepoints:
+                        raise _FirstFailure from exc  # rolls this pass back
                 else:
-                    ran.append(event)
+                    self.ran.append(event)
                 finally:
-                    _duration(consumer.name, event.event_type).observe(time.monotonic() - started)
-            ids = [e.delivery_id for e in ran]
-            if ids and claims.ack(job.token, ids) != len(ids):
+                    _duration(self.consumer.name, event.event_type).observe(
+                        time.monotonic() - began
+                    )
+            ids = [e.delivery_id for e in self.ran]
+            if ids and claims.ack(self.job.token, ids) != len(ids):
                 raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+
+
+def _run_atomic_group(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
+    group = _AtomicGroup(consumer, job)
+    try:
+        rls.enter_tenant(job.event.organization_id)  # the whole group is of one organization
+        try:
+            group.run(savepoints=False)
+        except _FirstFailure:
+            group.run(savepoints=True)
     except BaseException as exc:  # nothing committed: what ran is given back uncharged
         if isinstance(exc, LeaseLost):
             pass  # taken over: the release is fenced, as the failures' nack
         elif connection_lost(exc):
             failed(job.single(job.event), exc, 0.0, on_lost)  # logs, reconnects, tells the pump
         else:
-            logger.warning("an atomic group of %d deliveries did not commit: %s", len(ran), exc)
-        done = {e.delivery_id for e, _, _ in raised}
+            logger.warning(
+                "an atomic group of %d deliveries did not commit: %s", len(group.ran), exc
+            )
+        done = {e.delivery_id for e, _, _ in group.raised}
         return [
-            *(failed(job.single(e), x, t, on_lost) for e, x, t in raised),
+            *(failed(job.single(e), x, t, on_lost) for e, x, t in group.raised),
             *(Finished(job.single(e), "released") for e in job.events if e.delivery_id not in done),
         ]
     return [
-        *(Finished(job.single(e), "committed") for e in ran),
-        *(failed(job.single(e), x, t, on_lost) for e, x, t in raised),
-        *(Finished(job.single(e), "released") for e in unstarted),
+        *(Finished(job.single(e), "committed") for e in group.ran),
+        *(failed(job.single(e), x, t, on_lost) for e, x, t in group.raised),
+        *(Finished(job.single(e), "released") for e in group.unstarted),
     ]
 
 

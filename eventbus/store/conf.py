@@ -21,8 +21,9 @@ class BusSettings(AppSettings, namespace="EVENTBUS"):
     HANDLER_TIMEOUT_SECONDS: float = 300.0
     # Every slot busy with one run for this long: the claimed, unstarted rest is released.
     STUCK_RELEASE_SECONDS: float = 1.0
-    # An atomic consumer's deliveries of one claim (organization, key) per transaction: a
-    # savepoint each, one ack and one commit for those that succeeded (1: one per delivery).
+    # An atomic consumer's deliveries of one claim (organization, key) per transaction: one ack
+    # and one commit for those that succeeded; after a failure the group runs again with a
+    # savepoint each (1: one transaction per delivery).
     ATOMIC_GROUP: int = 50
     # Abandoned (timed-out) handler threads a worker tolerates before it exits to be restarted.
     MAX_ABANDONED_THREADS: int = 8

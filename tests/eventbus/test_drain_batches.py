@@ -334,3 +334,48 @@ def test_an_atomic_consumers_claim_commits_as_one_group_and_a_failure_is_its_own
     assert sorted(counted_runs().values()) == [1] * 6  # 100 and the five; three's rolled back
     guilty = Delivery.objects.get(consumer=NAME, status="pending")
     assert str(guilty.event_id) not in counted_runs()
+
+
+@pytest.mark.django_db
+def test_an_atomic_group_takes_no_savepoint_until_a_handler_fails(
+    org: Organization, side_effects: None
+) -> None:
+    """The first pass has no savepoints; a failure rolls it back and the second pass runs the
+    others with a savepoint each, the failed delivery once only (its error kept)."""
+    from tests.support.consumers import record_run
+
+    calls: list[int] = []
+    refused: set[int] = set()
+
+    def handle(event: eventbus.Event) -> None:
+        calls.append(event.payload["n"])
+        record_run(event)
+        if event.payload["n"] in refused:
+            raise RuntimeError("refused")
+
+    consumer = make_consumer(NAME, handle, events=["test.job"], atomic=True)
+    with pump_of(consumer, batch_size=10) as pump:
+        emit(org, 1, start=100)
+        pump.run_batch()  # warm
+        emit(org, 4)
+        calls.clear()
+        with traced() as wire:
+            assert pump.run_batch() == 4
+        # One: the group's transaction, a savepoint itself inside the test's transaction.
+        assert len([q for q in wire.statements if q.upper().startswith("SAVEPOINT")]) == 1
+        assert calls == [0, 1, 2, 3]
+
+        refused.add(12)
+        emit(org, 4, start=10)
+        calls.clear()
+        with traced() as wire:
+            assert pump.run_batch() == 4
+        savepoints = [q for q in wire.statements if q.upper().startswith("SAVEPOINT")]
+    assert calls == [10, 11, 12, 10, 11, 13]  # 12 once; 10 and 11 again after the rollback
+    assert len(savepoints) == 2 + 3  # each pass's own, then one for each of 10, 11 and 13
+    assert wire.named().count("ack") == 1
+    assert wire.named().count("nack") == 1
+    assert {n: s for n, s in states().items() if n >= 10 and n < 100} == {
+        n: ("pending", 1) if n == 12 else ("done", 1) for n in range(10, 14)
+    }
+    assert sorted(counted_runs().values()) == [1] * 8  # 100, 0-3, 10, 11, 13: once each
