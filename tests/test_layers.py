@@ -98,8 +98,10 @@ def test_the_lgpd_app_imports_no_app_that_registers_personal_data(tmp_path: Path
 # Django's apps and models (and migrations, static), and the modules every app keeps under the
 # same name (dramatiq's actors, the catalog's events, the scheduler's jobs, the LGPD registry's
 # personal_data).
-BUS_TOP = {"__init__", "apps", "models", "migrations", "static", "actors", "events", "jobs"}
-BUS_TOP |= {"personal_data"}
+BUS_TOP = {
+    *("__init__", "apps", "models", "migrations", "static"),
+    *("actors", "events", "jobs", "personal_data"),
+}
 
 
 def test_every_module_of_the_bus_is_in_an_inner_layer() -> None:

@@ -461,12 +461,12 @@ class _AtomicGroup:
         """One pass: the handlers, then one ack of those that succeeded, then the commit."""
         handler = cast(Handler, self.consumer.handler)
         budget = self.job.timeout * ATOMIC_GROUP_SHARE
-        failed = {e.delivery_id for e, _, _ in self.raised}
+        kept_out = {e.delivery_id for e, _, _ in self.raised}  # failed in the first pass
         self.ran, self.unstarted = [], []
         broken = False  # a delivery before this one failed: a keyed one waits for its retry
         with transaction.atomic():
             for event in self.job.events:
-                if event.delivery_id in failed:
+                if event.delivery_id in kept_out:
                     broken = True
                     continue
                 if (broken and event.ordering_key is not None) or (
