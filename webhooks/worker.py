@@ -145,7 +145,7 @@ class WebhookPump(SlottedPump[settle.Finished | _Released]):
             cap=held_cap,
             busy={c: held_cap - n for c, n in self._per_consumer.items() if n},
         )
-        self._drained = not batch.events
+        self._claimed(len(batch.events))
         if batch.events:
             self._launch(batch)
         return len(batch.events)

@@ -233,7 +233,7 @@ class DrainPump(SlottedPump[Finished]):
         batch = claims.claim(
             consumers=self.names, batch_size=size, worker_id=self.worker_id, per_key=size
         )
-        self._drained = not batch.events
+        self._claimed(len(batch.events))
         self._submit(batch)
         return len(batch.events)
 

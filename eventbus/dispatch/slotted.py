@@ -18,6 +18,7 @@ given up); the slot pool (`pool`, built with `can_start=self.leases.trusted`) ru
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -31,6 +32,14 @@ from eventbus.store.conf import bus_settings
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
+
+# How long an idle wait may last while jobs run: the watchdog's tick.
+IN_FLIGHT_WAIT = 0.1
+# After a claim that found work the idle wait starts here and doubles with each empty claim up
+# to the poll interval: a worker that was just busy looks again soon (events arriving at a steady
+# rate without NOTIFY are picked up in about this long, not a whole poll interval later), and one
+# left idle settles at a claim per poll after a handful more.
+FIRST_IDLE_WAIT = 0.05
 
 
 class SlottedPump(ABC, Generic[R]):
@@ -69,6 +78,7 @@ class SlottedPump(ABC, Generic[R]):
         self._quiet = False  # asked from the console: claim nothing more, finish what is held
         self._interrupted = threading.Event()  # the database failed: start nothing
         self._drained = False  # the last claim found nothing due
+        self._idle_wait = math.inf  # the next idle wait, capped by the poll interval
 
     # -- the runner's interface ---------------------------------------------------------------
 
@@ -101,8 +111,11 @@ class SlottedPump(ABC, Generic[R]):
         return not self.pool.quiet
 
     def wait_hint(self, poll_interval: float) -> float:
-        """How long the runner may sleep: short while jobs run (the watchdog's tick)."""
-        return 0.1 if self.in_flight else poll_interval
+        """How long the runner may sleep: short while jobs run (the watchdog's tick), and after
+        work found, growing back to the poll interval claim by empty claim."""
+        if self.in_flight:
+            return IN_FLIGHT_WAIT
+        return min(self._idle_wait, poll_interval)
 
     def held(self) -> dict[uuid.UUID, list[int]]:
         return self.leases.held()
@@ -176,6 +189,11 @@ class SlottedPump(ABC, Generic[R]):
 
     def _claiming(self) -> bool:
         return not (self._stopping or self._quiet or self._interrupted.is_set())
+
+    def _claimed(self, found: int) -> None:
+        """Note what a claim found: work restarts the short idle waits, nothing doubles them."""
+        self._drained = not found
+        self._idle_wait = FIRST_IDLE_WAIT if found else self._idle_wait * 2
 
     def _enqueue(self, token: uuid.UUID, ids: Collection[int], jobs: Sequence[Job]) -> None:
         """Hold the claim's lease (the heartbeat extends it) and queue its jobs."""

@@ -13,10 +13,12 @@ from core.models import Organization
 from eventbus.dispatch import claim as claims
 from eventbus.dispatch.claim import DeadDelivery
 from eventbus.dispatch.drain import DrainPump
+from eventbus.dispatch.slotted import FIRST_IDLE_WAIT, IN_FLIGHT_WAIT
 from eventbus.dispatch.worker import Worker, WorkerOptions
 from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.store.registry import make_consumer, registry
 from tests.support.db import raw_connection, side_effect_rows
+from tests.support.waiting import wait_for
 
 HOOK_CALLS: list[list[DeadDelivery]] = []
 
@@ -128,3 +130,33 @@ def test_dead_letter_hooks_are_called_and_a_broken_one_is_contained(
     assert [len(call) for call in HOOK_CALLS] == [2]
     assert {d.consumer for d in HOOK_CALLS[0]} == {"flaky-worker"}
     assert "dead-letter hook" in caplog.text and "broken_hook failed" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_idle_waits_start_short_after_work_and_double_back_to_the_poll_interval(
+    org: Organization,
+) -> None:
+    """Without NOTIFY, a worker that just found work looks again within a tenth of a second, not
+    a whole poll interval later; each empty claim doubles the wait until the poll interval."""
+    poll = 1.0
+    consumer = make_consumer("idle-wait-worker", lambda event: None, events=["test.job"])
+
+    def ran_all(pump: DrainPump) -> bool:  # every handler returned; not settled yet
+        return pump.pool.queued == 0 and pump.pool.running == 0
+
+    with registry.temporarily(consumer):
+        pump = DrainPump([consumer], worker_id="w", concurrency=1, batch_size=10)
+        pump.step()  # an empty claim, never busy: a whole poll interval
+        assert pump.wait_hint(poll) == poll
+        for found in (3, 1):
+            emit_jobs(org, found)
+            assert pump.step() == found
+            assert pump.wait_hint(poll) == IN_FLIGHT_WAIT  # handlers run: the watchdog's tick
+            wait_for(lambda: ran_all(pump), timeout=30, what="the handlers")
+            assert pump.step() == found  # settled, and the same step's claim found nothing
+            hints = [pump.wait_hint(poll)]
+            while hints[-1] < poll:
+                pump.step()  # one more empty claim each
+                hints.append(pump.wait_hint(poll))
+            assert hints == [min(FIRST_IDLE_WAIT * 2**n, poll) for n in range(1, len(hints) + 1)]
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
