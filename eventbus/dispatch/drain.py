@@ -147,11 +147,20 @@ class DrainPump(SlottedPump[Finished]):
             outcomes = run_batch_job(consumer, job, self.interrupted)
             if any(f.kind != "committed" for f in outcomes):
                 self._break_run(job)
+            self._committed(job, outcomes)
             return outcomes
         finished = run_job(consumer, job, self.interrupted)
         if finished.kind in ("failed", "released"):
             self._break_run(job)
+        self._committed(job, [finished])
         return finished
+
+    def _committed(self, job: Job, outcomes: list[Finished]) -> None:
+        """Deliveries acked in their own transaction (atomic, batch) are no longer held: the
+        heartbeat would find them gone from the claim (`done`) and take them for lost."""
+        ids = [f.job.event.delivery_id for f in outcomes if f.kind == "committed"]
+        if ids:
+            self.leases.settled(job.token, ids)
 
     def _failed(self, job: Job, exc: BaseException, elapsed: float) -> Finished | list[Finished]:
         self._break_run(job)
@@ -280,7 +289,10 @@ class DrainPump(SlottedPump[Finished]):
             return self._settle_results()
 
     def _settle_results(self) -> int:
-        lost = self.leases.take_lost(r.job.event.delivery_id for r in self._results)
+        # A committed result was acked under this claim's lease: never a lost one's.
+        lost = self.leases.take_lost(
+            r.job.event.delivery_id for r in self._results if r.kind != "committed"
+        )
         if lost:
             self._results = [r for r in self._results if r.job.event.delivery_id not in lost]
         left = _by_claim(self._results)

@@ -112,6 +112,11 @@ class Leases:
         with self._lock:
             return {token: list(ids) for token, ids in self._held.items() if ids}
 
+    def still_held(self, token: uuid.UUID, ids: set[int]) -> set[int]:
+        """Which of these are still held (not settled, nor committed by their own job)."""
+        with self._lock:
+            return ids & self._held.get(token, set())
+
     def lose(self, token: uuid.UUID, ids: set[int], *, never_started: set[int]) -> None:
         """Taken over: no longer held; the results of those that did start are to be dropped."""
         with self._lock:

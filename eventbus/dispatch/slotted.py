@@ -124,7 +124,12 @@ class SlottedPump(ABC, Generic[R]):
         self.leases.renew(token)
 
     def lost(self, token: uuid.UUID, ids: set[int]) -> None:
-        """The heartbeat found these taken over: start none of them, drop their results."""
+        """The heartbeat found these taken over: start none of them, drop their results.
+        Those no longer held were settled, or committed with their ack by their own job (an
+        atomic group, a batch), since the heartbeat read them: not lost."""
+        ids = self.leases.still_held(token, ids)
+        if not ids:
+            return
         never_started = self._dropped(self.pool.drop(ids), ids)
         self.leases.lose(token, ids, never_started=never_started)
         log_lost(self.name, token, ids, len(never_started))

@@ -15,8 +15,10 @@ from eventbus.dispatch.claim import DeadDelivery
 from eventbus.dispatch.drain import DrainPump
 from eventbus.dispatch.slotted import FIRST_IDLE_WAIT, IN_FLIGHT_WAIT
 from eventbus.dispatch.worker import Worker, WorkerOptions
+from eventbus.store import metrics
 from eventbus.store.models import Delivery, DeliveryAttempt, EventLog
 from eventbus.store.registry import make_consumer, registry
+from tests.support.consumers import record_run
 from tests.support.db import raw_connection, side_effect_rows
 from tests.support.waiting import wait_for
 
@@ -59,8 +61,6 @@ def test_thread_pool_runs_handlers_concurrently(org: Organization) -> None:
 def test_atomic_consumer_commits_its_writes_with_the_ack(
     org: Organization, side_effects: None
 ) -> None:
-    from tests.support.consumers import record_run
-
     with registry.temporarily(
         make_consumer("atomic-worker", record_run, events=["test.job"], atomic=True)
     ):
@@ -75,8 +75,6 @@ def test_atomic_consumer_commits_its_writes_with_the_ack(
 def test_atomic_consumer_rolls_back_when_its_lease_was_lost(
     org: Organization, side_effects: None
 ) -> None:
-    from tests.support.consumers import record_run
-
     def write_then_lose_lease(event: eventbus.Event) -> None:
         record_run(event)
         with raw_connection() as other:  # another worker took the delivery over meanwhile
@@ -160,3 +158,39 @@ def test_idle_waits_start_short_after_work_and_double_back_to_the_poll_interval(
                 hints.append(pump.wait_hint(poll))
             assert hints == [min(FIRST_IDLE_WAIT * 2**n, poll) for n in range(1, len(hints) + 1)]
     assert set(Delivery.objects.values_list("status", flat=True)) == {"done"}
+
+
+def _write_many(events: list[eventbus.Event]) -> None:
+    for event in events:
+        record_run(event)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", ["atomic", "batch"])
+def test_a_heartbeat_between_a_group_s_commit_and_its_settle_loses_nothing(
+    org: Organization, side_effects: None, kind: str
+) -> None:
+    """An atomic group or a batch acks inside its own transaction; until the runner settles it,
+    a heartbeat must neither find those deliveries lost (the lost-lease counter, an error in
+    the log) nor drop their results (the processed count)."""
+    consumer = (
+        make_consumer("committed-worker", record_run, events=["test.job"], atomic=True)
+        if kind == "atomic"
+        else make_consumer("committed-worker", _write_many, events=["test.job"], batch=10)
+    )
+    lost_before = metrics.LEASES_LOST._value.get()
+    with registry.temporarily(consumer):
+        pump = DrainPump([consumer], worker_id="w", concurrency=1, batch_size=10)
+        emit_jobs(org, 4)
+        assert pump.step() == 4
+        wait_for(pump.pool.idle, timeout=30, what="the group to commit")
+        assert Delivery.objects.filter(status="done").count() == 4  # committed, not settled
+        for token, ids in pump.held().items():  # the runner's heartbeat (Runner._beat)
+            lost = set(ids) - claims.extend(token, ids)
+            pump.renewed(token)
+            if lost:
+                pump.lost(token, lost)
+        assert pump.step() == 4  # settled
+    assert pump.processed == 4
+    assert metrics.LEASES_LOST._value.get() == lost_before
+    assert len(side_effect_rows()) == 4
