@@ -127,7 +127,6 @@ class DrainPump(SlottedPump[Finished]):
         ]
         if kept:
             self.pool.submit(kept)
-        metrics.LEASES_LOST.inc(len(ids))
         return super()._dropped(jobs, ids)
 
     def _released(self, jobs: Sequence[Job]) -> list[Finished]:

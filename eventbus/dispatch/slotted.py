@@ -26,7 +26,7 @@ from collections.abc import Collection, Sequence
 from typing import Generic, TypeVar
 
 from eventbus.dispatch.slots import Job, Leases, SlotPool, log_lost
-from eventbus.store import pauses
+from eventbus.store import metrics, pauses
 from eventbus.store.conf import bus_settings
 
 logger = logging.getLogger(__name__)
@@ -130,6 +130,7 @@ class SlottedPump(ABC, Generic[R]):
         ids = self.leases.still_held(token, ids)
         if not ids:
             return
+        metrics.LEASES_LOST.inc(len(ids))
         never_started = self._dropped(self.pool.drop(ids), ids)
         self.leases.lose(token, ids, never_started=never_started)
         log_lost(self.name, token, ids, len(never_started))

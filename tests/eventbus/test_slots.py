@@ -11,8 +11,12 @@ from typing import Any
 
 import pytest
 
+from eventbus.dispatch.drain import DrainPump
 from eventbus.dispatch.slots import Job, Leases, SlotPool
+from eventbus.dispatch.slotted import SlottedPump
+from eventbus.store import metrics
 from eventbus.store.event import Event
+from webhooks.worker import WebhookPump, WebhookWorkerOptions
 
 TOKEN = uuid.uuid4()
 
@@ -199,3 +203,22 @@ def test_leases_forget_what_was_lost_or_settled() -> None:
     assert leases.take_lost([2]) == set()
     leases.settled(TOKEN, [1])
     assert leases.held() == {} and not leases.trusted(job(1))
+
+
+@pytest.mark.django_db
+def test_every_slotted_pump_counts_the_deliveries_it_lost_once() -> None:
+    """The drain and the webhook sender count a heartbeat's lost deliveries alike: those still
+    held, once each (ids never held or already lost are not counted again)."""
+    pumps: list[SlottedPump[Any]] = [
+        DrainPump([], worker_id="w"),
+        WebhookPump(WebhookWorkerOptions(), worker_id="w", wake=threading.Event()),
+    ]
+    for pump in pumps:
+        token = uuid.uuid4()
+        pump.leases.hold(token, {1, 2, 3})
+        before = metrics.LEASES_LOST._value.get()
+        pump.lost(token, {2, 3, 9})  # 9 was never this pump's
+        pump.lost(token, {2})  # lost already
+        assert metrics.LEASES_LOST._value.get() - before == 2, pump.name
+        assert pump.held() == {token: [1]}
+        pump.close()
