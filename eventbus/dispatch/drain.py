@@ -159,7 +159,7 @@ class DrainPump(SlottedPump[Finished]):
         heartbeat would find them gone from the claim (`done`) and take them for lost."""
         ids = [f.job.event.delivery_id for f in outcomes if f.kind == "committed"]
         if ids:
-            self.leases.settled(job.token, ids)
+            self.leases.commit(job.token, ids)
 
     def _failed(self, job: Job, exc: BaseException, elapsed: float) -> Finished | list[Finished]:
         self._break_run(job)

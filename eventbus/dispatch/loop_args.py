@@ -52,7 +52,7 @@ def add_loop_arguments(parser: ArgumentParser) -> None:
         "--max-events",
         type=positive_int,
         default=None,
-        help="Exit after processing this many deliveries.",
+        help="Exit after processing this many deliveries (each event of a batch counts).",
     )
     parser.add_argument(
         "--no-listen", action="store_true", help="Do not LISTEN for wake-ups; poll only."

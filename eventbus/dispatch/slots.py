@@ -85,6 +85,7 @@ class Leases:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[uuid.UUID, set[int]] = {}
+        self._committed: dict[uuid.UUID, set[int]] = {}  # see commit()
         self._lost: set[int] = set()
         self._until: dict[uuid.UUID, float] = {}
         # The earliest of those deadlines: before it, every held claim is trusted, and a job
@@ -112,6 +113,23 @@ class Leases:
         with self._lock:
             return {token: list(ids) for token, ids in self._held.items() if ids}
 
+    def commit(self, token: uuid.UUID, ids: Iterable[int]) -> None:
+        """Acked in their own job's transaction (an atomic group, a batch): no longer held (the
+        heartbeat must not extend them, nor take them for lost), still counted until settled."""
+        with self._lock:
+            held = self._held.get(token)
+            if held is None:
+                return
+            done = held.intersection(ids)
+            held.difference_update(done)
+            self._committed.setdefault(token, set()).update(done)
+
+    def count(self) -> int:
+        """How many deliveries are claimed and not settled yet, over every claim."""
+        with self._lock:
+            held = sum(len(ids) for ids in self._held.values())
+            return held + sum(len(ids) for ids in self._committed.values())
+
     def still_held(self, token: uuid.UUID, ids: set[int]) -> set[int]:
         """Which of these are still held (not settled, nor committed by their own job)."""
         with self._lock:
@@ -131,7 +149,13 @@ class Leases:
         return seen
 
     def settled(self, token: uuid.UUID, ids: Iterable[int]) -> None:
+        ids = set(ids)
         with self._lock:
+            committed = self._committed.get(token)
+            if committed is not None:
+                committed.difference_update(ids)
+                if not committed:
+                    del self._committed[token]
             held = self._held.get(token)
             if held is None:
                 return

@@ -207,10 +207,13 @@ class SlottedPump(ABC, Generic[R]):
         self.pool.submit(jobs)
 
     def _room(self) -> int:
-        """How many deliveries the next claim may take (`max_events` counts what is held)."""
+        """How many deliveries the next claim may take: `max_events` counts the deliveries
+        claimed and not settled yet (a batch consumer's job holds many; `in_flight` counts
+        jobs)."""
         if self.max_events is None:
             return self.batch_size
-        return max(0, min(self.batch_size, self.max_events - self.processed - self.in_flight))
+        unsettled = self.leases.count()
+        return max(0, min(self.batch_size, self.max_events - self.processed - unsettled))
 
     def _collect(self) -> None:
         if not self.batches:

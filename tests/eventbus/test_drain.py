@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
+from django.db.models import Count
 from django.test.utils import override_settings
 
 import eventbus
@@ -194,3 +196,47 @@ def test_a_heartbeat_between_a_group_s_commit_and_its_settle_loses_nothing(
     assert pump.processed == 4
     assert metrics.LEASES_LOST._value.get() == lost_before
     assert len(side_effect_rows()) == 4
+
+
+def _claimed_beyond(events: list[eventbus.Event], limit: int) -> bool:
+    """The worker holds more than these events, or has claimed all that `limit` allows."""
+    rows = dict(Delivery.objects.values_list("status").annotate(n=Count("id")))
+    processing = rows.get("processing", 0)
+    return processing > len(events) or processing + rows.get("done", 0) >= limit
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("batch", [None, 10], ids=["plain", "batch"])
+def test_max_events_stops_after_that_many_deliveries(org: Organization, batch: int | None) -> None:
+    """`--max-events N` counts deliveries, a batch consumer's included: the worker claims no more
+    than N minus what it holds (a batch job holds several), and exits after N."""
+    ran: list[int] = []
+
+    def hold_until_claimed_more(events: list[eventbus.Event]) -> None:
+        # Wait (bounded) until the worker has claimed beyond this job, so a claim made while
+        # it runs is seen: the one that overshot when held jobs were counted, not deliveries.
+        wait_for(lambda: _claimed_beyond(events, 7), timeout=10, what="a second claim")
+        ran.extend(e.delivery_id for e in events)
+
+    handler: Any = (
+        hold_until_claimed_more if batch else lambda event: hold_until_claimed_more([event])
+    )
+    consumer = make_consumer("max-events-worker", handler, events=["test.job"], batch=batch)
+    with registry.temporarily(consumer):
+        emit_jobs(org, 30)
+        worker = Worker(
+            WorkerOptions(
+                consumers=["max-events-worker"],
+                concurrency=1 if batch else 4,
+                batch_size=5,
+                max_events=7,
+                listen=False,
+                startup_jitter=0,
+            )
+        )
+        assert worker.run() == 0
+    assert worker.processed == 7
+    assert len(ran) == 7
+    statuses = dict(Delivery.objects.values_list("status").annotate(n=Count("id")))
+    assert statuses == {"done": 7, "pending": 23}
+    assert set(Delivery.objects.filter(status="pending").values_list("attempts", flat=True)) == {0}

@@ -222,3 +222,14 @@ def test_every_slotted_pump_counts_the_deliveries_it_lost_once() -> None:
         assert metrics.LEASES_LOST._value.get() - before == 2, pump.name
         assert pump.held() == {token: [1]}
         pump.close()
+
+
+def test_committed_deliveries_leave_the_held_set_but_count_until_settled() -> None:
+    leases, token = Leases(), uuid.uuid4()
+    leases.hold(token, {1, 2, 3})
+    leases.commit(token, [2, 3, 9])  # 9 was never held: ignored
+    assert leases.held() == {token: [1]}  # the heartbeat extends 1 only
+    assert leases.still_held(token, {1, 2}) == {1}  # 2 cannot be lost any more
+    assert leases.count() == 3  # --max-events still counts 2 and 3
+    leases.settled(token, [1, 2, 3])
+    assert (leases.held(), leases.count()) == ({}, 0)
