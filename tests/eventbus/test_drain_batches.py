@@ -84,6 +84,20 @@ def pump_of(consumer: Consumer, **options: int) -> Iterator[DrainPump]:
             pump.close()
 
 
+@contextmanager
+def warmed_pump(consumer: Consumer, org: Organization) -> Iterator[DrainPump]:
+    """A pump (claims of 10) that has run one delivery (event 100) already: its statements are
+    prepared and its tenant entered, so a traced run shows only the run's own statements."""
+    with pump_of(consumer, batch_size=10) as pump:
+        emit(org, 1, start=100)
+        pump.run_batch()
+        yield pump
+
+
+def savepoints(statements: list[str]) -> list[str]:
+    return [q for q in statements if q.upper().startswith("SAVEPOINT")]
+
+
 def test_a_batch_must_be_a_sensible_size_on_the_drain() -> None:
     def handle(events: Batch) -> None:
         pass
@@ -320,9 +334,7 @@ def test_an_atomic_consumers_claim_commits_as_one_group_and_a_failure_is_its_own
             raise RuntimeError("three is refused")
 
     consumer = make_consumer(NAME, fail_on_three, events=["test.job"], atomic=True)
-    with pump_of(consumer, batch_size=10) as pump:
-        emit(org, 1, start=100)
-        pump.run_batch()  # warm
+    with warmed_pump(consumer, org) as pump:
         emit(org, 6)
         with traced() as wire:
             assert pump.run_batch() == 6
@@ -354,15 +366,13 @@ def test_an_atomic_group_takes_no_savepoint_until_a_handler_fails(
             raise RuntimeError("refused")
 
     consumer = make_consumer(NAME, handle, events=["test.job"], atomic=True)
-    with pump_of(consumer, batch_size=10) as pump:
-        emit(org, 1, start=100)
-        pump.run_batch()  # warm
+    with warmed_pump(consumer, org) as pump:
         emit(org, 4)
         calls.clear()
         with traced() as wire:
             assert pump.run_batch() == 4
         # One: the group's transaction, a savepoint itself inside the test's transaction.
-        assert len([q for q in wire.statements if q.upper().startswith("SAVEPOINT")]) == 1
+        assert len(savepoints(wire.statements)) == 1
         assert calls == [0, 1, 2, 3]
 
         refused.add(12)
@@ -370,9 +380,9 @@ def test_an_atomic_group_takes_no_savepoint_until_a_handler_fails(
         calls.clear()
         with traced() as wire:
             assert pump.run_batch() == 4
-        savepoints = [q for q in wire.statements if q.upper().startswith("SAVEPOINT")]
+        taken = savepoints(wire.statements)
     assert calls == [10, 11, 12, 10, 11, 13]  # 12 once; 10 and 11 again after the rollback
-    assert len(savepoints) == 2 + 3  # each pass's own, then one for each of 10, 11 and 13
+    assert len(taken) == 2 + 3  # each pass's own, then one for each of 10, 11 and 13
     assert wire.named().count("ack") == 1
     assert wire.named().count("nack") == 1
     assert {n: s for n, s in states().items() if n >= 10 and n < 100} == {
