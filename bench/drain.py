@@ -120,6 +120,7 @@ MEASUREMENT_KEYS = (
     "plain-write",
     "bare-insert-16",
     "plain-write-8",
+    "plain-write-1",
     "atomic-write",
     "atomic-write-1",
     "batch-write",
@@ -138,12 +139,15 @@ TARGETS = (
 # key names the combined floor 1 / (1/d23 + 1/<bare loop>): the no-op drain and the bare write
 # loop on as many connections as the drain's handler threads, added up; "d23" the no-op drain.
 WRITE_CONCURRENCY = 8  # plain-write-8: drain_events --concurrency 8 (2 x 8 handler connections)
+# The drains run with drain_events's default `--concurrency auto` (one handler thread growing to
+# 8 while handlers wait on I/O), so a write drain's floor is the loop on 16 connections.
 WRITE_TARGETS = (
-    ("plain-write", 0.6, "bare-insert"),
+    ("plain-write", 0.6, "bare-insert-16"),
     ("plain-write-8", 0.6, "bare-insert-16"),
-    ("atomic-write", 0.7, "bare-insert"),
+    ("atomic-write", 0.7, "bare-insert-16"),
     ("batch-write", 0.8, "d23"),
-    ("atomic-write-1", 0.7, "bare-insert"),  # before issue 49: a transaction per atomic delivery
+    ("atomic-write-1", 0.7, "bare-insert-16"),  # a transaction per atomic delivery, as before 49
+    ("plain-write-1", 0.6, "bare-insert"),  # one handler thread, the default before auto
 )
 
 # Ratios printed for understanding, not as targets: (issue, numerator, denominator, name, what
@@ -512,13 +516,14 @@ class Bench:
         event_type: str,
         env: dict[str, str] | None = None,
         *,
-        concurrency: int = 1,
+        concurrency: int | None = None,
     ) -> Sample:
         names = bench_consumers.consumers_for(event_type)
         expected = self.config.events * len(names)
         self.fill(event_type)
         args = ["--once", "--no-listen", "--batch-size", str(self.config.batch_size)]
-        args += ["--concurrency", str(concurrency)]
+        if concurrency is not None:  # else drain_events's default (auto)
+            args += ["--concurrency", str(concurrency)]
         for name in names:
             args += ["--consumer", name]
         command = [sys.executable, "-m", "bench.workers", "drain", "--", *args]
@@ -596,7 +601,7 @@ class Bench:
         self.admin.settle([bench_consumers.WRITE_TABLE])
 
     def write_drain(
-        self, mode: str, env: dict[str, str] | None = None, *, concurrency: int = 1
+        self, mode: str, env: dict[str, str] | None = None, *, concurrency: int | None = None
     ) -> Sample:
         """2 drain processes, 3 consumers whose handlers write (see the module docstring)."""
         self._reset_writes()
@@ -940,7 +945,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "3",
             "rows/s",
         ),
-        Measurement("plain-write", "drain_events, one autocommit INSERT", "2", "3", "deliveries/s"),
+        Measurement(
+            "plain-write",
+            "drain_events (auto threads), one autocommit INSERT",
+            "2",
+            "3",
+            "deliveries/s",
+        ),
         Measurement(
             "bare-insert-16",
             f"raw psycopg: the same INSERT on {2 * WRITE_CONCURRENCY} connections",
@@ -951,6 +962,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         Measurement(
             "plain-write-8",
             f"drain_events --concurrency {WRITE_CONCURRENCY}, one autocommit INSERT",
+            "2",
+            "3",
+            "deliveries/s",
+        ),
+        Measurement(
+            "plain-write-1",
+            "drain_events --concurrency 1, one autocommit INSERT",
             "2",
             "3",
             "deliveries/s",
@@ -1010,6 +1028,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plain-write": lambda: bench.write_drain("plain"),
         "bare-insert-16": lambda: bench.bare_insert(2 * WRITE_CONCURRENCY),
         "plain-write-8": lambda: bench.write_drain("plain", concurrency=WRITE_CONCURRENCY),
+        "plain-write-1": lambda: bench.write_drain("plain", concurrency=1),
         "atomic-write": lambda: bench.write_drain("atomic"),
         "atomic-write-1": lambda: bench.write_drain("atomic", {"EVENTBUS_ATOMIC_GROUP": "1"}),
         "batch-write": lambda: bench.write_drain("batch"),

@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 ISOLATION_CHECK_SECONDS = 1.0
 # Handlers spending more than this share of their time on the CPU are run batch by batch.
 CPU_BOUND_SHARE = 0.5
+# `drain_events --concurrency auto` (the default): one handler thread, growing up to this many
+# while the handlers mostly wait on I/O and work is queued (SlotPool, slots.should_grow).
+AUTO_HANDLER_THREADS = 8
 # An atomic consumer's group (EVENTBUS["ATOMIC_GROUP"] deliveries of one claim, organization and
 # key in one transaction) starts no further delivery once it has run this share of its timeout
 # (the rest are released, uncharged), so a group of normal runs never reaches the timeout.
@@ -78,21 +81,22 @@ class DrainPump(SlottedPump[Finished]):
         consumers: Sequence[Consumer],
         *,
         worker_id: str,
-        concurrency: int = 1,
+        concurrency: int | None = 1,
         batch_size: int = 100,
         max_events: int | None = None,
         wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.consumers = {c.name: c for c in consumers}
         self.names = list(self.consumers)
+        most = concurrency or AUTO_HANDLER_THREADS  # None: one thread, growing (SlotPool)
         super().__init__(
             worker_id=worker_id,
-            concurrency=concurrency,
+            concurrency=most,
             batch_size=batch_size,
             max_events=max_events,
             watch=pauses.Watch(names=self.names),
         )
-        self._low_water = max(concurrency, batch_size // 2)
+        self._low_water = max(most, batch_size // 2)
         self._alone = False  # an isolated delivery is in flight: claim nothing else
         self._isolated_waiting = False
         self._next_isolation_check = 0.0
@@ -102,7 +106,7 @@ class DrainPump(SlottedPump[Finished]):
         self._broken: set[tuple[uuid.UUID, str]] = set()
         self.batches = any(_group_size(c) for c in consumers)
         self.pool = SlotPool(
-            concurrency,
+            concurrency or 1,
             self._run,
             on_error=self._failed,
             on_progress=wake,
@@ -112,6 +116,7 @@ class DrainPump(SlottedPump[Finished]):
             lane_limit=1,  # an ordered key's run, one at a time (unkeyed jobs have no lane)
             on_abandon=self._break_run,
             name="eventbus-handler",
+            grow_to=most,
         )
 
     def idle(self) -> bool:

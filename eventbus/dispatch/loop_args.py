@@ -25,6 +25,18 @@ def positive_int(value: str) -> int:
     return number
 
 
+def threads(value: str) -> int | None:
+    """argparse type: `auto` (None) or an integer of at least 1."""
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        return positive_int(value)
+    except ValueError:
+        raise ArgumentTypeError(
+            f"must be 'auto' or a whole number of at least 1, got {value!r}"
+        ) from None
+
+
 def positive_float(value: str) -> float:
     """argparse type: a number greater than 0."""
     number = float(value)

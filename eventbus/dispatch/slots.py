@@ -44,6 +44,9 @@ R = TypeVar("R")
 RECHECK_SECONDS = 0.1  # how soon a slot looks again at jobs `can_start` held back
 DECAY = 0.999  # per run: cpu_share() follows about the last thousand runs
 SAMPLE_EVERY = 32  # runs between two readings of a slot's CPU clock (see SlotPool._account)
+# A growing pool (`grow_to`) adds a thread while its handlers spend less than this share of their
+# time on the CPU (they wait on I/O: their database commits, an HTTP call) and jobs wait.
+GROW_BELOW_SHARE = 0.25
 
 
 @dataclass(eq=False, slots=True)
@@ -182,6 +185,14 @@ def log_lost(pump: str, token: uuid.UUID, ids: set[int], never_started: int) -> 
     )
 
 
+def should_grow(cpu_share: float | None, *, queued: int, threads: int) -> bool:
+    """Whether a growing pool adds a thread: its handlers' measured CPU share (None: not measured
+    yet) is under GROW_BELOW_SHARE, so they mostly wait and more of them can wait at once, and
+    more jobs are queued than it has threads. Handlers that use the CPU (or do nothing) would
+    only share the interpreter's lock with more threads: such a pool stays at its size."""
+    return cpu_share is not None and cpu_share < GROW_BELOW_SHARE and queued > threads
+
+
 @dataclass(eq=False)
 class _Slot:
     job: Job | None = None
@@ -211,6 +222,7 @@ class SlotPool(Generic[R]):
         can_start: Callable[[Job], bool] = lambda job: True,
         on_abandon: Callable[[Job], None] = lambda job: None,
         name: str = "eventbus-slot",
+        grow_to: int | None = None,
     ) -> None:
         self._run = run
         self._on_abandon = on_abandon
@@ -231,6 +243,8 @@ class SlotPool(Generic[R]):
         self._paused = False
         self._closing = False
         self._size = max(1, size)
+        # Up to how many threads the pool may grow (`should_grow`); its size when it does not.
+        self._grow_to = max(self._size, grow_to or 0)
         self._started = 0
         # Slot time spent on the CPU (holding the GIL) and in all while busy, decayed per run:
         # see cpu_share(). Updated by the slots under the lock.
@@ -246,10 +260,21 @@ class SlotPool(Generic[R]):
     def submit(self, jobs: Iterable[Job]) -> None:
         """Queue jobs (the slot threads start with the first ones)."""
         with self._lock:
+            self._queue.extend(jobs)
+            if self._size < self._grow_to and should_grow(
+                self.cpu_share() if self._wall_seconds else None,
+                queued=len(self._queue),
+                threads=self._size,
+            ):
+                self._size += 1
             while self._started < self._size:
                 self._add_slot()
-            self._queue.extend(jobs)
             self._cond.notify_all()
+
+    @property
+    def size(self) -> int:
+        """How many threads run jobs now (a growing pool's grow as its handlers wait)."""
+        return self._size
 
     def take(self) -> list[R]:
         """The results collected since the last call."""

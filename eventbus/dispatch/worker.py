@@ -29,7 +29,7 @@ class WorkerOptions:
     consumers: Sequence[str] | None = None  # None: every registered consumer
     batch_size: int = 100
     poll_interval: float = 1.0
-    concurrency: int = 1
+    concurrency: int | None = 1  # handler threads; None: one, growing while they wait on I/O
     once: bool = False  # drain what is due, then exit
     max_events: int | None = None  # exit after processing this many deliveries
     listen: bool = True

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+from importlib import import_module
 from io import StringIO
 
 import pytest
@@ -14,6 +16,7 @@ from django.utils import timezone
 import eventbus
 from core.models import Organization
 from eventbus.dispatch import claim as claims
+from eventbus.dispatch.loop_args import threads
 from eventbus.store.models import Delivery, Route
 
 pytestmark = pytest.mark.django_db
@@ -59,11 +62,28 @@ def test_drain_events_rejects_an_unknown_consumer() -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["--batch-size", "0"], ["--poll-interval", "-1"], ["--concurrency", "x"]]
+    ("args", "why"),
+    [
+        (["--batch-size", "0"], "must be at least 1"),
+        (["--poll-interval", "-1"], "must be greater than 0"),
+        (["--concurrency", "x"], "must be 'auto' or a whole number of at least 1, got 'x'"),
+        (["--concurrency", "0"], "must be at least 1, got 0"),
+    ],
 )
-def test_drain_events_rejects_bad_flags(args: list[str]) -> None:
-    with pytest.raises(CommandError):
+def test_drain_events_rejects_bad_flags(args: list[str], why: str) -> None:
+    with pytest.raises(CommandError, match=re.escape(why)):
         call_command("drain_events", *args)
+
+
+def test_drain_events_threads_are_auto_unless_a_number_is_given() -> None:
+    assert [threads(v) for v in ("auto", "AUTO", "1", "8")] == [None, None, 1, 8]
+    parser = (
+        import_module("eventbus.management.commands.drain_events")
+        .Command()
+        .create_parser("manage.py", "drain_events")
+    )
+    assert parser.parse_args([]).concurrency is None  # the default: auto
+    assert parser.parse_args(["--concurrency", "4"]).concurrency == 4
 
 
 def test_drain_events_runs_the_projects_checks_but_not_the_webs() -> None:

@@ -87,7 +87,8 @@ def test_eight_drains_claim_fairly_fence_their_acks_and_bound_their_connections(
     wait_for(lambda: bool(watcher.backends), timeout=10, what="the watcher's first sample")
     try:
         processes.extend(
-            start_drain("--once", "--batch-size", "25", *EFFECT_ARGS) for _ in range(DRAINS)
+            start_drain("--once", "--batch-size", "25", "--concurrency", "1", *EFFECT_ARGS)
+            for _ in range(DRAINS)
         )
         for process in processes:
             assert process.wait(timeout=300) == 0, process.output()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from eventbus.dispatch.drain import DrainPump
-from eventbus.dispatch.slots import Job, Leases, SlotPool
+from eventbus.dispatch.slots import GROW_BELOW_SHARE, Job, Leases, SlotPool, should_grow
 from eventbus.dispatch.slotted import SlottedPump
 from eventbus.store import metrics
 from eventbus.store.event import Event
@@ -61,6 +61,8 @@ class Harness:
             raise SystemExit(3)
         elif action == "raise":
             raise KeyError(n)
+        elif action == "io":  # waits on I/O for 2 ms (a commit's flush), using no CPU
+            threading.Event().wait(0.002)
         return n, "ok"
 
     def results(self, count: int, *, within: float = 10.0) -> list[tuple[int, str]]:
@@ -233,3 +235,29 @@ def test_committed_deliveries_leave_the_held_set_but_count_until_settled() -> No
     assert leases.count() == 3  # --max-events still counts 2 and 3
     leases.settled(token, [1, 2, 3])
     assert (leases.held(), leases.count()) == ({}, 0)
+
+
+@pytest.mark.parametrize(("grow_to", "sizes"), [(3, [1, 2, 3, 3]), (None, [1, 1, 1, 1])])
+def test_a_growing_pool_adds_a_thread_per_submit_while_its_jobs_wait_up_to_its_limit(
+    harness: type[Harness], grow_to: int | None, sizes: list[int]
+) -> None:
+    h = harness(1, grow_to=grow_to)
+    seen = []
+    for round_ in range(4):
+        numbers = range(round_ * 20, round_ * 20 + 20)
+        h.behaviour.update(dict.fromkeys(numbers, "io"))
+        h.pool.submit([job(n) for n in numbers])
+        seen.append(h.pool.size)
+        assert len(h.results(20)) == 20
+        # Gone idle, the slots closed their windows: the jobs' CPU share is measured (~0).
+        assert poll(h.pool.idle)
+        assert h.pool.cpu_share() < GROW_BELOW_SHARE
+    assert seen == sizes  # the first submit has no measure yet: one thread
+
+
+def test_a_pool_grows_only_for_measured_waiting_work_that_queues() -> None:
+    assert should_grow(0.05, queued=10, threads=2)
+    assert not should_grow(None, queued=10, threads=2)  # not measured yet
+    assert not should_grow(0.9, queued=10, threads=2)  # CPU-bound: more threads share the GIL
+    assert not should_grow(GROW_BELOW_SHARE, queued=10, threads=2)
+    assert not should_grow(0.05, queued=2, threads=2)  # as many jobs as threads: enough

@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from core.checks import worker_check_tags
 from core.db_timeouts import use_database_timeouts
 from core.metrics import start_exporter_if_configured
-from eventbus.dispatch.loop_args import add_loop_arguments, loop_options, positive_int
+from eventbus.dispatch.drain import AUTO_HANDLER_THREADS
+from eventbus.dispatch.loop_args import add_loop_arguments, loop_options, threads
 from eventbus.dispatch.runner import freeze_startup_heap
 from eventbus.dispatch.worker import Worker, WorkerOptions
 from eventbus.store.conf import bus_settings
@@ -36,9 +37,14 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=positive_int,
-            default=1,
-            help="Handler threads for I/O-bound consumers (default 1: inline).",
+            type=threads,
+            default=None,
+            metavar="N|auto",
+            help=(
+                "Handler threads per process: N, or auto (the default): one thread, growing up "
+                f"to {AUTO_HANDLER_THREADS} while the handlers mostly wait on I/O (their own "
+                "commits, HTTP calls) and work is queued. Each thread holds a database connection."
+            ),
         )
         add_loop_arguments(parser)
 
