@@ -49,7 +49,8 @@ ISOLATION_CHECK_SECONDS = 1.0
 # Handlers spending more than this share of their time on the CPU are run batch by batch.
 CPU_BOUND_SHARE = 0.5
 # `drain_events --concurrency auto` (the default): one handler thread, growing up to this many
-# while the handlers mostly wait on I/O and work is queued (SlotPool, slots.should_grow).
+# while the handlers mostly wait on I/O and work is queued (SlotPool, slots.should_grow); a
+# worker with an atomic or batch consumer stays on one.
 AUTO_HANDLER_THREADS = 8
 # An atomic consumer's group (EVENTBUS["ATOMIC_GROUP"] deliveries of one claim, organization and
 # key in one transaction) starts no further delivery once it has run this share of its timeout
@@ -88,7 +89,12 @@ class DrainPump(SlottedPump[Finished]):
     ) -> None:
         self.consumers = {c.name: c for c in consumers}
         self.names = list(self.consumers)
-        most = concurrency or AUTO_HANDLER_THREADS  # None: one thread, growing (SlotPool)
+        batches = any(_group_size(c) for c in consumers)
+        # None (auto): one thread, growing to `most` (SlotPool). Only plain handlers get more
+        # threads: atomic groups and batches update their events' summary inside their
+        # transactions, and more of them at once wait on each other's event rows (measured: no
+        # faster, batches slower).
+        most = concurrency or (1 if batches else AUTO_HANDLER_THREADS)
         super().__init__(
             worker_id=worker_id,
             concurrency=most,
@@ -104,7 +110,7 @@ class DrainPump(SlottedPump[Finished]):
         # rest of the run is released (written by the slot threads and, for a timeout, under
         # the pool's lock before the lane opens again; read by the slots before each run).
         self._broken: set[tuple[uuid.UUID, str]] = set()
-        self.batches = any(_group_size(c) for c in consumers)
+        self.batches = batches
         self.pool = SlotPool(
             concurrency or 1,
             self._run,

@@ -43,7 +43,8 @@ class Command(BaseCommand):
             help=(
                 "Handler threads per process: N, or auto (the default): one thread, growing up "
                 f"to {AUTO_HANDLER_THREADS} while the handlers mostly wait on I/O (their own "
-                "commits, HTTP calls) and work is queued. Each thread holds a database connection."
+                "commits, HTTP calls) and work is queued; one for a worker with an atomic or "
+                "batch consumer. Each thread holds a database connection."
             ),
         )
         add_loop_arguments(parser)
