@@ -267,7 +267,7 @@ class SlotPool(Generic[R]):
                 threads=self._size,
             ):
                 self._size += 1
-            while self._started < self._size:
+            while len(self._slots) < self._size:  # live slots (an abandoned one was replaced)
                 self._add_slot()
             self._cond.notify_all()
 

@@ -255,6 +255,21 @@ def test_a_growing_pool_adds_a_thread_per_submit_while_its_jobs_wait_up_to_its_l
     assert seen == sizes  # the first submit has no measure yet: one thread
 
 
+def test_a_pool_grows_by_live_threads_after_a_job_timed_out(harness: type[Harness]) -> None:
+    h = harness(1, grow_to=2)
+    h.behaviour[0] = "block"
+    h.pool.submit([job(0, timeout=0.05)])
+    assert poll(lambda: bool(h.pool.expired()))  # given up on: its thread abandoned, replaced
+    h.behaviour.update(dict.fromkeys(range(1, 21), "io"))
+    h.pool.submit([job(n) for n in range(1, 21)])  # measured: they wait
+    assert len(h.results(20)) == 20
+    assert poll(h.pool.idle)
+    h.behaviour.update({41: "block", 42: "block"})
+    h.pool.submit([job(41), job(42), job(43)])
+    assert h.pool.size == 2
+    assert poll(lambda: h.pool.running == 2)  # two live threads, not one and the abandoned one
+
+
 def test_a_pool_grows_only_for_measured_waiting_work_that_queues() -> None:
     assert should_grow(0.05, queued=10, threads=2)
     assert not should_grow(None, queued=10, threads=2)  # not measured yet
