@@ -151,5 +151,10 @@ def test_list_queries_cost_a_page_not_the_table(
     small = page_costs(client, urls)
     seed_bulk(org, range(SMALL, LARGE))
     large = page_costs(client, urls)
-    grew = {url: (small[url], large[url]) for url in urls if large[url] > 1.5 * small[url] + 10}
+    # Ten times the rows: a query that walks the table (or an index of it) reads about ten times
+    # the buffers, and at 2,000 events even the smallest walk reads 40 or more (event_log's
+    # pages), so 400 or more at 20,000. A page served by an index reads about the same; the
+    # allowance (3x + 30) absorbs a few more heap visits when the machine is busy (seen on a
+    # loaded run: the delivery list 9 -> 30, with nothing walking the table), far below a walk.
+    grew = {url: (small[url], large[url]) for url in urls if large[url] > 3 * small[url] + 30}
     assert not grew, f"buffers (2k events, 20k events) that grew with the table: {grew}"
