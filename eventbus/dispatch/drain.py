@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -110,6 +111,10 @@ class DrainPump(SlottedPump[Finished]):
         # rest of the run is released (written by the slot threads and, for a timeout, under
         # the pool's lock before the lane opens again; read by the slots before each run).
         self._broken: set[tuple[uuid.UUID, str]] = set()
+        # Slot threads add to it while the settle forgets runs no longer held: a set changed in
+        # place under this lock, never replaced (a replacement lost a concurrent add, and a key's
+        # later delivery then ran after its failed one).
+        self._broken_lock = threading.Lock()
         self.batches = batches
         self.pool = SlotPool(
             concurrency or 1,
@@ -181,7 +186,8 @@ class DrainPump(SlottedPump[Finished]):
     def _break_run(self, job: Job) -> None:
         """The rest of this job's ordered run must not run: its key waits for this one."""
         if job.lane is not None:
-            self._broken.add((job.token, job.lane))
+            with self._broken_lock:
+                self._broken.add((job.token, job.lane))
 
     def _timed_out(self, job: Job, elapsed: float) -> list[Finished]:
         """A run past its timeout fails; a batch's events, of which any may be the one that
@@ -318,7 +324,8 @@ class DrainPump(SlottedPump[Finished]):
             self._results = [r for r in self._results if r.job.token in left] if left else []
         if self._broken:  # forget the runs of claims no longer held
             held = self.leases.held()
-            self._broken = {b for b in self._broken if b[0] in held}
+            with self._broken_lock:
+                self._broken.difference_update([b for b in self._broken if b[0] not in held])
         return settled
 
     # -- run_once: one batch inline ---------------------------------------------------------

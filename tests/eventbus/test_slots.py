@@ -276,3 +276,30 @@ def test_a_pool_grows_only_for_measured_waiting_work_that_queues() -> None:
     assert not should_grow(0.9, queued=10, threads=2)  # CPU-bound: more threads share the GIL
     assert not should_grow(GROW_BELOW_SHARE, queued=10, threads=2)
     assert not should_grow(0.05, queued=2, threads=2)  # as many jobs as threads: enough
+
+
+@pytest.mark.django_db
+def test_a_run_broken_while_the_settle_forgets_old_runs_stays_broken() -> None:
+    """A slot thread marks an ordered run broken (its delivery failed) while the settle forgets
+    the runs of claims no longer held: the new mark survives, so the key's later deliveries of
+    that run are released, never run after the failed one."""
+    pump = DrainPump([], worker_id="w")
+    old, new = uuid.uuid4(), uuid.uuid4()
+    failed_job = Job(new, job(1).event, 30.0, "conversation-8")
+    marker = threading.Thread(target=pump._break_run, args=(failed_job,))
+
+    class Held(dict[uuid.UUID, list[int]]):
+        def __contains__(self, token: object) -> bool:
+            if not marker.is_alive() and marker.ident is None:
+                marker.start()  # the slot thread, while the settle looks at the old runs
+                marker.join(0.2)  # it either lands now or waits for the settle to finish
+            return token == new
+
+    pump._broken.add((old, "conversation-1"))
+    pump.leases.held = Held  # type: ignore[method-assign]
+    try:
+        pump._settle_results()
+        marker.join(10)
+        assert pump._broken == {(new, "conversation-8")}
+    finally:
+        pump.close()
