@@ -81,9 +81,11 @@ WRITE_SQL = f"""
 INSERT INTO {WRITE_TABLE} (consumer, k, n, updated_at) VALUES (%s, %s, 1, now())
 ON CONFLICT (consumer, k) DO UPDATE SET n = {WRITE_TABLE}.n + 1, updated_at = now()
 """
+# Rows in key order: two workers' batches that share keys lock them in the same order (without
+# ORDER BY they deadlocked now and then, and each deadlock costs the server's deadlock_timeout).
 WRITE_MANY_SQL = f"""
 INSERT INTO {WRITE_TABLE} (consumer, k, n, updated_at)
-SELECT %s, k, count(*), now() FROM unnest(%s::int[]) AS t(k) GROUP BY k
+SELECT %s, k, count(*), now() FROM unnest(%s::int[]) AS t(k) GROUP BY k ORDER BY k
 ON CONFLICT (consumer, k) DO UPDATE SET n = {WRITE_TABLE}.n + EXCLUDED.n, updated_at = now()
 """
 WRITE_EVENTS = {

@@ -30,12 +30,13 @@ from prometheus_client import Histogram
 from psycopg.pq import TransactionStatus
 
 from core import context, rls
-from eventbus.dispatch import breaker
+from eventbus.dispatch import breaker, together
 from eventbus.dispatch import claim as claims
 from eventbus.dispatch.retry import judge_failure
 from eventbus.dispatch.settle import Settlement, by_token, settle
 from eventbus.dispatch.slots import Job, SlotPool
 from eventbus.dispatch.slotted import SlottedPump
+from eventbus.dispatch.together import Together, parts
 from eventbus.store import metrics, pauses, provenance
 from eventbus.store.conf import bus_settings
 from eventbus.store.errors import HandlerTimeout, LeaseLost
@@ -116,6 +117,7 @@ class DrainPump(SlottedPump[Finished]):
         # later delivery then ran after its failed one).
         self._broken_lock = threading.Lock()
         self.batches = batches
+        self.together = Together()  # unordered batch consumers' batches share a transaction
         self.pool = SlotPool(
             concurrency or 1,
             self._run,
@@ -158,6 +160,10 @@ class DrainPump(SlottedPump[Finished]):
             # an earlier delivery of its run did not succeed
             return released([job]) if job.rest else Finished(job, "released")
         consumer = self.consumers[job.event.consumer]
+        if together.shared(job):  # several consumers' batches in one transaction
+            outcomes = run_batches_together(self.consumers, job, self.interrupted, self.together)
+            self._committed(job, outcomes)
+            return outcomes
         if _group_size(consumer):
             outcomes = run_batch_job(consumer, job, self.interrupted)
             if any(f.kind != "committed" for f in outcomes):
@@ -192,6 +198,15 @@ class DrainPump(SlottedPump[Finished]):
     def _timed_out(self, job: Job, elapsed: float) -> list[Finished]:
         """A run past its timeout fails; a batch's events, of which any may be the one that
         hangs, are set apart instead (uncharged, each to run alone next)."""
+        if together.shared(job):  # the batch that hangs is known: only its events set apart
+            hung, backend_pid = self.together.hung(job)
+            if backend_pid is not None:
+                together.end_transaction(backend_pid)
+            metrics.HANDLER_TIMEOUTS.labels(hung).inc()
+            return [
+                Finished(job.single(e), "set_apart" if e.consumer == hung else "released")
+                for e in job.events
+            ]
         metrics.HANDLER_TIMEOUTS.labels(job.event.consumer).inc()
         if job.rest:
             return [Finished(job.single(e), "set_apart") for e in job.events]
@@ -293,7 +308,15 @@ class DrainPump(SlottedPump[Finished]):
                 jobs[place] = Job(token, group[0], timeouts[e.consumer], lane, tuple(group[1:]))
         for (name, _, lane), (place, group) in groups.items():
             jobs[place] = Job(token, group[0], timeouts[name], lane, tuple(group[1:]))
-        return [job for job in jobs if job is not None]
+        alone = self.together.alone()
+        return together.join(
+            [job for job in jobs if job is not None],
+            lambda job: (
+                job.lane is None
+                and self.consumers[job.event.consumer].batch is not None
+                and job.event.consumer not in alone
+            ),
+        )
 
     # -- settling -----------------------------------------------------------------------------
 
@@ -375,6 +398,56 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
     finally:
         _duration(consumer.name, job.event.event_type).observe(time.monotonic() - started)
     return Finished(job, "committed" if consumer.atomic else "done")
+
+
+def run_batches_together(
+    consumers: dict[str, Consumer], job: Job, on_lost: Callable[[], None], state: Together
+) -> list[Finished]:
+    """Several batch consumers' batches of one claim and organization (together.join) in one
+    transaction: each handler called once, one ack of all their deliveries, one commit.
+    Optimistic, as an atomic group: should a handler raise, the transaction is rolled back, that
+    consumer runs alone from now on (together.Together), and each batch runs again on its own
+    (run_batch_job: bisected, so only an event that fails alone is charged)."""
+    runs = parts(job, {name: c.timeout_seconds() for name, c in consumers.items()})
+    first = job.event
+    try:
+        rls.enter_tenant(first.organization_id)  # a shared job is of one organization
+        with transaction.atomic():
+            with connection.cursor() as cursor:  # the backend holding the transaction
+                cursor.execute("SELECT pg_backend_pid()")
+                backend_pid = cursor.fetchone()[0]
+            for run in runs:
+                consumer = consumers[run.event.consumer]
+                state.running(job, consumer.name, backend_pid)
+                started = time.monotonic()
+                try:
+                    with (
+                        context.run_scope(_correlation(run.event), log_ids(run.event)),
+                        provenance.handling(run.event),
+                    ):
+                        cast(BatchHandler, consumer.handler)([e.upcast() for e in run.events])
+                except BaseException as exc:
+                    if not (together.conflict(exc) or connection_lost(exc)):
+                        state.set_alone(consumer.name)  # its failure, not a passing conflict
+                    raise
+                finally:
+                    _duration(consumer.name, first.event_type).observe(time.monotonic() - started)
+            ids = [e.delivery_id for e in job.events]
+            if claims.ack(job.token, ids) != len(ids):
+                raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+    except BaseException as exc:
+        if state.over(job) or isinstance(exc, LeaseLost):  # given up on, or taken over: fenced
+            return released([job])
+        if connection_lost(exc):
+            return [failed(job.single(first), exc, 0.0, on_lost), *released([job])[1:]]
+        outcomes: list[Finished] = []
+        for run in runs:  # each on its own now
+            state.running(job, run.event.consumer, None)
+            outcomes += run_batch_job(consumers[run.event.consumer], run, on_lost)
+        state.over(job)
+        return outcomes
+    state.over(job)
+    return [Finished(job.single(e), "committed") for e in job.events]
 
 
 def _group_size(consumer: Consumer) -> int | None:
