@@ -50,6 +50,12 @@ logger = logging.getLogger(__name__)
 ISOLATION_CHECK_SECONDS = 1.0
 # Handlers spending more than this share of their time on the CPU are run batch by batch.
 CPU_BOUND_SHARE = 0.5
+# Overlapping, finished runs are settled once this many wait, or once the oldest has waited this
+# long (or when nothing runs any more): an ack's statement and commit then serve a hundred or
+# more deliveries, where settling at every step acked a handful each (plain one-write handlers:
+# the loop spent 86% of its time in acks).
+SETTLE_GATHER = 200
+SETTLE_WITHIN = 0.1
 # `drain_events --concurrency auto` (the default): one handler thread, growing up to this many
 # while the handlers mostly wait on I/O and work is queued (SlotPool, slots.should_grow); a
 # worker with an atomic or batch consumer stays on one.
@@ -106,6 +112,8 @@ class DrainPump(SlottedPump[Finished]):
         )
         self._low_water = max(most, batch_size // 2)
         self._alone = False  # an isolated delivery is in flight: claim nothing else
+        self._gathering_since: float | None = None  # when the oldest unsettled result came
+        self.clock = time.monotonic  # for the settle's gathering (tests move it)
         self._isolated_waiting = False
         self._next_isolation_check = 0.0
         # (claim token, lane) of ordered runs stopped by a delivery that did not succeed: the
@@ -151,7 +159,23 @@ class DrainPump(SlottedPump[Finished]):
         return released(jobs)
 
     def _may_settle(self) -> bool:
-        return self._overlapping() or self.pool.idle()
+        """Batch by batch: once the batch is done. Overlapping: once SETTLE_GATHER results wait
+        or the oldest has waited SETTLE_WITHIN seconds, or nothing runs any more (one ack
+        statement and commit per ~100-200 deliveries rather than per handful)."""
+        if not self._results:
+            self._gathering_since = None
+            return False
+        if not self._overlapping():
+            return self.pool.idle()
+        now = self.clock()
+        if self._gathering_since is None:
+            self._gathering_since = now
+        return (
+            len(self._results) >= SETTLE_GATHER
+            or now - self._gathering_since >= SETTLE_WITHIN
+            or self.pool.idle()
+            or self._stopping
+        )
 
     # -- running ------------------------------------------------------------------------------
 
@@ -325,7 +349,10 @@ class DrainPump(SlottedPump[Finished]):
         if not self._results:
             return 0
         with self.settling:
-            return self._settle_results()
+            settled = self._settle_results()
+        if not self._results:
+            self._gathering_since = None
+        return settled
 
     def _settle_results(self) -> int:
         # A committed result was acked under this claim's lease: never a lost one's.

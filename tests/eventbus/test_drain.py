@@ -13,6 +13,7 @@ from django.test.utils import override_settings
 import eventbus
 from core.models import Organization
 from eventbus.dispatch import claim as claims
+from eventbus.dispatch import drain
 from eventbus.dispatch.claim import DeadDelivery
 from eventbus.dispatch.drain import DrainPump
 from eventbus.dispatch.slotted import FIRST_IDLE_WAIT, IN_FLIGHT_WAIT
@@ -240,3 +241,71 @@ def test_max_events_stops_after_that_many_deliveries(org: Organization, batch: i
     statuses = dict(Delivery.objects.values_list("status").annotate(n=Count("id")))
     assert statuses == {"done": 7, "pending": 23}
     assert set(Delivery.objects.filter(status="pending").values_list("attempts", flat=True)) == {0}
+
+
+def gated_pump(gate: threading.Event) -> tuple[DrainPump, list[float]]:
+    """A pump of 2 threads whose handler waits on `gate` for event n=4 only, and its clock."""
+
+    def handle(event: eventbus.Event) -> None:
+        if event.payload["n"] == 4:
+            gate.wait(10)
+
+    consumer = make_consumer("gather-worker", handle, events=["test.job"])
+    pump = DrainPump([consumer], worker_id="w", concurrency=2, batch_size=10)
+    now = [0.0]
+    pump.clock = lambda: now[0]
+    return pump, now
+
+
+def statuses() -> dict[int, str]:
+    rows = Delivery.objects.filter(consumer="gather-worker").select_related("event")
+    return {d.event.payload["n"]: d.status for d in rows}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_finished_runs_are_gathered_into_one_ack_until_they_have_waited_long_enough(
+    org: Organization,
+) -> None:
+    gate = threading.Event()
+    pump, now = gated_pump(gate)
+    try:
+        with registry.temporarily(*pump.consumers.values()):
+            emit_jobs(org, 5)
+
+            def four_finished() -> bool:
+                pump.step()
+                return len(pump._results) == 4
+
+            wait_for(four_finished, timeout=10, what="four runs to finish")
+            pump.step()
+            assert set(statuses().values()) == {"processing"}  # gathering: no ack yet
+            now[0] += drain.SETTLE_WITHIN  # the oldest has waited long enough
+            assert pump.step() >= 4
+            assert statuses() == {0: "done", 1: "done", 2: "done", 3: "done", 4: "processing"}
+            gate.set()
+            wait_for(lambda: (pump.step(), statuses()[4])[1] == "done", timeout=10, what="n=4")
+    finally:
+        gate.set()
+        pump.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enough_finished_runs_are_settled_at_once(
+    org: Organization, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(drain, "SETTLE_GATHER", 4)
+    gate = threading.Event()
+    pump, _ = gated_pump(gate)  # its clock never moves
+    try:
+        with registry.temporarily(*pump.consumers.values()):
+            emit_jobs(org, 5)
+
+            def four_done() -> bool:
+                pump.step()
+                return list(statuses().values()).count("done") == 4
+
+            wait_for(four_done, timeout=10, what="four runs to be settled together")
+            assert statuses()[4] == "processing"
+    finally:
+        gate.set()
+        pump.close()
