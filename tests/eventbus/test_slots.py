@@ -237,8 +237,10 @@ def test_committed_deliveries_leave_the_held_set_but_count_until_settled() -> No
     assert (leases.held(), leases.count()) == ({}, 0)
 
 
-@pytest.mark.parametrize(("grow_to", "sizes"), [(3, [1, 2, 3, 3]), (None, [1, 1, 1, 1])])
-def test_a_growing_pool_adds_a_thread_per_submit_while_its_jobs_wait_up_to_its_limit(
+@pytest.mark.parametrize(
+    ("grow_to", "sizes"), [(8, [1, 2, 4, 8]), (3, [1, 2, 3, 3]), (None, [1, 1, 1, 1])]
+)
+def test_a_growing_pool_doubles_per_submit_while_its_jobs_wait_up_to_its_limit(
     harness: type[Harness], grow_to: int | None, sizes: list[int]
 ) -> None:
     h = harness(1, grow_to=grow_to)
