@@ -344,10 +344,22 @@ def recreate_scratch(config: Config) -> None:
 def recreate_database(
     admin_conninfo: str, scratch_name: str, env: dict[str, str], *, root: Path = REPO_ROOT
 ) -> None:
-    """Drop and create `scratch_name`, then migrate it (with `env`) by the checkout `root`."""
+    """Drop and create `scratch_name`, then migrate it (with `env`) by the checkout `root`.
+
+    The previous run's processes may still be closing their sessions (another role's, which
+    FORCE may not end): the drop is tried again for up to 30 s while it is refused for them."""
     with psycopg.connect(admin_conninfo, autocommit=True) as conn:
         name = sql.Identifier(scratch_name)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+                break
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+                if time.monotonic() > deadline:
+                    raise
+                say(f"{scratch_name}: sessions of the last run still open; trying again")
+                time.sleep(1)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
     say("migrating the scratch database (manage.py migrate)")
     result = subprocess.run(
