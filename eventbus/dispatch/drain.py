@@ -147,7 +147,7 @@ class DrainPump(SlottedPump[Finished]):
     def _dropped(self, jobs: list[Job], ids: set[int]) -> set[int]:
         """A batch's deliveries that were not lost still run: queued again without the others."""
         kept = [
-            Job(job.token, keep[0], job.timeout, job.lane, tuple(keep[1:]))
+            job.of(keep)
             for job in jobs
             if (keep := [e for e in job.events if e.delivery_id not in ids])
         ]

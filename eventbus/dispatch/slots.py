@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -66,6 +66,10 @@ class Job:
     @property
     def events(self) -> tuple[Event, ...]:
         return (self.event, *self.rest)
+
+    def of(self, events: Sequence[Event]) -> Job:
+        """A job of some of this job's events (same claim, timeout and lane)."""
+        return Job(self.token, events[0], self.timeout, self.lane, tuple(events[1:]))
 
     def single(self, event: Event) -> Job:
         """The job of one event of this job (how each event's outcome is settled)."""
@@ -317,11 +321,23 @@ class SlotPool(Generic[R]):
         return jobs
 
     def take_queued_of(self, consumers: Collection[str]) -> list[Job]:
-        """The jobs not started yet of these consumers (paused meanwhile: to release them)."""
+        """The jobs not started yet of these consumers (paused meanwhile: to release them). A job
+        holding several consumers' events (batches sharing a transaction) gives up theirs and
+        keeps its place with the others'."""
         with self._lock:
-            taken = [job for job in self._queue if job.event.consumer in consumers]
+            taken: list[Job] = []
+            kept: deque[Job] = deque()
+            for job in self._queue:
+                theirs = [e for e in job.events if e.consumer in consumers]
+                if not theirs:
+                    kept.append(job)
+                elif len(theirs) == len(job.events):
+                    taken.append(job)
+                else:
+                    taken.append(job.of(theirs))
+                    kept.append(job.of([e for e in job.events if e.consumer not in consumers]))
             if taken:
-                self._queue = deque(j for j in self._queue if j.event.consumer not in consumers)
+                self._queue = kept
         return taken
 
     def stuck(self, after: float, now: float | None = None) -> bool:

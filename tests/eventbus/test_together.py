@@ -14,9 +14,11 @@ from django.db import OperationalError, connection
 
 import eventbus
 from core.models import Organization
-from eventbus.dispatch import together
+from eventbus.dispatch import claim as claims
+from eventbus.dispatch import drain, together
 from eventbus.dispatch.drain import DrainPump
 from eventbus.dispatch.together import Together
+from eventbus.operations import services
 from eventbus.store.models import DeliveryAttempt, EventLog
 from eventbus.store.registry import Consumer, make_consumer, registry
 from tests.eventbus.test_drain_batches import emit, states, write_all
@@ -170,7 +172,9 @@ def test_a_failing_consumer_rolls_back_alone_is_charged_alone_then_runs_on_its_o
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_ordered_batch_consumer_keeps_its_own_transaction(org: Organization) -> None:
+def test_an_ordered_batch_consumer_keeps_its_own_transaction(
+    org: Organization, side_effects: None
+) -> None:
     calls: Calls = []
     declared = [
         *consumers(calls)[:2],
@@ -236,6 +240,35 @@ def test_a_hanging_batch_sets_apart_only_its_own_events_and_ends_the_shared_tran
     assert len(errors) == 1 and errors[0].startswith("HandlerTimeout")
     # The ended transaction's writes never committed; the reruns wrote each row once.
     assert runs() == [1] * 8
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pausing_one_consumer_of_a_shared_job_gives_back_only_its_events(
+    org: Organization, side_effects: None
+) -> None:
+    calls: Calls = []
+    with pump_of(consumers(calls), concurrency=1, batch_size=100) as pump:
+        emit(org, 3)
+        pump.pool.pause()  # claimed, not started yet
+        pump._submit(claims.claim(consumers=list(NAMES), batch_size=100, worker_id="w"))
+        assert pump.pool.queued == 1  # one shared job of the three batches
+        services.consumer_pause(consumer=NAMES[1], actor="ops", reason="maintenance")
+        now = [0.0]
+        pump.clock = lambda: now[0]
+        pump.poke()
+        pump.step()  # b's queued events come back released; a's and c's stay queued
+        pump.step()  # gathering: not settled yet
+        now[0] += drain.SETTLE_WITHIN  # the release is settled with the next gathered ack
+        pump.step()
+        assert states(NAMES[1]) == dict.fromkeys(range(3), ("pending", 0))  # refunded
+        assert pump.pool.queued == 1
+        pump.pool.resume()
+        wait_for(lambda: (pump.step(), pump.pool.idle())[1], timeout=10, what="a and c to run")
+        pump.step()
+    assert sorted(name for name, *_ in calls) == [NAMES[0], NAMES[2]]  # b never ran
+    assert list(transactions(calls).values()) == [{NAMES[0], NAMES[2]}]
+    assert states(NAMES[0]) == states(NAMES[2]) == dict.fromkeys(range(3), ("done", 1))
+    assert states(NAMES[1]) == dict.fromkeys(range(3), ("pending", 0))
 
 
 def test_a_deadlock_or_serialization_failure_is_a_conflict_not_a_handlers_fault() -> None:
