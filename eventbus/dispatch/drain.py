@@ -227,6 +227,16 @@ class DrainPump(SlottedPump[Finished]):
             if backend_pid is not None:
                 together.end_transaction(backend_pid)
             metrics.HANDLER_TIMEOUTS.labels(hung).inc()
+            logger.error(
+                "consumer %s: its batch hung in a shared batch job (%s); its %d events are set "
+                "apart, the other %d given back, and it runs its batches alone for %.0fs",
+                hung,
+                ", ".join(sorted({e.consumer for e in job.events})),
+                sum(e.consumer == hung for e in job.events),
+                sum(e.consumer != hung for e in job.events),
+                together.ALONE_SECONDS,
+                extra={"consumer": hung},
+            )
             return [
                 Finished(job.single(e), "set_apart" if e.consumer == hung else "released")
                 for e in job.events

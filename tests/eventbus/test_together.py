@@ -201,7 +201,7 @@ def test_an_ordered_batch_consumer_keeps_its_own_transaction(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_hanging_batch_sets_apart_only_its_own_events_and_ends_the_shared_transaction(
-    org: Organization, side_effects: None
+    org: Organization, side_effects: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     calls: Calls = []
     unblock = threading.Event()
@@ -238,6 +238,7 @@ def test_a_hanging_batch_sets_apart_only_its_own_events_and_ends_the_shared_tran
     assert b[1][1] == 1  # the one that hangs: charged once, for its own timeout
     errors = [a.error for a in DeliveryAttempt.objects.all()]
     assert len(errors) == 1 and errors[0].startswith("HandlerTimeout")
+    assert "consumer batch-b-worker: its batch hung in a shared batch job" in caplog.text
     # The ended transaction's writes never committed; the reruns wrote each row once.
     assert runs() == [1] * 8
 
