@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import Literal, NamedTuple, cast
 
@@ -425,10 +425,7 @@ def run_job(consumer: Consumer, job: Job, on_connection_lost: Callable[[], None]
     started = time.monotonic()
     try:
         rls.enter_tenant(job.event.organization_id)
-        with (
-            context.run_scope(_correlation(job.event), log_ids(job.event)),
-            provenance.handling(job.event),
-        ):
+        with _handling(job.event):
             _call(consumer, job.token, job.event)
     except BaseException as exc:  # recorded too: dramatiq's time limit, a handler's SystemExit
         return failed(job, exc, time.monotonic() - started, on_connection_lost)
@@ -458,10 +455,7 @@ def run_batches_together(
                 state.running(job, consumer.name, backend_pid)
                 started = time.monotonic()
                 try:
-                    with (
-                        context.run_scope(_correlation(run.event), log_ids(run.event)),
-                        provenance.handling(run.event),
-                    ):
+                    with _handling(run.event):
                         cast(BatchHandler, consumer.handler)([e.upcast() for e in run.events])
                 except BaseException as exc:
                     if not (together.conflict(exc) or connection_lost(exc)):
@@ -469,9 +463,7 @@ def run_batches_together(
                     raise
                 finally:
                     _duration(consumer.name, first.event_type).observe(time.monotonic() - started)
-            ids = [e.delivery_id for e in job.events]
-            if claims.ack(job.token, ids) != len(ids):
-                raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+            _ack_or_lost(job.token, [e.delivery_id for e in job.events])
     except BaseException as exc:
         if state.over(job) or isinstance(exc, LeaseLost):  # given up on, or taken over: fenced
             return released([job])
@@ -513,7 +505,7 @@ def run_batch_job(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> 
     first = job.event
     try:
         rls.enter_tenant(first.organization_id)  # the whole batch is of one organization
-        with context.run_scope(_correlation(first), log_ids(first)), provenance.handling(first):
+        with _handling(first):
             _run_part(consumer, job, list(job.events), outcomes, broken, on_connection_lost=on_lost)
     except BaseException as exc:  # entering the tenant failed: nothing ran
         done = {f.job.event.delivery_id for f in outcomes}
@@ -616,8 +608,7 @@ class _AtomicGroup:
                 began = time.monotonic()
                 try:
                     with (
-                        context.run_scope(_correlation(event), log_ids(event)),
-                        provenance.handling(event),
+                        _handling(event),
                         transaction.atomic() if savepoints else contextlib.nullcontext(),
                     ):
                         handler(event.upcast())
@@ -635,8 +626,8 @@ class _AtomicGroup:
                         time.monotonic() - began
                     )
             ids = [e.delivery_id for e in self.ran]
-            if ids and claims.ack(self.job.token, ids) != len(ids):
-                raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+            if ids:
+                _ack_or_lost(self.job.token, ids)
 
 
 def _run_atomic_group(consumer: Consumer, job: Job, on_lost: Callable[[], None]) -> list[Finished]:
@@ -673,8 +664,7 @@ def _call_batch(consumer: Consumer, token: uuid.UUID, events: list[Event]) -> No
     ids = [e.delivery_id for e in events]
     with transaction.atomic():
         handler([e.upcast() for e in events])
-        if claims.ack(token, ids) != len(ids):
-            raise LeaseLost(f"deliveries {ids} of a batch: lease lost before commit")
+        _ack_or_lost(token, ids)
 
 
 def released(jobs: Sequence[Job]) -> list[Finished]:
@@ -768,8 +758,22 @@ def _call(consumer: Consumer, token: uuid.UUID, event: Event) -> None:
         return
     with transaction.atomic():
         handler(event)
-        if claims.ack(token, [event.delivery_id]) != 1:
-            raise LeaseLost(f"delivery {event.delivery_id} lease lost before commit")
+        _ack_or_lost(token, [event.delivery_id])
+
+
+def _ack_or_lost(token: uuid.UUID, ids: list[int]) -> None:
+    """Ack deliveries inside the caller's transaction (atomic, batch): a lost lease raises, so
+    the transaction rolls back with nothing committed."""
+    if claims.ack(token, ids) != len(ids):
+        raise LeaseLost(f"deliveries {ids}: lease lost before commit")
+
+
+@contextlib.contextmanager
+def _handling(event: Event) -> Iterator[None]:
+    """What a handler run of `event` is bound to: its correlation ids and log fields, and the
+    event as the cause of whatever the handler emits."""
+    with context.run_scope(_correlation(event), log_ids(event)), provenance.handling(event):
+        yield
 
 
 def failure(event: Event, exc: BaseException, elapsed: float) -> claims.Failure:
